@@ -1,0 +1,67 @@
+package market
+
+import (
+	autocliv1 "cosmossdk.io/api/cosmos/autocli/v1"
+
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// AutoCLIOptions generates the query and tx commands from the services. Only submit-job
+// is hand-written (it reads a YAML spec file); EnhanceCustomCommand merges it in.
+func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
+	return &autocliv1.ModuleOptions{
+		Query: &autocliv1.ServiceCommandDescriptor{
+			Service: types.Query_serviceDesc.ServiceName,
+			RpcCommandOptions: []*autocliv1.RpcCommandOptions{
+				{RpcMethod: "Params", Use: "params", Short: "Show the market's parameters"},
+				{
+					RpcMethod: "Job", Use: "job [job-id]", Short: "Show a job, with payment settled up to the latest block",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+				{RpcMethod: "Jobs", Use: "jobs", Short: "List jobs, optionally by --owner and --state (e.g. JOB_STATE_OPEN)"},
+				{
+					RpcMethod: "Bids", Use: "bids [job-id]", Short: "List the bids on a job",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+				{
+					RpcMethod: "Lease", Use: "lease [lease-id]", Short: "Show a lease, with payment settled up to the latest block",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "lease_id"}},
+				},
+				{RpcMethod: "Leases", Use: "leases", Short: "List leases, optionally by --provider, --job-id and --active-only"},
+				{
+					RpcMethod: "Escrow", Use: "escrow [job-id]", Short: "Account for a job's deposit: unspent, pending, withdrawable, withdrawn",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+			},
+		},
+		Tx: &autocliv1.ServiceCommandDescriptor{
+			Service:              types.Msg_serviceDesc.ServiceName,
+			EnhanceCustomCommand: true,
+			RpcCommandOptions: []*autocliv1.RpcCommandOptions{
+				{RpcMethod: "SubmitJob", Skip: true},
+				{
+					RpcMethod: "PlaceBid", Use: "place-bid [job-id] [price-per-gpu-hour]",
+					Short:          "Bid on an open job as a provider (price per GPU-hour, e.g. 1500000udepin)",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "price_per_gpu_hour"}},
+				},
+				{
+					RpcMethod: "WithdrawBid", Use: "withdraw-bid [job-id]", Short: "Withdraw your bid on a job",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+				{
+					RpcMethod: "CancelJob", Use: "cancel-job [job-id]", Short: "Cancel your job; unspent escrow is refunded at once",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+				{
+					RpcMethod: "TopUpDeposit", Use: "top-up-deposit [job-id] [amount]", Short: "Add to a job's escrow",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "amount"}},
+				},
+				{
+					RpcMethod: "WithdrawEarnings", Use: "withdraw-earnings",
+					Short: "Withdraw earnings released by final checkpoints (all leases, or --lease-ids)",
+				},
+				{RpcMethod: "UpdateParams", Skip: true}, // governance only: submit through a gov proposal
+			},
+		},
+	}
+}

@@ -1,0 +1,84 @@
+package keeper
+
+import (
+	"context"
+	"math"
+
+	"cosmossdk.io/collections"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+)
+
+// BeginBlocker records the block hash for the module's randomness beacon.
+func (k Keeper) BeginBlocker(ctx context.Context) error {
+	return k.recordBlockHash(sdk.UnwrapSDKContext(ctx))
+}
+
+// EndBlocker closes due auctions, closes leases that missed their checkpoint deadline and
+// settles jobs whose escrow ran dry or whose leases hit max duration. Each index is walked
+// from its start up to now, and at most max_deadlines_per_block entries are processed in
+// all: anything beyond waits for the next block, still in deadline order.
+func (k Keeper) EndBlocker(ctx context.Context) error {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	budget := int(params.MaxDeadlinesPerBlock)
+	height := sdkCtx.BlockHeight()
+
+	work := []struct {
+		name    string
+		index   collections.KeySet[collections.Pair[int64, uint64]]
+		dueUpTo int64
+		handle  func(sdk.Context, uint64) error
+	}{
+		{"auction close", k.BiddingDeadlines, height, k.closeAuction},
+		{"checkpoint deadline", k.CheckpointDeadlines, height, k.closeForNonPerformance},
+		{"escrow or duration deadline", k.TimeDeadlines, sdkCtx.BlockTime().UnixNano(), k.processTimeDeadline},
+	}
+	for _, w := range work {
+		due, err := dueEntries(sdkCtx, w.index, w.dueUpTo, budget)
+		if err != nil {
+			return err
+		}
+		budget -= len(due)
+		for _, key := range due {
+			if err := w.index.Remove(ctx, key); err != nil {
+				return err
+			}
+			// Each entry runs in its own cache so that one failing entry cannot leave
+			// half-written state; it is logged and dropped rather than halting the chain.
+			cacheCtx, write := sdkCtx.CacheContext()
+			if err := w.handle(cacheCtx, key.K2()); err != nil {
+				k.Logger(ctx).Error("deadline processing failed", "kind", w.name, "id", key.K2(), "err", err)
+				continue
+			}
+			write()
+		}
+	}
+	return nil
+}
+
+// dueEntries collects up to limit index entries whose deadline is at or before dueUpTo.
+func dueEntries(ctx sdk.Context, index collections.KeySet[collections.Pair[int64, uint64]], dueUpTo int64, limit int) ([]collections.Pair[int64, uint64], error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rng := new(collections.Range[collections.Pair[int64, uint64]]).
+		EndInclusive(collections.Join(dueUpTo, uint64(math.MaxUint64)))
+	iter, err := index.Iterate(ctx, rng)
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var due []collections.Pair[int64, uint64]
+	for ; iter.Valid() && len(due) < limit; iter.Next() {
+		key, err := iter.Key()
+		if err != nil {
+			return nil, err
+		}
+		due = append(due, key)
+	}
+	return due, nil
+}

@@ -1,0 +1,220 @@
+package keeper
+
+import (
+	"context"
+	"fmt"
+
+	"cosmossdk.io/collections"
+	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// This file is the market's side of verified training. x/verify calls these when a
+// checkpoint is submitted, becomes final, or is proven wrong; payment follows the rule
+// that a provider can withdraw only what a final checkpoint covers.
+
+// OnCheckpointSubmitted settles the lease and claims, for the new checkpoint, all pending
+// payment that earlier checkpoints did not claim. It also moves the lease's checkpoint
+// deadline forward. The returned claim is released if the checkpoint becomes final.
+func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.Coin, error) {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	lease, err := k.GetLease(ctx, leaseID)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	if lease.State != types.LEASE_STATE_ACTIVE {
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrLeaseNotActive, "lease %d is %s", leaseID, lease.CloseReason)
+	}
+	job, err := k.GetJob(ctx, lease.JobId)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	if _, err := k.settleJob(sdkCtx, &job); err != nil {
+		return sdk.Coin{}, err
+	}
+	if lease, err = k.GetLease(ctx, leaseID); err != nil {
+		return sdk.Coin{}, err
+	}
+	claim := lease.Pending.Sub(lease.Committed)
+	lease.Committed = lease.Pending
+
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	if err := k.CheckpointDeadlines.Remove(ctx, collections.Join(lease.CheckpointDeadline, lease.Id)); err != nil {
+		return sdk.Coin{}, err
+	}
+	lease.CheckpointDeadline = sdkCtx.BlockHeight() + int64(job.Spec.EffectiveCheckpointDeadline(params))
+	if err := k.CheckpointDeadlines.Set(ctx, collections.Join(lease.CheckpointDeadline, lease.Id)); err != nil {
+		return sdk.Coin{}, err
+	}
+	if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
+		return sdk.Coin{}, err
+	}
+	if err := k.scheduleTimeDeadline(sdkCtx, &job); err != nil {
+		return sdk.Coin{}, err
+	}
+	return claim, k.Jobs.Set(ctx, job.Id, job)
+}
+
+// OnCheckpointFinal releases a final checkpoint's claim to the provider's withdrawable
+// balance and records the worker's progress (the point a replacement lease resumes from).
+// A checkpoint at total_steps completes the lease, and the job once every worker is done.
+func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri string) error {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	lease, err := k.GetLease(ctx, leaseID)
+	if err != nil {
+		return err
+	}
+	if claim.IsNegative() || claim.Amount.GT(lease.Committed.Amount) {
+		return errorsmod.Wrapf(types.ErrInsufficientCommit, "lease %d: release %s but only %s committed", leaseID, claim, lease.Committed)
+	}
+	lease.Committed = lease.Committed.Sub(claim)
+	lease.Pending = lease.Pending.Sub(claim)
+	lease.Withdrawable = lease.Withdrawable.Add(claim)
+	if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
+		return err
+	}
+	if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventPaymentReleased{
+		LeaseId: lease.Id, Provider: lease.Provider, Amount: claim, Withdrawable: lease.Withdrawable,
+	}); err != nil {
+		return err
+	}
+
+	job, err := k.GetJob(ctx, lease.JobId)
+	if err != nil {
+		return err
+	}
+	if step > progressOf(job, lease.Worker).Step {
+		setProgress(&job, types.WorkerProgress{Worker: lease.Worker, Step: step, StateHash: stateHash, Uri: uri})
+		if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventWorkerProgress{
+			JobId: job.Id, Worker: lease.Worker, Step: step, StateHash: stateHash,
+		}); err != nil {
+			return err
+		}
+	}
+	if job.State.IsTerminal() || step < job.Spec.TotalSteps {
+		return k.Jobs.Set(ctx, job.Id, job)
+	}
+	if lease.State == types.LEASE_STATE_ACTIVE {
+		if _, err := k.settleJob(sdkCtx, &job); err != nil {
+			return err
+		}
+		if lease, err = k.GetLease(ctx, leaseID); err != nil {
+			return err
+		}
+		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_COMPLETED); err != nil {
+			return err
+		}
+	}
+	if !allWorkersDone(job) {
+		if err := k.scheduleTimeDeadline(sdkCtx, &job); err != nil {
+			return err
+		}
+		return k.Jobs.Set(ctx, job.Id, job)
+	}
+	_, err = k.closeJob(sdkCtx, &job, types.JOB_STATE_COMPLETED, types.LEASE_CLOSE_REASON_COMPLETED, "training completed")
+	return err
+}
+
+func allWorkersDone(job types.Job) bool {
+	for w := uint32(0); w < job.Spec.Workers; w++ {
+		if progressOf(job, w).Step < job.Spec.TotalSteps {
+			return false
+		}
+	}
+	return true
+}
+
+// OnCheckpointRejected handles a checkpoint proven wrong: the lease is closed for fraud,
+// everything it has pending (claimed or not) goes back to the job (or to the owner once
+// the job is over), and a live job returns to auction from its last final checkpoint.
+// Slashing is the caller's business (it knows the challenger to reward).
+func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) error {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	lease, err := k.GetLease(ctx, leaseID)
+	if err != nil {
+		return err
+	}
+	job, err := k.GetJob(ctx, lease.JobId)
+	if err != nil {
+		return err
+	}
+	if lease.State == types.LEASE_STATE_ACTIVE {
+		if _, err := k.settleJob(sdkCtx, &job); err != nil {
+			return err
+		}
+		if lease, err = k.GetLease(ctx, leaseID); err != nil {
+			return err
+		}
+		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_FRAUD); err != nil {
+			return err
+		}
+	}
+	refund := lease.Pending
+	lease.Pending = sdk.NewCoin(refund.Denom, math.ZeroInt())
+	lease.Committed = lease.Pending
+	if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
+		return err
+	}
+	if err := k.refundToJob(sdkCtx, &job, refund); err != nil {
+		return err
+	}
+	if refund.IsPositive() {
+		if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventPaymentRefunded{LeaseId: lease.Id, JobId: job.Id, Amount: refund}); err != nil {
+			return err
+		}
+	}
+	return k.reopenAfterLeaseLoss(sdkCtx, &job)
+}
+
+// closeForNonPerformance runs when a lease reaches its checkpoint deadline without a
+// checkpoint: the lease is closed, the provider slashed a little and jailed for a while,
+// and the job goes back to auction to resume from its last final checkpoint.
+func (k Keeper) closeForNonPerformance(ctx sdk.Context, leaseID uint64) error {
+	lease, err := k.GetLease(ctx, leaseID)
+	if err != nil {
+		return err
+	}
+	if lease.State != types.LEASE_STATE_ACTIVE {
+		return nil
+	}
+	job, err := k.GetJob(ctx, lease.JobId)
+	if err != nil {
+		return err
+	}
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := k.settleJob(ctx, &job); err != nil {
+		return err
+	}
+	if lease, err = k.GetLease(ctx, leaseID); err != nil {
+		return err
+	}
+	if err := k.closeLease(ctx, &job, &lease, types.LEASE_CLOSE_REASON_NON_PERFORMANCE); err != nil {
+		return err
+	}
+	provider, err := k.addressCodec.StringToBytes(lease.Provider)
+	if err != nil {
+		return err
+	}
+	reason := fmt.Sprintf("lease %d missed its checkpoint deadline at height %d", lease.Id, lease.CheckpointDeadline)
+	if params.NonPerformanceSlashFraction.IsPositive() {
+		if _, err := k.providerKeeper.Slash(ctx, provider, params.NonPerformanceSlashFraction, reason, nil, math.LegacyZeroDec()); err != nil {
+			return err
+		}
+	}
+	if params.NonPerformanceJailDuration > 0 {
+		if err := k.providerKeeper.Jail(ctx, provider, ctx.BlockTime().Add(params.NonPerformanceJailDuration), reason); err != nil {
+			return err
+		}
+	}
+	return k.reopenAfterLeaseLoss(ctx, &job)
+}

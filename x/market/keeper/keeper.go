@@ -1,0 +1,166 @@
+// Package keeper holds x/market's state and logic: jobs, bids, auctions,
+// leases, escrow and lazily settled payment streams.
+package keeper
+
+import (
+	"context"
+	"fmt"
+
+	"cosmossdk.io/collections"
+	"cosmossdk.io/collections/indexes"
+	"cosmossdk.io/core/address"
+	"cosmossdk.io/core/store"
+	"cosmossdk.io/log"
+
+	"github.com/cosmos/cosmos-sdk/codec"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// JobIndexes lets queries list jobs by owner and by state without scanning all jobs.
+type JobIndexes struct {
+	Owner *indexes.Multi[[]byte, uint64, types.Job]
+	State *indexes.Multi[int32, uint64, types.Job]
+}
+
+// IndexesList implements collections.Indexes.
+func (i JobIndexes) IndexesList() []collections.Index[uint64, types.Job] {
+	return []collections.Index[uint64, types.Job]{i.Owner, i.State}
+}
+
+// LeaseIndexes lists leases by provider (sidecars, withdrawals) and by job (auctions, settlement).
+type LeaseIndexes struct {
+	Provider *indexes.Multi[[]byte, uint64, types.Lease]
+	Job      *indexes.Multi[uint64, uint64, types.Lease]
+}
+
+// IndexesList implements collections.Indexes.
+func (i LeaseIndexes) IndexesList() []collections.Index[uint64, types.Lease] {
+	return []collections.Index[uint64, types.Lease]{i.Provider, i.Job}
+}
+
+// Keeper of x/market.
+type Keeper struct {
+	cdc          codec.BinaryCodec
+	storeService store.KVStoreService
+	addressCodec address.Codec
+	authority    string
+
+	accountKeeper  types.AccountKeeper
+	bankKeeper     types.BankKeeper
+	providerKeeper types.ProviderKeeper
+
+	Schema collections.Schema
+	Params collections.Item[types.Params]
+	Jobs   *collections.IndexedMap[uint64, types.Job, JobIndexes]
+	// Bids are keyed (job, provider): one bid per provider per job, re-bidding replaces it.
+	Bids   collections.Map[collections.Pair[uint64, []byte], types.Bid]
+	Leases *collections.IndexedMap[uint64, types.Lease, LeaseIndexes]
+
+	// The deadline indexes: EndBlock walks each from its start up to "now",
+	// so a block's work depends on what is due in it, never on how many jobs exist.
+	// BiddingDeadlines: (height, job) whose auction closes at the end of height.
+	BiddingDeadlines collections.KeySet[collections.Pair[int64, uint64]]
+	// CheckpointDeadlines: (height, lease) that must have checkpointed by the end of height.
+	CheckpointDeadlines collections.KeySet[collections.Pair[int64, uint64]]
+	// TimeDeadlines: (unix nanos, job) when a job's escrow runs dry or a lease reaches max duration.
+	TimeDeadlines collections.KeySet[collections.Pair[int64, uint64]]
+
+	NextJobID       collections.Sequence
+	NextLeaseID     collections.Sequence
+	NextBidSequence collections.Sequence
+	// BlockHashes is the module's randomness beacon: recent block hashes it recorded itself.
+	BlockHashes collections.Map[int64, []byte]
+}
+
+// NewKeeper builds the keeper and its state schema.
+func NewKeeper(
+	cdc codec.BinaryCodec,
+	storeService store.KVStoreService,
+	addressCodec address.Codec,
+	ak types.AccountKeeper,
+	bk types.BankKeeper,
+	pk types.ProviderKeeper,
+	authority string,
+) Keeper {
+	if _, err := addressCodec.StringToBytes(authority); err != nil {
+		panic(fmt.Errorf("invalid x/market authority %q: %w", authority, err))
+	}
+	if ak.GetModuleAddress(types.ModuleName) == nil {
+		panic("the x/market module account has not been set")
+	}
+	sb := collections.NewSchemaBuilder(storeService)
+	k := Keeper{
+		cdc:            cdc,
+		storeService:   storeService,
+		addressCodec:   addressCodec,
+		authority:      authority,
+		accountKeeper:  ak,
+		bankKeeper:     bk,
+		providerKeeper: pk,
+		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
+		Jobs: collections.NewIndexedMap(sb, types.JobsKey, "jobs", collections.Uint64Key, codec.CollValue[types.Job](cdc),
+			JobIndexes{
+				Owner: indexes.NewMulti(sb, types.JobsByOwnerKey, "jobs_by_owner", collections.BytesKey, collections.Uint64Key,
+					func(_ uint64, j types.Job) ([]byte, error) { return addressCodec.StringToBytes(j.Owner) }),
+				State: indexes.NewMulti(sb, types.JobsByStateKey, "jobs_by_state", collections.Int32Key, collections.Uint64Key,
+					func(_ uint64, j types.Job) (int32, error) { return int32(j.State), nil }),
+			}),
+		Bids: collections.NewMap(sb, types.BidsKey, "bids",
+			collections.PairKeyCodec(collections.Uint64Key, collections.BytesKey), codec.CollValue[types.Bid](cdc)),
+		Leases: collections.NewIndexedMap(sb, types.LeasesKey, "leases", collections.Uint64Key, codec.CollValue[types.Lease](cdc),
+			LeaseIndexes{
+				Provider: indexes.NewMulti(sb, types.LeasesByProviderKey, "leases_by_provider", collections.BytesKey, collections.Uint64Key,
+					func(_ uint64, l types.Lease) ([]byte, error) { return addressCodec.StringToBytes(l.Provider) }),
+				Job: indexes.NewMulti(sb, types.LeasesByJobKey, "leases_by_job", collections.Uint64Key, collections.Uint64Key,
+					func(_ uint64, l types.Lease) (uint64, error) { return l.JobId, nil }),
+			}),
+		BiddingDeadlines: collections.NewKeySet(sb, types.BiddingDeadlinesKey, "bidding_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		CheckpointDeadlines: collections.NewKeySet(sb, types.CheckpointDeadlinesKey, "checkpoint_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		TimeDeadlines: collections.NewKeySet(sb, types.TimeDeadlinesKey, "time_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		NextJobID:       collections.NewSequence(sb, types.NextJobIDKey, "next_job_id"),
+		NextLeaseID:     collections.NewSequence(sb, types.NextLeaseIDKey, "next_lease_id"),
+		NextBidSequence: collections.NewSequence(sb, types.NextBidSequenceKey, "next_bid_sequence"),
+		BlockHashes:     collections.NewMap(sb, types.BlockHashesKey, "block_hashes", collections.Int64Key, collections.BytesValue),
+	}
+	schema, err := sb.Build()
+	if err != nil {
+		panic(err)
+	}
+	k.Schema = schema
+	return k
+}
+
+// Authority is the address allowed to change params (the gov module account).
+func (k Keeper) Authority() string { return k.authority }
+
+// Logger returns a module-scoped logger.
+func (k Keeper) Logger(ctx context.Context) log.Logger {
+	return sdk.UnwrapSDKContext(ctx).Logger().With("module", "x/"+types.ModuleName)
+}
+
+// GetJob returns a job or ErrJobNotFound.
+func (k Keeper) GetJob(ctx context.Context, id uint64) (types.Job, error) {
+	job, err := k.Jobs.Get(ctx, id)
+	if err != nil {
+		return job, notFound(err, types.ErrJobNotFound, "job %d", id)
+	}
+	return job, nil
+}
+
+// GetLease returns a lease or ErrLeaseNotFound.
+func (k Keeper) GetLease(ctx context.Context, id uint64) (types.Lease, error) {
+	lease, err := k.Leases.Get(ctx, id)
+	if err != nil {
+		return lease, notFound(err, types.ErrLeaseNotFound, "lease %d", id)
+	}
+	return lease, nil
+}
+
+func (k Keeper) moduleAddress() sdk.AccAddress {
+	return k.accountKeeper.GetModuleAddress(types.ModuleName)
+}

@@ -1,0 +1,28 @@
+package types
+
+import "cosmossdk.io/errors"
+
+// x/market errors. Codes are stable: clients match on them.
+var (
+	ErrInvalidSpec          = errors.Register(ModuleName, 2, "invalid job spec")
+	ErrInvalidDeposit       = errors.Register(ModuleName, 3, "invalid deposit")
+	ErrJobNotFound          = errors.Register(ModuleName, 4, "job not found")
+	ErrJobNotOpen           = errors.Register(ModuleName, 5, "job is not open for bidding")
+	ErrNotJobOwner          = errors.Register(ModuleName, 6, "sender is not the job owner")
+	ErrJobClosed            = errors.Register(ModuleName, 7, "job is closed")
+	ErrBidNotFound          = errors.Register(ModuleName, 8, "bid not found")
+	ErrBidAboveMax          = errors.Register(ModuleName, 9, "bid price above the job's maximum")
+	ErrInvalidPrice         = errors.Register(ModuleName, 10, "invalid bid price")
+	ErrProviderIneligible   = errors.Register(ModuleName, 11, "provider cannot bid on this job")
+	ErrTooManyBids          = errors.Register(ModuleName, 12, "job has the maximum number of bids")
+	ErrLeaseNotFound        = errors.Register(ModuleName, 13, "lease not found")
+	ErrLeaseNotActive       = errors.Register(ModuleName, 14, "lease is not active")
+	ErrNothingToWithdraw    = errors.Register(ModuleName, 15, "nothing to withdraw")
+	ErrNotLeaseProvider     = errors.Register(ModuleName, 16, "sender is not the lease's provider")
+	ErrInvalidAuthority     = errors.Register(ModuleName, 17, "invalid authority")
+	ErrInvalidParams        = errors.Register(ModuleName, 18, "invalid params")
+	ErrInvalidAmount        = errors.Register(ModuleName, 19, "invalid amount")
+	ErrBiddingClosed        = errors.Register(ModuleName, 20, "bidding deadline has passed")
+	ErrInsufficientCommit   = errors.Register(ModuleName, 21, "release exceeds committed payment")
+	ErrBlockHashUnavailable = errors.Register(ModuleName, 22, "block hash not retained")
+)

@@ -1,0 +1,38 @@
+package types
+
+import (
+	"context"
+	"time"
+
+	"cosmossdk.io/core/address"
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+)
+
+// AccountKeeper is what x/market needs from x/auth.
+type AccountKeeper interface {
+	AddressCodec() address.Codec
+	GetModuleAddress(name string) sdk.AccAddress
+}
+
+// BankKeeper moves deposits into escrow and earnings and refunds out of it.
+type BankKeeper interface {
+	SendCoinsFromAccountToModule(ctx context.Context, senderAddr sdk.AccAddress, recipientModule string, amt sdk.Coins) error
+	SendCoinsFromModuleToAccount(ctx context.Context, senderModule string, recipientAddr sdk.AccAddress, amt sdk.Coins) error
+	GetBalance(ctx context.Context, addr sdk.AccAddress, denom string) sdk.Coin
+}
+
+// ProviderKeeper is the slice of x/stakingext that the market uses: bid
+// eligibility, collateral, penalties for non-performance and reputation.
+type ProviderKeeper interface {
+	CheckCanBid(ctx context.Context, operator sdk.AccAddress, collateral sdk.Coin) (stakingexttypes.Provider, error)
+	LockCollateral(ctx context.Context, operator sdk.AccAddress, ref string, amount sdk.Coin) error
+	UnlockCollateral(ctx context.Context, operator sdk.AccAddress, ref string) (sdk.Coin, error)
+	Slash(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, reason string, beneficiary sdk.AccAddress, beneficiaryShare math.LegacyDec) (sdk.Coin, error)
+	Jail(ctx context.Context, operator sdk.AccAddress, until time.Time, reason string) error
+	RecordLeaseOutcome(ctx context.Context, operator sdk.AccAddress, completed bool) error
+	ReputationScore(ctx context.Context, operator sdk.AccAddress) (int64, error)
+}

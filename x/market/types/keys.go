@@ -1,0 +1,39 @@
+package types
+
+import (
+	"strconv"
+
+	"cosmossdk.io/collections"
+)
+
+const (
+	// ModuleName is the name of the module and of its module account, which holds every job's escrow
+	// and every lease's unpaid earnings.
+	ModuleName = "market"
+	// StoreKey is the module's KV store key.
+	StoreKey = ModuleName
+)
+
+// Collection prefixes. Their numbers are part of the state layout: never reuse one.
+var (
+	ParamsKey              = collections.NewPrefix(0)
+	JobsKey                = collections.NewPrefix(1)
+	JobsByOwnerKey         = collections.NewPrefix(2)
+	JobsByStateKey         = collections.NewPrefix(3)
+	BidsKey                = collections.NewPrefix(4)
+	LeasesKey              = collections.NewPrefix(5)
+	LeasesByProviderKey    = collections.NewPrefix(6)
+	LeasesByJobKey         = collections.NewPrefix(7)
+	BiddingDeadlinesKey    = collections.NewPrefix(8)
+	CheckpointDeadlinesKey = collections.NewPrefix(9)
+	TimeDeadlinesKey       = collections.NewPrefix(10)
+	NextJobIDKey           = collections.NewPrefix(11)
+	NextLeaseIDKey         = collections.NewPrefix(12)
+	NextBidSequenceKey     = collections.NewPrefix(13)
+	BlockHashesKey         = collections.NewPrefix(14)
+)
+
+// LeaseCollateralRef names the stakingext collateral lock of a lease, so it is released exactly once.
+func LeaseCollateralRef(leaseID uint64) string {
+	return "market/lease/" + strconv.FormatUint(leaseID, 10)
+}

@@ -1,0 +1,69 @@
+package types
+
+import (
+	"fmt"
+	"time"
+
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+)
+
+// DefaultDenom is the denomination jobs are priced and paid in.
+const DefaultDenom = "udepin"
+
+// DefaultParams are conservative defaults for a public network.
+func DefaultParams() Params {
+	return Params{
+		Denom:                           DefaultDenom,
+		CollateralRatio:                 math.LegacyNewDecWithPrec(10, 2), // 10% of a lease's maximum value
+		NonPerformanceSlashFraction:     math.LegacyNewDecWithPrec(1, 2),  // 1% of the bond
+		DefaultCheckpointDeadlineBlocks: 600,
+		MinBiddingWindowBlocks:          2,
+		MaxBiddingWindowBlocks:          14_400,
+		MaxWorkers:                      64,
+		MaxBidsPerJob:                   100,
+		MaxDeadlinesPerBlock:            200,
+		MinDeposit:                      sdk.NewInt64Coin(DefaultDenom, 1_000),
+		BlockHashRetention:              1_000,
+		NonPerformanceJailDuration:      time.Hour,
+	}
+}
+
+// Validate checks every param and names the first one that is wrong.
+func (p Params) Validate() error {
+	if err := sdk.ValidateDenom(p.Denom); err != nil {
+		return fmt.Errorf("denom: %w", err)
+	}
+	if p.CollateralRatio.IsNil() || p.CollateralRatio.IsNegative() || p.CollateralRatio.GT(math.LegacyNewDec(10)) {
+		return fmt.Errorf("collateral_ratio must be within [0, 10], got %s", p.CollateralRatio)
+	}
+	if p.NonPerformanceSlashFraction.IsNil() || p.NonPerformanceSlashFraction.IsNegative() || p.NonPerformanceSlashFraction.GT(math.LegacyOneDec()) {
+		return fmt.Errorf("non_performance_slash_fraction must be within [0, 1], got %s", p.NonPerformanceSlashFraction)
+	}
+	if p.DefaultCheckpointDeadlineBlocks == 0 {
+		return fmt.Errorf("default_checkpoint_deadline_blocks must be positive")
+	}
+	if p.MinBiddingWindowBlocks == 0 || p.MinBiddingWindowBlocks > p.MaxBiddingWindowBlocks {
+		return fmt.Errorf("bidding window bounds must satisfy 0 < min (%d) <= max (%d)", p.MinBiddingWindowBlocks, p.MaxBiddingWindowBlocks)
+	}
+	if p.MaxWorkers == 0 {
+		return fmt.Errorf("max_workers must be positive")
+	}
+	if p.MaxBidsPerJob == 0 {
+		return fmt.Errorf("max_bids_per_job must be positive")
+	}
+	if p.MaxDeadlinesPerBlock == 0 {
+		return fmt.Errorf("max_deadlines_per_block must be positive")
+	}
+	if !p.MinDeposit.IsValid() || p.MinDeposit.Denom != p.Denom {
+		return fmt.Errorf("min_deposit must be a valid coin of denom %q, got %s", p.Denom, p.MinDeposit)
+	}
+	if p.BlockHashRetention < 2 {
+		return fmt.Errorf("block_hash_retention must be at least 2")
+	}
+	if p.NonPerformanceJailDuration < 0 {
+		return fmt.Errorf("non_performance_jail_duration must not be negative")
+	}
+	return nil
+}

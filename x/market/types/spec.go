@@ -1,0 +1,174 @@
+package types
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
+)
+
+// Limits that keep a job record small and its validation cheap.
+const (
+	MaxNameLength       = 128
+	MaxGPUModels        = 16
+	MaxGPUModelLength   = 64
+	MaxCommandArgs      = 64
+	MaxCommandArgLength = 1024
+	MaxImageLength      = 256
+	MaxDatasetIDLength  = 128
+	MaxGPUsPerWorker    = 64
+	MaxJobDuration      = 90 * 24 * time.Hour
+	nanosPerHour        = int64(time.Hour)
+)
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ValidateStateless checks a spec for everything that does not depend on params.
+// Each error names the field, in the YAML spelling a job owner writes.
+func (s JobSpec) ValidateStateless() error {
+	fail := func(format string, args ...any) error {
+		return errorsmod.Wrapf(ErrInvalidSpec, format, args...)
+	}
+	if strings.TrimSpace(s.Name) == "" {
+		return fail("name: must not be empty")
+	}
+	if len(s.Name) > MaxNameLength {
+		return fail("name: longer than %d characters", MaxNameLength)
+	}
+	if len(s.Gpu.Models) > MaxGPUModels {
+		return fail("gpu.models: at most %d models", MaxGPUModels)
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Gpu.Models {
+		if strings.TrimSpace(m) == "" || len(m) > MaxGPUModelLength {
+			return fail("gpu.models[%d]: must be a non-empty model name of at most %d characters", i, MaxGPUModelLength)
+		}
+		if seen[m] {
+			return fail("gpu.models[%d]: %q is listed twice", i, m)
+		}
+		seen[m] = true
+	}
+	if s.Gpu.PerWorker == 0 || s.Gpu.PerWorker > MaxGPUsPerWorker {
+		return fail("gpu.per_worker: must be between 1 and %d, got %d", MaxGPUsPerWorker, s.Gpu.PerWorker)
+	}
+	if s.Gpu.MinVramGib == 0 {
+		return fail("gpu.min_vram_gib: must be positive")
+	}
+	if s.Workers == 0 {
+		return fail("workers: must be at least 1")
+	}
+	switch s.Workload.Kind {
+	case WORKLOAD_KIND_REFERENCE:
+		if s.Workload.Image != "" || s.Workload.Digest != "" || len(s.Workload.Command) != 0 {
+			return fail("workload: image, digest and command are only for kind container")
+		}
+	case WORKLOAD_KIND_CONTAINER:
+		if s.Workload.Image == "" || len(s.Workload.Image) > MaxImageLength {
+			return fail("workload.image: required for kind container, at most %d characters", MaxImageLength)
+		}
+		if !digestPattern.MatchString(s.Workload.Digest) {
+			return fail("workload.digest: must be sha256:<64 lowercase hex>, got %q", s.Workload.Digest)
+		}
+		if len(s.Workload.Command) > MaxCommandArgs {
+			return fail("workload.command: at most %d arguments", MaxCommandArgs)
+		}
+		for i, a := range s.Workload.Command {
+			if len(a) > MaxCommandArgLength {
+				return fail("workload.command[%d]: longer than %d characters", i, MaxCommandArgLength)
+			}
+		}
+	default:
+		return fail("workload.kind: must be reference or container")
+	}
+	if len(s.DatasetId) > MaxDatasetIDLength {
+		return fail("dataset: longer than %d characters", MaxDatasetIDLength)
+	}
+	if s.TotalSteps == 0 {
+		return fail("total_steps: must be positive")
+	}
+	if s.CheckpointInterval == 0 || s.CheckpointInterval > s.TotalSteps {
+		return fail("checkpoint_every: must be between 1 and total_steps (%d), got %d", s.TotalSteps, s.CheckpointInterval)
+	}
+	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() {
+		return fail("max_price_per_gpu_hour: must be a positive coin, got %s", s.MaxPricePerGpuHour)
+	}
+	if s.MaxDuration <= 0 || s.MaxDuration > MaxJobDuration {
+		return fail("max_duration: must be positive and at most %s, got %s", MaxJobDuration, s.MaxDuration)
+	}
+	if s.BiddingWindowBlocks == 0 {
+		return fail("bidding_window_blocks: must be positive")
+	}
+	return nil
+}
+
+// ValidateWithParams adds the checks that depend on governance params.
+func (s JobSpec) ValidateWithParams(p Params) error {
+	if err := s.ValidateStateless(); err != nil {
+		return err
+	}
+	if s.Workers > p.MaxWorkers {
+		return errorsmod.Wrapf(ErrInvalidSpec, "workers: at most %d, got %d", p.MaxWorkers, s.Workers)
+	}
+	if s.MaxPricePerGpuHour.Denom != p.Denom {
+		return errorsmod.Wrapf(ErrInvalidSpec, "max_price_per_gpu_hour: must be in %s, got %s", p.Denom, s.MaxPricePerGpuHour.Denom)
+	}
+	if s.BiddingWindowBlocks < p.MinBiddingWindowBlocks || s.BiddingWindowBlocks > p.MaxBiddingWindowBlocks {
+		return errorsmod.Wrapf(ErrInvalidSpec, "bidding_window_blocks: must be between %d and %d, got %d",
+			p.MinBiddingWindowBlocks, p.MaxBiddingWindowBlocks, s.BiddingWindowBlocks)
+	}
+	return nil
+}
+
+// EffectiveCheckpointDeadline is the number of blocks a lease of this job may go without a checkpoint.
+func (s JobSpec) EffectiveCheckpointDeadline(p Params) uint64 {
+	if s.CheckpointDeadlineBlocks > 0 {
+		return s.CheckpointDeadlineBlocks
+	}
+	return p.DefaultCheckpointDeadlineBlocks
+}
+
+// MinVRAMMiB converts the spec's GiB requirement to the MiB providers register.
+func (s JobSpec) MinVRAMMiB() uint64 { return s.Gpu.MinVramGib * 1024 }
+
+// AmountOwed is what a lease at pricePerGPUHour for gpus GPUs owes after elapsed time,
+// rounded down: price × gpus × elapsed / 1h. Computing the total since the start (rather
+// than summing per-settlement pieces) keeps rounding from accumulating.
+func AmountOwed(pricePerGPUHour math.Int, gpus uint32, elapsed time.Duration) math.Int {
+	if elapsed <= 0 {
+		return math.ZeroInt()
+	}
+	return pricePerGPUHour.MulRaw(int64(gpus)).MulRaw(int64(elapsed)).QuoRaw(nanosPerHour)
+}
+
+// MaxLeaseValue is the most one lease of this spec can cost: max price × GPUs × max duration.
+func (s JobSpec) MaxLeaseValue() math.Int {
+	return AmountOwed(s.MaxPricePerGpuHour.Amount, s.Gpu.PerWorker, s.MaxDuration)
+}
+
+// RequiredCollateral is the bond a winning provider must lock for one lease of this spec.
+func (s JobSpec) RequiredCollateral(p Params) math.Int {
+	return p.CollateralRatio.MulInt(s.MaxLeaseValue()).Ceil().TruncateInt()
+}
+
+// IsTerminal reports whether a job state is final.
+func (s JobState) IsTerminal() bool {
+	switch s {
+	case JOB_STATE_COMPLETED, JOB_STATE_CANCELLED, JOB_STATE_EXPIRED, JOB_STATE_FAILED:
+		return true
+	}
+	return false
+}
+
+// ParseWorkloadKind reads the YAML spelling of a workload kind.
+func ParseWorkloadKind(s string) (WorkloadKind, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "reference":
+		return WORKLOAD_KIND_REFERENCE, nil
+	case "container":
+		return WORKLOAD_KIND_CONTAINER, nil
+	}
+	return WORKLOAD_KIND_UNSPECIFIED, fmt.Errorf("must be reference or container, got %q", s)
+}

@@ -1,0 +1,174 @@
+package types
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+)
+
+// JobSpecFile is the YAML a job owner writes (`submit-job --spec job.yaml`).
+// Pointer fields are required: a nil pointer after decoding means the field was missing,
+// which is reported by name rather than silently defaulting to zero.
+type JobSpecFile struct {
+	Name      *string             `json:"name"`
+	GPU       *GPURequirementFile `json:"gpu"`
+	Workers   *uint32             `json:"workers"`
+	Resources *ResourcesFile      `json:"resources"`
+	Workload  *WorkloadFile       `json:"workload"`
+	// Dataset names a dataset registered in x/shardregistry; optional.
+	Dataset                  string  `json:"dataset"`
+	TotalSteps               *uint64 `json:"total_steps"`
+	CheckpointEvery          *uint64 `json:"checkpoint_every"`
+	MaxPricePerGPUHour       *string `json:"max_price_per_gpu_hour"`
+	MaxDuration              *string `json:"max_duration"`
+	BiddingWindowBlocks      *uint64 `json:"bidding_window_blocks"`
+	CheckpointDeadlineBlocks uint64  `json:"checkpoint_deadline_blocks"`
+}
+
+// GPURequirementFile is the `gpu:` section.
+type GPURequirementFile struct {
+	Models     []string `json:"models"`
+	MinVRAMGiB *uint64  `json:"min_vram_gib"`
+	PerWorker  *uint32  `json:"per_worker"`
+}
+
+// ResourcesFile is the optional `resources:` section.
+type ResourcesFile struct {
+	// CPU is in cores and may be fractional ("0.5", 2).
+	CPU       json.Number `json:"cpu"`
+	MemoryGiB uint64      `json:"memory_gib"`
+	DiskGiB   uint64      `json:"disk_gib"`
+}
+
+// WorkloadFile is the `workload:` section.
+type WorkloadFile struct {
+	Kind    *string  `json:"kind"`
+	Image   string   `json:"image"`
+	Digest  string   `json:"digest"`
+	Command []string `json:"command"`
+}
+
+// ParseJobSpecYAML decodes a job spec file strictly (unknown or duplicate fields are
+// errors), checks that every required field is present, and validates the result.
+// Errors name the offending field in the file's own spelling.
+func ParseJobSpecYAML(data []byte) (JobSpec, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return JobSpec{}, errors.New("job spec: the file is empty")
+	}
+	var f JobSpecFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return JobSpec{}, fmt.Errorf("job spec: %s", cleanYAMLError(err))
+	}
+	spec, err := f.ToJobSpec()
+	if err != nil {
+		return JobSpec{}, fmt.Errorf("job spec: %w", err)
+	}
+	if err := spec.ValidateStateless(); err != nil {
+		return JobSpec{}, fmt.Errorf("job spec: %w", err)
+	}
+	return spec, nil
+}
+
+// ToJobSpec converts the file form into the on-chain form.
+func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
+	missing := func(field string) error { return fmt.Errorf("%s: required field is missing", field) }
+	var spec JobSpec
+	if f.Name == nil {
+		return spec, missing("name")
+	}
+	spec.Name = *f.Name
+	if f.GPU == nil {
+		return spec, missing("gpu")
+	}
+	if f.GPU.MinVRAMGiB == nil {
+		return spec, missing("gpu.min_vram_gib")
+	}
+	if f.GPU.PerWorker == nil {
+		return spec, missing("gpu.per_worker")
+	}
+	spec.Gpu = GPURequirement{Models: f.GPU.Models, MinVramGib: *f.GPU.MinVRAMGiB, PerWorker: *f.GPU.PerWorker}
+	spec.Workers = 1
+	if f.Workers != nil {
+		spec.Workers = *f.Workers
+	}
+	if f.Resources != nil {
+		millis, err := cpuMillis(f.Resources.CPU)
+		if err != nil {
+			return spec, fmt.Errorf("resources.cpu: %w", err)
+		}
+		spec.Resources = Resources{CpuMillis: millis, MemoryMib: f.Resources.MemoryGiB * 1024, DiskGib: f.Resources.DiskGiB}
+	}
+	if f.Workload == nil {
+		return spec, missing("workload")
+	}
+	if f.Workload.Kind == nil {
+		return spec, missing("workload.kind")
+	}
+	kind, err := ParseWorkloadKind(*f.Workload.Kind)
+	if err != nil {
+		return spec, fmt.Errorf("workload.kind: %w", err)
+	}
+	spec.Workload = Workload{Kind: kind, Image: f.Workload.Image, Digest: f.Workload.Digest, Command: f.Workload.Command}
+	spec.DatasetId = f.Dataset
+	if f.TotalSteps == nil {
+		return spec, missing("total_steps")
+	}
+	spec.TotalSteps = *f.TotalSteps
+	if f.CheckpointEvery == nil {
+		return spec, missing("checkpoint_every")
+	}
+	spec.CheckpointInterval = *f.CheckpointEvery
+	if f.MaxPricePerGPUHour == nil {
+		return spec, missing("max_price_per_gpu_hour")
+	}
+	price, err := sdk.ParseCoinNormalized(*f.MaxPricePerGPUHour)
+	if err != nil {
+		return spec, fmt.Errorf("max_price_per_gpu_hour: %q is not a coin like 2000000udepin", *f.MaxPricePerGPUHour)
+	}
+	spec.MaxPricePerGpuHour = price
+	if f.MaxDuration == nil {
+		return spec, missing("max_duration")
+	}
+	d, err := time.ParseDuration(*f.MaxDuration)
+	if err != nil {
+		return spec, fmt.Errorf("max_duration: %q is not a duration like 24h or 90m", *f.MaxDuration)
+	}
+	spec.MaxDuration = d
+	if f.BiddingWindowBlocks == nil {
+		return spec, missing("bidding_window_blocks")
+	}
+	spec.BiddingWindowBlocks = *f.BiddingWindowBlocks
+	spec.CheckpointDeadlineBlocks = f.CheckpointDeadlineBlocks
+	return spec, nil
+}
+
+func cpuMillis(n json.Number) (uint64, error) {
+	if n == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || v < 0 || v > 1_000_000 {
+		return 0, fmt.Errorf("must be a number of cores between 0 and 1000000, got %q", n)
+	}
+	return uint64(v*1000 + 0.5), nil
+}
+
+// cleanYAMLError strips the JSON-conversion layers sigs.k8s.io/yaml adds, so the
+// user sees "unknown field \"gpu_model\"" rather than decoder internals.
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		msg = strings.ReplaceAll(msg, prefix, "")
+	}
+	msg = strings.ReplaceAll(msg, "Go struct field ", "")
+	msg = strings.ReplaceAll(msg, "of type ", "expected ")
+	return msg
+}

@@ -1,0 +1,49 @@
+package verify
+
+import (
+	autocliv1 "cosmossdk.io/api/cosmos/autocli/v1"
+
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+// AutoCLIOptions generates the queries. The transactions carry Merkle proofs, states and
+// data chunks computed from local files, so they are hand-written (client/cli) and merged in.
+func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
+	return &autocliv1.ModuleOptions{
+		Query: &autocliv1.ServiceCommandDescriptor{
+			Service: types.Query_serviceDesc.ServiceName,
+			RpcCommandOptions: []*autocliv1.RpcCommandOptions{
+				{RpcMethod: "Params", Use: "params", Short: "Show the verification parameters"},
+				{
+					RpcMethod: "Checkpoint", Use: "checkpoint [lease-id] [index]", Short: "Show one checkpoint of a lease",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "lease_id"}, {ProtoField: "index"}},
+				},
+				{
+					RpcMethod: "Checkpoints", Use: "checkpoints [lease-id]", Short: "List a lease's checkpoints in order",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "lease_id"}},
+				},
+				{
+					RpcMethod: "Challenge", Use: "challenge [challenge-id]", Short: "Show a dispute game: whose turn, range, deadline",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "challenge_id"}},
+				},
+				{RpcMethod: "Challenges", Use: "challenges", Short: "List challenges (--lease-id with --checkpoint-index, --open-only)"},
+				{
+					RpcMethod: "DataRoot", Use: "data-root [job-id]", Short: "Show the Merkle root of a job's training data",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+			},
+		},
+		Tx: &autocliv1.ServiceCommandDescriptor{
+			Service:              types.Msg_serviceDesc.ServiceName,
+			EnhanceCustomCommand: true,
+			RpcCommandOptions: []*autocliv1.RpcCommandOptions{
+				{RpcMethod: "SubmitCheckpoint", Skip: true},
+				{RpcMethod: "Challenge", Skip: true},
+				{RpcMethod: "RevealHash", Skip: true},
+				{RpcMethod: "Respond", Skip: true},
+				{RpcMethod: "Step", Skip: true},
+				{RpcMethod: "UpdateParams", Skip: true}, // governance only
+			},
+		},
+	}
+}

@@ -1,0 +1,76 @@
+package keeper
+
+import (
+	"context"
+	"math"
+
+	"cosmossdk.io/collections"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+)
+
+// EndBlocker finalizes checkpoints whose challenge window closed and times out games whose
+// party to move missed its deadline. Both walk height-ordered indexes up to the current
+// height, at most max_deadlines_per_block entries per block in all.
+func (k Keeper) EndBlocker(ctx context.Context) error {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	budget := int(params.MaxDeadlinesPerBlock)
+	height := sdkCtx.BlockHeight()
+
+	// Timeouts first: a game lost by timeout in this block may unfreeze a checkpoint
+	// that is due to finalize in this same block.
+	timeouts, err := collectDue(ctx, k.MoveDeadlines, collections.Join(height, uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	budget -= len(timeouts)
+	for _, key := range timeouts {
+		k.runIsolated(sdkCtx, "move timeout", func(c sdk.Context) error { return k.timeOut(c, key.K2()) })
+	}
+	due, err := collectDue(ctx, k.FinalizationQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	for _, key := range due {
+		if err := k.FinalizationQueue.Remove(ctx, key); err != nil {
+			return err
+		}
+		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.tryFinalize(c, key.K2(), key.K3()) })
+	}
+	return nil
+}
+
+// runIsolated runs one deadline's work in a cache so a failure cannot leave half-written
+// state; the failure is logged and that entry dropped rather than halting the chain.
+func (k Keeper) runIsolated(ctx sdk.Context, kind string, fn func(sdk.Context) error) {
+	cacheCtx, write := ctx.CacheContext()
+	if err := fn(cacheCtx); err != nil {
+		k.Logger(ctx).Error("deadline processing failed", "kind", kind, "err", err)
+		return
+	}
+	write()
+}
+
+func collectDue[K any](ctx context.Context, set collections.KeySet[K], upTo K, limit int) ([]K, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	iter, err := set.Iterate(ctx, new(collections.Range[K]).EndInclusive(upTo))
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var due []K
+	for ; iter.Valid() && len(due) < limit; iter.Next() {
+		key, err := iter.Key()
+		if err != nil {
+			return nil, err
+		}
+		due = append(due, key)
+	}
+	return due, nil
+}

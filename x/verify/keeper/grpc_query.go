@@ -1,0 +1,98 @@
+package keeper
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cosmos/cosmos-sdk/types/query"
+
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+type queryServer struct {
+	Keeper
+}
+
+var _ types.QueryServer = queryServer{}
+
+// NewQueryServerImpl returns the x/verify Query service.
+func NewQueryServerImpl(k Keeper) types.QueryServer { return queryServer{Keeper: k} }
+
+func (q queryServer) Params(ctx context.Context, _ *types.QueryParamsRequest) (*types.QueryParamsResponse, error) {
+	p, err := q.Keeper.Params.Get(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &types.QueryParamsResponse{Params: p}, nil
+}
+
+func (q queryServer) Checkpoint(ctx context.Context, req *types.QueryCheckpointRequest) (*types.QueryCheckpointResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	cp, err := q.GetCheckpoint(ctx, req.LeaseId, req.Index)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	return &types.QueryCheckpointResponse{Checkpoint: cp}, nil
+}
+
+func (q queryServer) Checkpoints(ctx context.Context, req *types.QueryCheckpointsRequest) (*types.QueryCheckpointsResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	cps, page, err := query.CollectionPaginate(ctx, q.Keeper.Checkpoints, req.Pagination,
+		func(_ CheckpointKey, cp types.Checkpoint) (types.Checkpoint, error) { return cp, nil },
+		query.WithCollectionPaginationPairPrefix[uint64, uint64](req.LeaseId))
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &types.QueryCheckpointsResponse{Checkpoints: cps, Pagination: page}, nil
+}
+
+func (q queryServer) Challenge(ctx context.Context, req *types.QueryChallengeRequest) (*types.QueryChallengeResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	ch, err := q.GetChallenge(ctx, req.ChallengeId)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	return &types.QueryChallengeResponse{Challenge: ch}, nil
+}
+
+func (q queryServer) Challenges(ctx context.Context, req *types.QueryChallengesRequest) (*types.QueryChallengesResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	keep := func(ch types.Challenge) bool {
+		return (req.LeaseId == 0 || (ch.LeaseId == req.LeaseId && ch.CheckpointIndex == req.CheckpointIndex)) &&
+			(!req.OpenOnly || ch.Outcome == types.CHALLENGE_OUTCOME_UNSPECIFIED)
+	}
+	chs, page, err := query.CollectionFilteredPaginate(ctx, q.Keeper.Challenges, req.Pagination,
+		func(_ uint64, ch types.Challenge) (bool, error) { return keep(ch), nil },
+		func(_ uint64, ch types.Challenge) (types.Challenge, error) { return ch, nil })
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &types.QueryChallengesResponse{Challenges: chs, Pagination: page}, nil
+}
+
+func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootRequest) (*types.QueryDataRootResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	job, err := q.marketKeeper.GetJob(ctx, req.JobId)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	data, err := types.JobTrainingData(job)
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return &types.QueryDataRootResponse{
+		Root: data.Root[:], DataSize: uint64(len(data.Bytes)), ChunkSize: types.DataChunkSize, Chunks: data.Chunks(),
+	}, nil
+}

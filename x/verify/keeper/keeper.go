@@ -1,0 +1,158 @@
+// Package keeper holds x/verify's state and logic: checkpoint commitments, optimistic
+// finality after a challenge window, bisection games and the one-step referee.
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cosmossdk.io/collections"
+	"cosmossdk.io/collections/indexes"
+	"cosmossdk.io/core/address"
+	"cosmossdk.io/core/store"
+	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/log"
+
+	"github.com/cosmos/cosmos-sdk/codec"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+// CheckpointKey identifies a checkpoint: (lease, index).
+type CheckpointKey = collections.Pair[uint64, uint64]
+
+// ChallengeIndexes finds the games on one checkpoint.
+type ChallengeIndexes struct {
+	Checkpoint *indexes.Multi[CheckpointKey, uint64, types.Challenge]
+}
+
+// IndexesList implements collections.Indexes.
+func (i ChallengeIndexes) IndexesList() []collections.Index[uint64, types.Challenge] {
+	return []collections.Index[uint64, types.Challenge]{i.Checkpoint}
+}
+
+// Keeper of x/verify.
+type Keeper struct {
+	cdc          codec.BinaryCodec
+	addressCodec address.Codec
+	authority    string
+
+	accountKeeper  types.AccountKeeper
+	bankKeeper     types.BankKeeper
+	marketKeeper   types.MarketKeeper
+	providerKeeper types.ProviderKeeper
+
+	Schema      collections.Schema
+	Params      collections.Item[types.Params]
+	Checkpoints collections.Map[CheckpointKey, types.Checkpoint]
+	Challenges  *collections.IndexedMap[uint64, types.Challenge, ChallengeIndexes]
+	// Openings are the provider's proven hashes at bisection midpoints, per checkpoint;
+	// every game on that checkpoint reuses them, so sybil challengers cannot make the
+	// provider answer the same question twice.
+	Openings collections.Map[collections.Triple[uint64, uint64, uint64], []byte]
+	// FinalizationQueue: (height, lease, index) of checkpoints whose window closes at height.
+	FinalizationQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
+	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
+	MoveDeadlines   collections.KeySet[collections.Pair[int64, uint64]]
+	NextChallengeID collections.Sequence
+}
+
+// NewKeeper builds the keeper and its state schema.
+func NewKeeper(
+	cdc codec.BinaryCodec,
+	storeService store.KVStoreService,
+	addressCodec address.Codec,
+	ak types.AccountKeeper,
+	bk types.BankKeeper,
+	mk types.MarketKeeper,
+	pk types.ProviderKeeper,
+	authority string,
+) Keeper {
+	if _, err := addressCodec.StringToBytes(authority); err != nil {
+		panic(fmt.Errorf("invalid x/verify authority %q: %w", authority, err))
+	}
+	if ak.GetModuleAddress(types.ModuleName) == nil {
+		panic("the x/verify module account has not been set")
+	}
+	sb := collections.NewSchemaBuilder(storeService)
+	cpKeyCodec := collections.PairKeyCodec(collections.Uint64Key, collections.Uint64Key)
+	k := Keeper{
+		cdc:            cdc,
+		addressCodec:   addressCodec,
+		authority:      authority,
+		accountKeeper:  ak,
+		bankKeeper:     bk,
+		marketKeeper:   mk,
+		providerKeeper: pk,
+		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
+		Checkpoints:    collections.NewMap(sb, types.CheckpointsKey, "checkpoints", cpKeyCodec, codec.CollValue[types.Checkpoint](cdc)),
+		Challenges: collections.NewIndexedMap(sb, types.ChallengesKey, "challenges", collections.Uint64Key, codec.CollValue[types.Challenge](cdc),
+			ChallengeIndexes{Checkpoint: indexes.NewMulti(sb, types.ChallengesByCheckpoint, "challenges_by_checkpoint", cpKeyCodec, collections.Uint64Key,
+				func(_ uint64, c types.Challenge) (CheckpointKey, error) {
+					return collections.Join(c.LeaseId, c.CheckpointIndex), nil
+				})}),
+		Openings: collections.NewMap(sb, types.OpeningsKey, "openings",
+			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.BytesValue),
+		FinalizationQueue: collections.NewKeySet(sb, types.FinalizationQueueKey, "finalization_queue",
+			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
+		MoveDeadlines: collections.NewKeySet(sb, types.MoveDeadlinesKey, "move_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		NextChallengeID: collections.NewSequence(sb, types.NextChallengeIDKey, "next_challenge_id"),
+	}
+	schema, err := sb.Build()
+	if err != nil {
+		panic(err)
+	}
+	k.Schema = schema
+	return k
+}
+
+// Authority is the address allowed to change params.
+func (k Keeper) Authority() string { return k.authority }
+
+// Logger returns a module-scoped logger.
+func (k Keeper) Logger(ctx context.Context) log.Logger {
+	return sdk.UnwrapSDKContext(ctx).Logger().With("module", "x/"+types.ModuleName)
+}
+
+// GetCheckpoint returns a checkpoint or ErrCheckpointNotFound.
+func (k Keeper) GetCheckpoint(ctx context.Context, leaseID, index uint64) (types.Checkpoint, error) {
+	cp, err := k.Checkpoints.Get(ctx, collections.Join(leaseID, index))
+	if errors.Is(err, collections.ErrNotFound) {
+		return cp, errorsmod.Wrapf(types.ErrCheckpointNotFound, "lease %d has no checkpoint %d", leaseID, index)
+	}
+	return cp, err
+}
+
+// GetChallenge returns a challenge or ErrChallengeNotFound.
+func (k Keeper) GetChallenge(ctx context.Context, id uint64) (types.Challenge, error) {
+	ch, err := k.Challenges.Get(ctx, id)
+	if errors.Is(err, collections.ErrNotFound) {
+		return ch, errorsmod.Wrapf(types.ErrChallengeNotFound, "challenge %d", id)
+	}
+	return ch, err
+}
+
+// lastCheckpoint returns the lease's latest checkpoint, if it has one.
+func (k Keeper) lastCheckpoint(ctx context.Context, leaseID uint64) (types.Checkpoint, bool, error) {
+	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID).Descending())
+	if err != nil {
+		return types.Checkpoint{}, false, err
+	}
+	defer iter.Close()
+	if !iter.Valid() {
+		return types.Checkpoint{}, false, nil
+	}
+	cp, err := iter.Value()
+	return cp, err == nil, err
+}
+
+func (k Keeper) saveCheckpoint(ctx context.Context, cp types.Checkpoint) error {
+	return k.Checkpoints.Set(ctx, collections.Join(cp.LeaseId, cp.Index), cp)
+}
+
+func (k Keeper) moduleAddress() sdk.AccAddress {
+	return k.accountKeeper.GetModuleAddress(types.ModuleName)
+}

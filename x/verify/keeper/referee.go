@@ -1,0 +1,154 @@
+package keeper
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	errorsmod "cosmossdk.io/errors"
+	storetypes "cosmossdk.io/store/types"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+// gasMeterMACs charges the reference workload's multiply-accumulates to the tx gas meter,
+// so a referee step costs what it computes and is bounded by the tx's gas limit.
+type gasMeterMACs struct {
+	meter  storetypes.GasMeter
+	perMAC uint64
+	total  uint64
+}
+
+func (g *gasMeterMACs) ConsumeMACs(n uint64) {
+	g.total += n
+	g.meter.ConsumeGas(n*g.perMAC, "reference workload step")
+}
+
+// executeStep is the one-step referee: it checks the pre-state against the agreed h_lo,
+// proves the step's batch against the job's data root, re-executes step lo of the
+// reference workload and compares the result with the provider's h_hi.
+func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.ChallengeOutcome, error) {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ch, err := k.GetChallenge(ctx, msg.ChallengeId)
+	if err != nil {
+		return 0, err
+	}
+	if ch.Outcome != types.CHALLENGE_OUTCOME_UNSPECIFIED || ch.Turn != types.GAME_TURN_ONE_STEP {
+		return 0, errorsmod.Wrapf(types.ErrNotYourTurn, "challenge %d is not at the one-step phase (turn %s)", ch.Id, ch.Turn)
+	}
+	cp, err := k.GetCheckpoint(ctx, ch.LeaseId, ch.CheckpointIndex)
+	if err != nil {
+		return 0, err
+	}
+	if cp.WorkloadVersion != types.ReferenceWorkloadVersion {
+		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "workload version %d", cp.WorkloadVersion)
+	}
+	job, err := k.marketKeeper.GetJob(ctx, cp.JobId)
+	if err != nil {
+		return 0, err
+	}
+	data, err := types.JobTrainingData(job)
+	if err != nil {
+		return 0, err
+	}
+	agreed, ok, err := k.traceHashAt(ctx, cp, ch.Lo)
+	if err != nil {
+		return 0, err
+	}
+	claimed, ok2, err := k.traceHashAt(ctx, cp, ch.Hi)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || !ok2 {
+		return 0, fmt.Errorf("challenge %d: trace hashes at %d or %d missing in the one-step phase", ch.Id, ch.Lo, ch.Hi)
+	}
+
+	ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(msg.PreState)), "pre-state bytes")
+	ctx.GasMeter().ConsumeGas(params.GasPerHash, "pre-state hash")
+	if got := sha256.Sum256(msg.PreState); !sameHash(got[:], agreed) {
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state hashes to %x, not the agreed h_%d %x", got, ch.Lo, agreed)
+	}
+	pre, err := reftrainer.Decode(msg.PreState)
+	if err != nil {
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "%s", err)
+	}
+	if pre.Step != ch.Lo {
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state is at step %d, want %d", pre.Step, ch.Lo)
+	}
+	if want := types.ReferenceConfig(job.Seed); pre.Config != want {
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state's model config is not job %d's", job.Id)
+	}
+	if macs := pre.Config.MACsPerStep(); macs > params.MaxStepMacs {
+		return 0, errorsmod.Wrapf(types.ErrStepTooExpensive, "%d MACs > max_step_macs %d", macs, params.MaxStepMacs)
+	}
+	batch, err := k.provenBatch(ctx, params, pre.Config, job.Seed, ch.Lo, data, msg.Data)
+	if err != nil {
+		return 0, err
+	}
+	meter := &gasMeterMACs{meter: ctx.GasMeter(), perMAC: params.GasPerMac}
+	next, _, err := reftrainer.Step(pre, batch, meter)
+	if err != nil {
+		return 0, errorsmod.Wrapf(types.ErrInvalidData, "re-executing step %d: %s", ch.Lo, err)
+	}
+	computed := next.Hash()
+	if err := ctx.EventManager().EmitTypedEvent(&types.EventStepExecuted{
+		ChallengeId: ch.Id, Step: ch.Lo, ComputedHash: computed[:], ProviderHash: claimed, Macs: meter.total,
+	}); err != nil {
+		return 0, err
+	}
+	if sameHash(computed[:], claimed) {
+		return types.CHALLENGE_OUTCOME_PROVIDER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_PROVIDER_WON,
+			fmt.Sprintf("re-executing step %d reproduced the provider's h_%d", ch.Lo, ch.Hi))
+	}
+	return types.CHALLENGE_OUTCOME_CHALLENGER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
+		fmt.Sprintf("re-executing step %d gave %x, not the provider's h_%d %x", ch.Lo, computed, ch.Hi, claimed))
+}
+
+// provenBatch assembles the batch of step `step` from data chunks the sender supplied,
+// each proven against the job's data root. Which windows make the batch is fixed by the
+// job seed and the step index, so the sender chooses nothing but the (proven) bytes.
+func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, data types.TrainingData, chunks []types.DataChunk) ([][]byte, error) {
+	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, uint64(len(data.Bytes)))
+	if err != nil {
+		return nil, errorsmod.Wrapf(types.ErrInvalidData, "%s", err)
+	}
+	numChunks := data.Chunks()
+	proven := make(map[uint64][]byte, len(chunks))
+	for i, c := range chunks {
+		if _, dup := proven[c.Index]; dup {
+			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d supplied twice", i, c.Index)
+		}
+		if c.Index >= numChunks {
+			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d out of range (%d chunks)", i, c.Index, numChunks)
+		}
+		ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(c.Data)), "data chunk bytes")
+		field := fmt.Sprintf("data[%d] (chunk %d)", i, c.Index)
+		if err := verifyInclusion(ctx, params, field, data.Root, c.Index, numChunks, merkle.LeafHash(c.Data), c.Proof); err != nil {
+			return nil, err
+		}
+		proven[c.Index] = c.Data
+	}
+	batch := make([][]byte, len(windows))
+	for i, w := range windows {
+		window := make([]byte, 0, w.Length)
+		for off := w.Start; off < w.Start+w.Length; {
+			idx := off / types.DataChunkSize
+			chunk, ok := proven[idx]
+			if !ok {
+				return nil, errorsmod.Wrapf(types.ErrInvalidData, "batch window %d needs data chunk %d, which was not supplied", i, idx)
+			}
+			inChunk := off - idx*types.DataChunkSize
+			n := min(uint64(len(chunk))-inChunk, w.Start+w.Length-off)
+			window = append(window, chunk[inChunk:inChunk+n]...)
+			off += n
+		}
+		batch[i] = window
+	}
+	return batch, nil
+}

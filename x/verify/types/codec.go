@@ -1,0 +1,28 @@
+package types
+
+import (
+	"github.com/cosmos/cosmos-sdk/codec"
+	"github.com/cosmos/cosmos-sdk/codec/legacy"
+	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/msgservice"
+)
+
+// RegisterLegacyAminoCodec registers the messages for amino JSON signing.
+func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
+	legacy.RegisterAminoMsg(cdc, &MsgSubmitCheckpoint{}, "depinchain/x/verify/MsgSubmitCheckpoint")
+	legacy.RegisterAminoMsg(cdc, &MsgChallenge{}, "depinchain/x/verify/MsgChallenge")
+	legacy.RegisterAminoMsg(cdc, &MsgRevealHash{}, "depinchain/x/verify/MsgRevealHash")
+	legacy.RegisterAminoMsg(cdc, &MsgRespond{}, "depinchain/x/verify/MsgRespond")
+	legacy.RegisterAminoMsg(cdc, &MsgStep{}, "depinchain/x/verify/MsgStep")
+	legacy.RegisterAminoMsg(cdc, &MsgUpdateParams{}, "depinchain/x/verify/MsgUpdateParams")
+	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
+}
+
+// RegisterInterfaces registers the messages with the interface registry.
+func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
+	registry.RegisterImplementations((*sdk.Msg)(nil),
+		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
+	)
+	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
+}

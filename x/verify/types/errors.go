@@ -1,0 +1,30 @@
+package types
+
+import "cosmossdk.io/errors"
+
+// x/verify errors. Codes are stable.
+var (
+	ErrLeaseNotActive     = errors.Register(ModuleName, 2, "lease is not active")
+	ErrNotLeaseProvider   = errors.Register(ModuleName, 3, "sender is not the lease's provider")
+	ErrWrongIndex         = errors.Register(ModuleName, 4, "checkpoint out of order")
+	ErrWrongRange         = errors.Register(ModuleName, 5, "invalid step range")
+	ErrInvalidHash        = errors.Register(ModuleName, 6, "invalid hash")
+	ErrInvalidProof       = errors.Register(ModuleName, 7, "invalid Merkle proof")
+	ErrInvalidCheckpoint  = errors.Register(ModuleName, 8, "invalid checkpoint")
+	ErrCheckpointNotFound = errors.Register(ModuleName, 9, "checkpoint not found")
+	ErrNotChallengeable   = errors.Register(ModuleName, 10, "checkpoint cannot be challenged")
+	ErrNotAdjudicable     = errors.Register(ModuleName, 11, "workload cannot be adjudicated on-chain")
+	ErrTooManyChallenges  = errors.Register(ModuleName, 12, "checkpoint has the maximum number of open challenges")
+	ErrChallengeNotFound  = errors.Register(ModuleName, 13, "challenge not found")
+	ErrNotYourTurn        = errors.Register(ModuleName, 14, "not this party's turn")
+	ErrNoGameWaiting      = errors.Register(ModuleName, 15, "no game waits for this step")
+	ErrAlreadyRevealed    = errors.Register(ModuleName, 16, "hash already revealed")
+	ErrInvalidPreState    = errors.Register(ModuleName, 17, "invalid pre-state")
+	ErrInvalidData        = errors.Register(ModuleName, 18, "invalid training data")
+	ErrStepTooExpensive   = errors.Register(ModuleName, 19, "step exceeds the referee's cost cap")
+	ErrInvalidAuthority   = errors.Register(ModuleName, 20, "invalid authority")
+	ErrInvalidParams      = errors.Register(ModuleName, 21, "invalid params")
+	ErrSelfChallenge      = errors.Register(ModuleName, 22, "a provider cannot challenge its own checkpoint")
+	ErrNoDisagreement     = errors.Register(ModuleName, 23, "challenger agrees with the checkpoint")
+	ErrUnsupportedData    = errors.Register(ModuleName, 24, "training data not available to the referee")
+)

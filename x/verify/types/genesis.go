@@ -1,0 +1,58 @@
+package types
+
+import "fmt"
+
+// DefaultGenesis has default params and no checkpoints.
+func DefaultGenesis() *GenesisState {
+	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1}
+}
+
+// Validate checks params and the consistency of checkpoints, challenges and openings.
+func (gs GenesisState) Validate() error {
+	if err := gs.Params.Validate(); err != nil {
+		return fmt.Errorf("params: %w", err)
+	}
+	type cpKey struct{ lease, index uint64 }
+	checkpoints := map[cpKey]Checkpoint{}
+	for _, cp := range gs.Checkpoints {
+		k := cpKey{cp.LeaseId, cp.Index}
+		if _, dup := checkpoints[k]; dup {
+			return fmt.Errorf("checkpoint %d/%d: duplicate", cp.LeaseId, cp.Index)
+		}
+		if cp.EndStep <= cp.StartStep {
+			return fmt.Errorf("checkpoint %d/%d: end_step must exceed start_step", cp.LeaseId, cp.Index)
+		}
+		for name, h := range map[string][]byte{"final_hash": cp.FinalHash, "trace_root": cp.TraceRoot, "state_root": cp.StateRoot} {
+			if len(h) != 32 {
+				return fmt.Errorf("checkpoint %d/%d: %s must be 32 bytes", cp.LeaseId, cp.Index, name)
+			}
+		}
+		checkpoints[k] = cp
+	}
+	open := map[cpKey]uint32{}
+	ids := map[uint64]bool{}
+	for _, ch := range gs.Challenges {
+		if ch.Id == 0 || ch.Id >= gs.NextChallengeId || ids[ch.Id] {
+			return fmt.Errorf("challenge %d: id must be unique and in [1, next_challenge_id)", ch.Id)
+		}
+		ids[ch.Id] = true
+		if _, ok := checkpoints[cpKey{ch.LeaseId, ch.CheckpointIndex}]; !ok {
+			return fmt.Errorf("challenge %d: unknown checkpoint %d/%d", ch.Id, ch.LeaseId, ch.CheckpointIndex)
+		}
+		if ch.Outcome == CHALLENGE_OUTCOME_UNSPECIFIED {
+			open[cpKey{ch.LeaseId, ch.CheckpointIndex}]++
+		}
+	}
+	for k, cp := range checkpoints {
+		if cp.OpenChallenges != open[k] {
+			return fmt.Errorf("checkpoint %d/%d: open_challenges %d but %d open challenges", k.lease, k.index, cp.OpenChallenges, open[k])
+		}
+	}
+	for _, o := range gs.Openings {
+		cp, ok := checkpoints[cpKey{o.LeaseId, o.CheckpointIndex}]
+		if !ok || o.Step <= cp.StartStep || o.Step >= cp.EndStep || len(o.Hash) != 32 {
+			return fmt.Errorf("opening of step %d on checkpoint %d/%d: no such checkpoint, step outside it, or bad hash", o.Step, o.LeaseId, o.CheckpointIndex)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+package types
+
+import "cosmossdk.io/collections"
+
+const (
+	// ModuleName is the module's name and the name of its account, which holds challenger bonds.
+	ModuleName = "verify"
+	// StoreKey is the module's KV store key.
+	StoreKey = ModuleName
+)
+
+// Collection prefixes; never reuse a number.
+var (
+	ParamsKey              = collections.NewPrefix(0)
+	CheckpointsKey         = collections.NewPrefix(1)
+	ChallengesKey          = collections.NewPrefix(2)
+	ChallengesByCheckpoint = collections.NewPrefix(3)
+	OpeningsKey            = collections.NewPrefix(4)
+	FinalizationQueueKey   = collections.NewPrefix(5)
+	MoveDeadlinesKey       = collections.NewPrefix(6)
+	NextChallengeIDKey     = collections.NewPrefix(7)
+)
