@@ -1,0 +1,76 @@
+package keeper
+
+import (
+	"context"
+	"fmt"
+
+	"cosmossdk.io/collections"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/staking_ext/types"
+)
+
+// EndBlocker pays out matured unbondings. It walks the completion-time index
+// from the earliest entry up to the block time and stops after
+// max_unbondings_per_block entries, so a block's cost depends on what is due,
+// never on how long the queue is; entries beyond the cap wait for the next block.
+func (k Keeper) EndBlocker(ctx context.Context) error {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	now, err := types.CompletionTimeKey(sdk.UnwrapSDKContext(ctx).BlockTime())
+	if err != nil {
+		return err
+	}
+	due, err := k.dueUnbondings(ctx, now, params.MaxUnbondingsPerBlock)
+	if err != nil {
+		return err
+	}
+	for _, id := range due {
+		if err := k.completeUnbonding(ctx, id); err != nil {
+			return fmt.Errorf("completing unbonding %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// dueUnbondings lists up to limit ids of unbondings completing at or before
+// now, earliest first (ties by id). It only collects: removing entries while
+// the index iterator is open is not allowed.
+func (k Keeper) dueUnbondings(ctx context.Context, now int64, limit uint32) ([]uint64, error) {
+	iter, err := k.Unbondings.Indexes.CompletionTime.Iterate(ctx, collections.NewPrefixUntilPairRange[int64, uint64](now))
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var due []uint64
+	for ; iter.Valid() && uint32(len(due)) < limit; iter.Next() {
+		id, err := iter.PrimaryKey()
+		if err != nil {
+			return nil, err
+		}
+		due = append(due, id)
+	}
+	return due, nil
+}
+
+// completeUnbonding removes an unbonding and sends its amount to the operator.
+func (k Keeper) completeUnbonding(ctx context.Context, id uint64) error {
+	unbonding, err := k.Unbondings.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	operator, err := k.addressCodec.StringToBytes(unbonding.Operator)
+	if err != nil {
+		return err
+	}
+	if err := k.Unbondings.Remove(ctx, id); err != nil {
+		return err
+	}
+	if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, operator, sdk.NewCoins(unbonding.Amount)); err != nil {
+		return err
+	}
+	return emit(ctx, &types.EventUnbondingCompleted{UnbondingId: id, Operator: unbonding.Operator, Amount: unbonding.Amount})
+}

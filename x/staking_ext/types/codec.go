@@ -1,0 +1,44 @@
+package types
+
+import (
+	"github.com/cosmos/cosmos-sdk/codec"
+	"github.com/cosmos/cosmos-sdk/codec/legacy"
+	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/msgservice"
+)
+
+var (
+	_ sdk.Msg = &MsgRegisterProvider{}
+	_ sdk.Msg = &MsgUpdateProvider{}
+	_ sdk.Msg = &MsgBond{}
+	_ sdk.Msg = &MsgUnbond{}
+	_ sdk.Msg = &MsgUnjail{}
+	_ sdk.Msg = &MsgUpdateParams{}
+)
+
+// RegisterInterfaces registers the module's messages and its Msg service.
+func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
+	registry.RegisterImplementations((*sdk.Msg)(nil),
+		&MsgRegisterProvider{},
+		&MsgUpdateProvider{},
+		&MsgBond{},
+		&MsgUnbond{},
+		&MsgUnjail{},
+		&MsgUpdateParams{},
+	)
+	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
+}
+
+// RegisterLegacyAminoCodec registers the messages for amino JSON signing
+// (Ledger). The names equal the amino.name options in tx.proto and
+// stakingext.proto, which the SIGN_MODE_LEGACY_AMINO_JSON encoder reads.
+func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
+	legacy.RegisterAminoMsg(cdc, &MsgRegisterProvider{}, "depinchain/x/stakingext/MsgRegProvider")
+	legacy.RegisterAminoMsg(cdc, &MsgUpdateProvider{}, "depinchain/x/stakingext/MsgUpdProvider")
+	legacy.RegisterAminoMsg(cdc, &MsgBond{}, "depinchain/x/stakingext/MsgBond")
+	legacy.RegisterAminoMsg(cdc, &MsgUnbond{}, "depinchain/x/stakingext/MsgUnbond")
+	legacy.RegisterAminoMsg(cdc, &MsgUnjail{}, "depinchain/x/stakingext/MsgUnjail")
+	legacy.RegisterAminoMsg(cdc, &MsgUpdateParams{}, "depinchain/x/stakingext/MsgUpdateParams")
+	cdc.RegisterConcrete(&Params{}, "depinchain/x/stakingext/Params", nil)
+}
