@@ -168,7 +168,7 @@ func editGenesis(path string, edit func(map[string]any) error) error {
 
 func (n *Node) launch(logOut io.Writer) error {
 	if logOut == nil {
-		f, err := os.Create(filepath.Join(n.Home, "node.log"))
+		f, err := os.OpenFile(filepath.Join(n.Home, "node.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
@@ -328,4 +328,17 @@ func (n *Node) REST(ctx context.Context, path string) ([]byte, error) {
 		return body, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
 	}
 	return body, nil
+}
+
+// Resume starts a stopped node again on the same home and ports, waiting for it to
+// commit a block past minHeight.
+func (n *Node) Resume(ctx context.Context, minHeight int64) error {
+	if err := n.launch(nil); err != nil {
+		return err
+	}
+	if err := n.WaitHeight(ctx, minHeight+1); err != nil {
+		n.Stop()
+		return err
+	}
+	return n.waitREST(ctx)
 }

@@ -1,0 +1,98 @@
+# depinchain build, test and demo targets. The README's two commands are
+# `make demo` and `make test`; everything else is for developers.
+
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+
+GO        ?= go
+BUILD_DIR ?= $(CURDIR)/build
+GOBIN     ?= $(shell $(GO) env GOPATH)/bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/cosmos/cosmos-sdk/version.Name=depinchain \
+             -X github.com/cosmos/cosmos-sdk/version.AppName=depinchaind \
+             -X github.com/cosmos/cosmos-sdk/version.Version=$(VERSION)
+
+# Pinned generator versions (see ../shared/ENVIRONMENT.md): installed with `go install`.
+BUF_VERSION      := v1.75.0
+GOGOPROTO_VERSION := v1.7.2
+GATEWAY_VERSION  := v1.16.0
+
+# Fuzz targets run briefly in `make test`: package and target name.
+FUZZ_TARGETS := \
+	./x/market/types:FuzzParseJobSpecYAML \
+	./x/market/types:FuzzJobSpecValidate \
+	./x/staking_ext/keeper:FuzzValidateRegisterProvider \
+	./x/verify/merkle:FuzzVerifyInclusion \
+	./x/verify/merkle:FuzzStreamRoot \
+	./x/verify/reftrainer:FuzzDecode
+FUZZ_TIME ?= 10s
+
+.PHONY: all build install test test-unit test-e2e test-fuzz test-long lint bench demo \
+        proto-tools proto-deps proto-gen proto-check clean
+
+all: build
+
+## build: compile depinchaind into build/
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BUILD_DIR)/depinchaind ./cmd/depinchaind
+
+## install: install depinchaind into GOBIN
+install:
+	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/depinchaind
+
+## test: everything CI runs: lint, generated-code check, unit, fuzz (briefly) and end-to-end tests
+test: lint proto-check build test-unit test-fuzz test-e2e
+
+test-unit:
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /cmd/depinchaind)
+
+## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
+test-e2e: build
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) test -count=1 -timeout 20m -v ./cmd/depinchaind/...
+
+test-fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZ_TIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg; \
+	done
+
+## test-long: long soak and simulation runs (not part of CI)
+test-long:
+	$(GO) test -count=1 -timeout 2h -tags long ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\(\.gw\)\?\.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: benchmarks whose results are ratios against a baseline measured in the same run
+bench:
+	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x ./x/market/keeper/ | tee $(BUILD_DIR)/bench-market.txt
+	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench-market.txt
+
+## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)
+demo: build
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./testutil/demo $(if $(KEEP),-keep)
+
+proto-tools:
+	@test -x $(GOBIN)/buf || $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	@test -x $(GOBIN)/protoc-gen-gocosmos || $(GO) install github.com/cosmos/gogoproto/protoc-gen-gocosmos@$(GOGOPROTO_VERSION)
+	@test -x $(GOBIN)/protoc-gen-grpc-gateway || $(GO) install github.com/grpc-ecosystem/grpc-gateway/protoc-gen-grpc-gateway@$(GATEWAY_VERSION)
+	@test -x $(GOBIN)/protoc-gen-swagger || $(GO) install github.com/grpc-ecosystem/grpc-gateway/protoc-gen-swagger@$(GATEWAY_VERSION)
+
+proto-deps:
+	./scripts/protodeps.sh
+
+## proto-gen: regenerate Go code, gateways and docs/static/openapi.json from proto/
+proto-gen: proto-tools proto-deps
+	PATH=$(GOBIN):$$PATH ./scripts/protocgen.sh
+
+## proto-check: fail if the committed generated code differs from a fresh generation
+proto-check: proto-gen
+	@if [ -n "$$(git status --porcelain -- '*.pb.go' '*.pb.gw.go' docs/static/openapi.json)" ]; then \
+		echo "generated code is stale; run 'make proto-gen' and commit:"; \
+		git status --porcelain -- '*.pb.go' '*.pb.gw.go' docs/static/openapi.json; exit 1; fi
+
+clean:
+	rm -rf $(BUILD_DIR) third_party .gen
