@@ -95,4 +95,4 @@ proto-check: proto-gen
 		git status --porcelain -- '*.pb.go' '*.pb.gw.go' docs/static/openapi.json; exit 1; fi
 
 clean:
-	rm -rf $(BUILD_DIR) third_party .gen
+	rm -rf $(BUILD_DIR) third_party .gen .demo

@@ -18,7 +18,7 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					RpcMethod: "Job", Use: "job [job-id]", Short: "Show a job, with payment settled up to the latest block",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
 				},
-				{RpcMethod: "Jobs", Use: "jobs", Short: "List jobs, optionally by --owner and --state (e.g. JOB_STATE_OPEN)"},
+				{RpcMethod: "Jobs", Use: "jobs", Short: "List jobs, optionally by --owner and --state (open, leased, completed, cancelled, expired, failed)"},
 				{
 					RpcMethod: "Bids", Use: "bids [job-id]", Short: "List the bids on a job",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},

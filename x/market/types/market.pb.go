@@ -588,7 +588,7 @@ type Job struct {
 	CreatedHeight int64    `protobuf:"varint,5,opt,name=created_height,json=createdHeight,proto3" json:"created_height,omitempty"`
 	// bidding_deadline is the height at whose end the current auction closes.
 	BiddingDeadline int64 `protobuf:"varint,6,opt,name=bidding_deadline,json=biddingDeadline,proto3" json:"bidding_deadline,omitempty"`
-	// seed is derived from a block hash the module stored before the job existed; it fixes data order and shard assignment.
+	// seed is SHA-256 over the hash of the block that included the job (which its owner could not know when signing) and the job id; it fixes data order and shard assignment.
 	Seed []byte `protobuf:"bytes,7,opt,name=seed,proto3" json:"seed,omitempty"`
 	// escrow is the unspent deposit.
 	Escrow types.Coin `protobuf:"bytes,8,opt,name=escrow,proto3" json:"escrow"`
