@@ -4,8 +4,6 @@
 package cli
 
 import (
-	"bufio"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,39 +38,6 @@ func NewTxCmd() *cobra.Command {
 	}
 	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd())
 	return cmd
-}
-
-// ReadTrace reads a trace file: one hex SHA-256 hash per line, h_start first.
-func ReadTrace(path string, start uint64) (types.Trace, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return types.Trace{}, err
-	}
-	defer f.Close()
-	var hashes []merkle.Hash
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		raw, err := hex.DecodeString(text)
-		if err != nil {
-			return types.Trace{}, fmt.Errorf("%s:%d: not hex: %w", path, line, err)
-		}
-		h, err := merkle.HashFromBytes(raw)
-		if err != nil {
-			return types.Trace{}, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		hashes = append(hashes, h)
-	}
-	if err := sc.Err(); err != nil {
-		return types.Trace{}, err
-	}
-	if len(hashes) < 2 {
-		return types.Trace{}, fmt.Errorf("%s: a trace needs at least h_start and h_end", path)
-	}
-	return types.NewTrace(start, hashes), nil
 }
 
 func parseUint(name, s string) (uint64, error) {
@@ -121,7 +86,7 @@ func submitCheckpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := ReadTrace(tracePath, start)
+			trace, err := types.ReadTraceFile(tracePath, start)
 			if err != nil {
 				return err
 			}
@@ -197,7 +162,7 @@ func challengeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := ReadTrace(tracePath, cp.Checkpoint.StartStep)
+			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
@@ -251,7 +216,7 @@ func revealCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := ReadTrace(tracePath, cp.Checkpoint.StartStep)
+			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
@@ -300,7 +265,7 @@ func respondCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := ReadTrace(tracePath, cp.Checkpoint.StartStep)
+			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
