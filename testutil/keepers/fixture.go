@@ -5,6 +5,8 @@ package keepers
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,7 +98,9 @@ func New(t testing.TB) *Fixture {
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, ak, bk, mk, sk, authority)
 
-	for name := range maccPerms {
+	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
+	// map iteration order.
+	for _, name := range slices.Sorted(maps.Keys(maccPerms)) {
 		ak.GetModuleAccount(ctx, name) // creates the module account
 	}
 	if err := sk.InitGenesis(ctx, stakingexttypes.DefaultGenesis()); err != nil {

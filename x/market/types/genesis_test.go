@@ -46,7 +46,7 @@ func TestGenesisValidate(t *testing.T) {
 		{"job id zero", func(g *types.GenesisState) { g.Jobs[0].Id = 0 }, "job 0: id must be in"},
 		{"job id at next_job_id", func(g *types.GenesisState) { g.NextJobId = 2 }, "job 2: id must be in"},
 		{"duplicate job id", func(g *types.GenesisState) { g.Jobs[1].Id = 1 }, "job 1: duplicate id"},
-		{"invalid job spec", func(g *types.GenesisState) { g.Jobs[1].Spec.TotalSteps = 0 }, "job 2: invalid job spec"},
+		{"invalid job spec", func(g *types.GenesisState) { g.Jobs[1].Spec.TotalSteps = 0 }, "job 2: total_steps"},
 		{"escrow in another denom", func(g *types.GenesisState) { g.Jobs[0].Escrow = sdk.NewInt64Coin("uatom", 1) }, "job 1: escrow"},
 		{"negative escrow", func(g *types.GenesisState) { g.Jobs[0].Escrow = sdk.Coin{Denom: "udepin", Amount: math.NewInt(-1)} }, "job 1: escrow"},
 		{"deposited in another denom", func(g *types.GenesisState) { g.Jobs[0].Deposited = sdk.NewInt64Coin("uatom", 1) }, "job 1: escrow"},

@@ -26,6 +26,11 @@ const (
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
+// MaxPricePerGPUHour bounds a job's max price per GPU-hour (10^30 base units), so that
+// price × GPUs × max duration, the collateral derived from it and the burn rate of a job
+// stay far inside math.Int's 256 bits: an overflow there would panic in EndBlock.
+var MaxPricePerGPUHour = math.NewIntWithDecimal(1, 30)
+
 // ValidateStateless checks a spec for everything that does not depend on params.
 // Each error names the field, in the YAML spelling a job owner writes.
 func (s JobSpec) ValidateStateless() error {
@@ -92,8 +97,8 @@ func (s JobSpec) ValidateStateless() error {
 	if s.CheckpointInterval == 0 || s.CheckpointInterval > s.TotalSteps {
 		return fail("checkpoint_every: must be between 1 and total_steps (%d), got %d", s.TotalSteps, s.CheckpointInterval)
 	}
-	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() {
-		return fail("max_price_per_gpu_hour: must be a positive coin, got %s", s.MaxPricePerGpuHour)
+	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() || s.MaxPricePerGpuHour.Amount.GT(MaxPricePerGPUHour) {
+		return fail("max_price_per_gpu_hour: must be a positive coin of at most %s, got %s", MaxPricePerGPUHour, s.MaxPricePerGpuHour)
 	}
 	if s.MaxDuration <= 0 || s.MaxDuration > MaxJobDuration {
 		return fail("max_duration: must be positive and at most %s, got %s", MaxJobDuration, s.MaxDuration)

@@ -73,7 +73,9 @@ func TestValidateStatelessNamesTheField(t *testing.T) {
 		{"container without digest", func(s *types.JobSpec) { s.Workload.Digest = "" }, "workload.digest"},
 		{"digest with upper case", func(s *types.JobSpec) { s.Workload.Digest = strings.ToUpper(testDigest) }, "workload.digest"},
 		{"too many args", func(s *types.JobSpec) { s.Workload.Command = make([]string, types.MaxCommandArgs+1) }, "workload.command"},
-		{"long arg", func(s *types.JobSpec) { s.Workload.Command = []string{strings.Repeat("a", types.MaxCommandArgLength+1)} }, "workload.command[0]"},
+		{"long arg", func(s *types.JobSpec) {
+			s.Workload.Command = []string{strings.Repeat("a", types.MaxCommandArgLength+1)}
+		}, "workload.command[0]"},
 		{"reference with image", func(s *types.JobSpec) {
 			s.Workload = types.Workload{Kind: types.WORKLOAD_KIND_REFERENCE, Image: "x"}
 		}, "workload:"},

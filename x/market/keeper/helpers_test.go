@@ -1,0 +1,414 @@
+package keeper_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	abci "github.com/cometbft/cometbft/abci/types"
+	"github.com/cosmos/gogoproto/proto"
+	"github.com/stretchr/testify/require"
+
+	"cosmossdk.io/collections"
+	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
+
+	"github.com/depinchain/depinchain/testutil/keepers"
+	"github.com/depinchain/depinchain/x/market/keeper"
+	"github.com/depinchain/depinchain/x/market/types"
+	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+)
+
+// Shared numbers of the scenarios. The default job's spec:
+//
+//	2 GPUs per worker, 1 worker, max 3600udepin per GPU-hour, max duration 24h
+//	collateral = 10% × 3600 × 2 × 24 = 17280udepin
+const (
+	denom         = keepers.Denom
+	blockTime     = 6 * time.Second
+	h100Model     = "H100-SXM5-80GB"
+	h100VRAMMiB   = 81920
+	a100Model     = "A100-SXM4-40GB"
+	a100VRAMMiB   = 40960
+	providerBond  = 20_000_000 // 2.5× the 8 × 1 DEPIN an 8-GPU provider needs
+	providerFunds = 100_000_000
+	ownerFunds    = 1_000_000_000
+	jobDeposit    = 1_000_000
+	maxPrice      = 3600
+	bidWindow     = 3
+	ckptDeadline  = 50 // blocks a lease may go without a checkpoint in the default spec
+)
+
+// env is a fixture of real keepers plus the servers and accounts the tests use.
+type env struct {
+	*keepers.Fixture
+	t     *testing.T
+	msg   types.MsgServer
+	query types.QueryServer
+	sxMsg stakingexttypes.MsgServer
+	owner sdk.AccAddress
+	// events holds every event of finished blocks; the current block's are in Ctx.
+	events []abci.Event
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	f := keepers.New(t)
+	e := &env{
+		Fixture: f,
+		t:       t,
+		msg:     keeper.NewMsgServerImpl(f.Market),
+		query:   keeper.NewQueryServerImpl(f.Market),
+		sxMsg:   stakingextkeeper.NewMsgServerImpl(f.StakingExt),
+		owner:   addr("owner"),
+	}
+	f.Fund(t, e.owner, ownerFunds)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			e.requireInvariants()
+		}
+	})
+	return e
+}
+
+// addr derives a deterministic 20-byte account address from a label.
+func addr(label string) sdk.AccAddress {
+	return sdk.AccAddress(fmt.Sprintf("%-20.20s", label))
+}
+
+func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+
+func marketAddr() sdk.AccAddress { return authtypes.NewModuleAddress(types.ModuleName) }
+
+// requireInvariants fails the test when any market or stakingext invariant is broken.
+func (e *env) requireInvariants() {
+	e.t.Helper()
+	msg, broken := keeper.AllInvariants(e.Market)(e.Ctx)
+	require.False(e.t, broken, msg)
+	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
+	require.False(e.t, broken, msg)
+}
+
+// ---- providers ----
+
+func h100s(count uint32) stakingexttypes.GPUInventory {
+	return stakingexttypes.GPUInventory{Model: h100Model, VramMib: h100VRAMMiB, Count: count}
+}
+
+func a100s(count uint32) stakingexttypes.GPUInventory {
+	return stakingexttypes.GPUInventory{Model: a100Model, VramMib: a100VRAMMiB, Count: count}
+}
+
+// registerProviderWith funds and registers a provider through the stakingext msg server.
+func (e *env) registerProviderWith(label string, bond int64, gpus ...stakingexttypes.GPUInventory) sdk.AccAddress {
+	e.t.Helper()
+	op := addr(label)
+	e.Fund(e.t, op, providerFunds)
+	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
+		Operator: op.String(),
+		Moniker:  label,
+		Endpoint: "https://" + label + ".example.com:8443",
+		Region:   "eu-west",
+		Gpus:     gpus,
+		Bond:     coin(bond),
+	})
+	require.NoError(e.t, err)
+	return op
+}
+
+// registerProvider registers a provider with 8 H100s and a comfortable bond.
+func (e *env) registerProvider(label string) sdk.AccAddress {
+	e.t.Helper()
+	return e.registerProviderWith(label, providerBond, h100s(8))
+}
+
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
+	e.t.Helper()
+	p, err := e.StakingExt.GetProvider(e.Ctx, op)
+	require.NoError(e.t, err)
+	return p
+}
+
+// giveReputation records completed leases for a provider.
+func (e *env) giveReputation(op sdk.AccAddress, completed int) {
+	e.t.Helper()
+	for i := 0; i < completed; i++ {
+		require.NoError(e.t, e.StakingExt.RecordLeaseOutcome(e.Ctx, op, true))
+	}
+}
+
+// ---- jobs ----
+
+// spec is a valid job for 1 worker with 2 H100s (≥ 80 GiB each).
+func spec() types.JobSpec {
+	return types.JobSpec{
+		Name:                     "llama-3-8b-finetune",
+		Gpu:                      types.GPURequirement{Models: []string{h100Model}, MinVramGib: 80, PerWorker: 2},
+		Workers:                  1,
+		Resources:                types.Resources{CpuMillis: 16_000, MemoryMib: 128 * 1024, DiskGib: 500},
+		Workload:                 types.Workload{Kind: types.WORKLOAD_KIND_REFERENCE},
+		TotalSteps:               1000,
+		CheckpointInterval:       100,
+		MaxPricePerGpuHour:       coin(maxPrice),
+		MaxDuration:              24 * time.Hour,
+		BiddingWindowBlocks:      bidWindow,
+		CheckpointDeadlineBlocks: ckptDeadline,
+	}
+}
+
+func (e *env) params() types.Params {
+	e.t.Helper()
+	p, err := e.Market.Params.Get(e.Ctx)
+	require.NoError(e.t, err)
+	return p
+}
+
+func (e *env) setParams(change func(*types.Params)) {
+	e.t.Helper()
+	p := e.params()
+	change(&p)
+	_, err := e.msg.UpdateParams(e.Ctx, &types.MsgUpdateParams{Authority: e.Authority, Params: p})
+	require.NoError(e.t, err)
+}
+
+func (e *env) collateral(s types.JobSpec) math.Int {
+	return s.RequiredCollateral(e.params())
+}
+
+func (e *env) submitJobWith(s types.JobSpec, deposit int64) uint64 {
+	e.t.Helper()
+	res, err := e.msg.SubmitJob(e.Ctx, &types.MsgSubmitJob{Owner: e.owner.String(), Spec: s, Deposit: coin(deposit)})
+	require.NoError(e.t, err)
+	return res.JobId
+}
+
+func (e *env) submitJob() uint64 {
+	e.t.Helper()
+	return e.submitJobWith(spec(), jobDeposit)
+}
+
+func (e *env) job(id uint64) types.Job {
+	e.t.Helper()
+	j, err := e.Market.GetJob(e.Ctx, id)
+	require.NoError(e.t, err)
+	return j
+}
+
+func (e *env) lease(id uint64) types.Lease {
+	e.t.Helper()
+	l, err := e.Market.GetLease(e.Ctx, id)
+	require.NoError(e.t, err)
+	return l
+}
+
+func (e *env) bid(op sdk.AccAddress, jobID uint64, price int64) {
+	e.t.Helper()
+	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(price)})
+	require.NoError(e.t, err)
+}
+
+func (e *env) hasBid(op sdk.AccAddress, jobID uint64) bool {
+	e.t.Helper()
+	has, err := e.Market.Bids.Has(e.Ctx, collections.Join(jobID, []byte(op)))
+	require.NoError(e.t, err)
+	return has
+}
+
+// leasesOfJob returns every lease of a job, oldest first.
+func (e *env) leasesOfJob(jobID uint64) []types.Lease {
+	e.t.Helper()
+	iter, err := e.Market.Leases.Indexes.Job.MatchExact(e.Ctx, jobID)
+	require.NoError(e.t, err)
+	ids, err := iter.PrimaryKeys()
+	require.NoError(e.t, err)
+	leases := make([]types.Lease, 0, len(ids))
+	for _, id := range ids {
+		leases = append(leases, e.lease(id))
+	}
+	return leases
+}
+
+func (e *env) activeLeasesOfJob(jobID uint64) []types.Lease {
+	var active []types.Lease
+	for _, l := range e.leasesOfJob(jobID) {
+		if l.State == types.LEASE_STATE_ACTIVE {
+			active = append(active, l)
+		}
+	}
+	return active
+}
+
+// ---- blocks ----
+
+// nextBlock finishes the current block (end blockers run) and starts the next, keeping
+// the finished block's events in e.events.
+func (e *env) nextBlock(dt time.Duration) {
+	e.t.Helper()
+	em := e.Ctx.EventManager()
+	e.NextBlock(e.t, dt)
+	e.events = append(e.events, em.ABCIEvents()...)
+}
+
+func (e *env) advance(blocks int) {
+	e.t.Helper()
+	for i := 0; i < blocks; i++ {
+		e.nextBlock(blockTime)
+	}
+}
+
+// closeAuction runs blocks until the job's current bidding deadline has been processed.
+func (e *env) closeAuction(jobID uint64) {
+	e.t.Helper()
+	deadline := e.job(jobID).BiddingDeadline
+	for e.Ctx.BlockHeight() <= deadline {
+		e.nextBlock(blockTime)
+	}
+}
+
+// leaseJob submits the default job, lets op win it at price and returns (job, lease).
+func (e *env) leaseJob(op sdk.AccAddress, price int64) (uint64, types.Lease) {
+	e.t.Helper()
+	jobID := e.submitJob()
+	e.bid(op, jobID, price)
+	e.closeAuction(jobID)
+	active := e.activeLeasesOfJob(jobID)
+	require.Len(e.t, active, 1)
+	require.Equal(e.t, types.JOB_STATE_LEASED, e.job(jobID).State)
+	return jobID, active[0]
+}
+
+// ---- events ----
+
+// typedEvents returns the events of type T emitted in finished blocks and the current one.
+func typedEvents[T proto.Message](e *env) []T {
+	e.t.Helper()
+	all := append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...)
+	var zero T
+	name := proto.MessageName(zero)
+	var out []T
+	for _, ev := range all {
+		if ev.Type != name {
+			continue
+		}
+		msg, err := sdk.ParseTypedEvent(ev)
+		require.NoError(e.t, err)
+		out = append(out, msg.(T))
+	}
+	return out
+}
+
+// ---- snapshots ----
+
+// snapshot is everything a rejected message must leave alone: the market and stakingext
+// genesis exports, the market's derived deadline indexes, every bank balance and the
+// supply, and the number of events emitted so far.
+type snapshot struct {
+	market, stakingext, bank string
+	indexes                  string
+	events                   int
+}
+
+func (e *env) snapshot() snapshot {
+	e.t.Helper()
+	mgs, err := e.Market.ExportGenesis(e.Ctx)
+	require.NoError(e.t, err)
+	sgs, err := e.StakingExt.ExportGenesis(e.Ctx)
+	require.NoError(e.t, err)
+	bgs := e.BankKeeper.ExportGenesis(e.Ctx)
+	mj, err := e.Codec.MarshalJSON(mgs)
+	require.NoError(e.t, err)
+	sj, err := e.Codec.MarshalJSON(sgs)
+	require.NoError(e.t, err)
+	bj, err := e.Codec.MarshalJSON(bgs)
+	require.NoError(e.t, err)
+	return snapshot{market: string(mj), stakingext: string(sj), bank: string(bj), indexes: e.dumpIndexes(e.Ctx), events: len(e.Ctx.EventManager().Events())}
+}
+
+// dumpIndexes renders the deadline indexes, which genesis export leaves out.
+func (e *env) dumpIndexes(ctx context.Context) string {
+	e.t.Helper()
+	var b strings.Builder
+	for _, ix := range []struct {
+		name string
+		set  collections.KeySet[collections.Pair[int64, uint64]]
+	}{{"bidding", e.Market.BiddingDeadlines}, {"checkpoint", e.Market.CheckpointDeadlines}, {"time", e.Market.TimeDeadlines}} {
+		require.NoError(e.t, ix.set.Walk(ctx, nil, func(k collections.Pair[int64, uint64]) (bool, error) {
+			fmt.Fprintf(&b, "%s:%d/%d ", ix.name, k.K1(), k.K2())
+			return false, nil
+		}))
+	}
+	return b.String()
+}
+
+func (e *env) requireUnchanged(before snapshot) {
+	e.t.Helper()
+	after := e.snapshot()
+	for _, part := range []struct{ name, before, after string }{
+		{"market state", before.market, after.market},
+		{"stakingext state", before.stakingext, after.stakingext},
+		{"balances", before.bank, after.bank},
+		{"deadline indexes", before.indexes, after.indexes},
+	} {
+		if part.before != part.after {
+			e.t.Fatalf("%s changed:\n%s", part.name, jsonDiff(part.before, part.after))
+		}
+	}
+	require.Equal(e.t, before.events, after.events, "events were emitted")
+}
+
+// jsonDiff shows where two JSON documents (or plain strings) differ: the lines between
+// their common beginning and common end, with a little context.
+func jsonDiff(a, b string) string {
+	lines := func(s string) []string {
+		var buf bytes.Buffer
+		if json.Indent(&buf, []byte(s), "", "  ") == nil {
+			s = buf.String()
+		}
+		return strings.Split(s, "\n")
+	}
+	la, lb := lines(a), lines(b)
+	pre := 0
+	for pre < len(la) && pre < len(lb) && la[pre] == lb[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(la)-pre && suf < len(lb)-pre && la[len(la)-1-suf] == lb[len(lb)-1-suf] {
+		suf++
+	}
+	const context = 3
+	from := max(0, pre-context)
+	var out strings.Builder
+	for _, l := range la[from:pre] {
+		out.WriteString("  " + l + "\n")
+	}
+	for _, l := range la[pre : len(la)-suf] {
+		out.WriteString("- " + l + "\n")
+	}
+	for _, l := range lb[pre : len(lb)-suf] {
+		out.WriteString("+ " + l + "\n")
+	}
+	for _, l := range la[len(la)-suf : min(len(la), len(la)-suf+context)] {
+		out.WriteString("  " + l + "\n")
+	}
+	return out.String()
+}
+
+// requireRejected runs call, requires it to fail with want and to leave every piece of
+// state, every balance and the event log exactly as they were.
+func (e *env) requireRejected(want *errorsmod.Error, call func() error) {
+	e.t.Helper()
+	before := e.snapshot()
+	err := call()
+	require.ErrorIs(e.t, err, want)
+	e.requireUnchanged(before)
+}
+
+func sdkCoin(d string, amount int64) sdk.Coin { return sdk.NewInt64Coin(d, amount) }
