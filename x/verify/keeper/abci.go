@@ -29,6 +29,11 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 	}
 	budget -= len(timeouts)
 	for _, key := range timeouts {
+		// Dropped before the work, like a finalization entry: a timeout that fails must not
+		// come back every block and eat the budget of every later deadline.
+		if err := k.MoveDeadlines.Remove(ctx, key); err != nil {
+			return err
+		}
 		k.runIsolated(sdkCtx, "move timeout", func(c sdk.Context) error { return k.timeOut(c, key.K2()) })
 	}
 	due, err := collectDue(ctx, k.FinalizationQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
@@ -39,7 +44,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		if err := k.FinalizationQueue.Remove(ctx, key); err != nil {
 			return err
 		}
-		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.tryFinalize(c, key.K2(), key.K3()) })
+		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.tryFinalize(c, key.K2(), key.K3(), true) })
 	}
 	return nil
 }

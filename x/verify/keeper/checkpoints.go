@@ -147,13 +147,19 @@ func validateCheckpointText(params types.Params, msg *types.MsgSubmitCheckpoint)
 // tryFinalize makes a checkpoint FINAL once its window has passed, no challenge on it is
 // open and its predecessor is final; then it tries the lease's next checkpoint, so a
 // chain of checkpoints frozen behind a dispute finalizes in order once it resolves.
-func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64) error {
+//
+// The window includes the whole block at challenge_deadline: a transaction of that block
+// (a game resolved by MsgStep) must not finalize it ahead of a challenge later in the same
+// block, so only the end blocker (endOfBlock) finalizes at the deadline height itself;
+// the finalization queue entry of that height is still due then.
+func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock bool) error {
 	for {
 		cp, err := k.Checkpoints.Get(ctx, collections.Join(leaseID, index))
 		if err != nil {
 			return nil // no such checkpoint (the end of the chain)
 		}
-		if cp.Status != types.CHECKPOINT_STATUS_PENDING || cp.OpenChallenges > 0 || ctx.BlockHeight() < cp.ChallengeDeadline {
+		windowOpen := ctx.BlockHeight() < cp.ChallengeDeadline || (ctx.BlockHeight() == cp.ChallengeDeadline && !endOfBlock)
+		if cp.Status != types.CHECKPOINT_STATUS_PENDING || cp.OpenChallenges > 0 || windowOpen {
 			return nil
 		}
 		if index > 0 {

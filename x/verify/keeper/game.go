@@ -43,6 +43,16 @@ func (k Keeper) openChallenge(ctx sdk.Context, msg *types.MsgChallenge) (uint64,
 	if cp.WorkloadVersion != types.ReferenceWorkloadVersion {
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "reference workload version %d is not supported by this chain", cp.WorkloadVersion)
 	}
+	// The referee re-executes a step on data proven against the job's data root; a job
+	// whose data it cannot see could never be decided for the challenger, whose bond would
+	// be lost by timeout however right it is.
+	job, err := k.marketKeeper.GetJob(ctx, cp.JobId)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := types.JobTrainingData(job); err != nil {
+		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "checkpoint %d/%d: %s", cp.LeaseId, cp.Index, err)
+	}
 	if msg.Challenger == cp.Provider {
 		return 0, errorsmod.Wrap(types.ErrSelfChallenge, msg.Challenger)
 	}
@@ -128,6 +138,16 @@ func (k Keeper) setDeadline(ctx sdk.Context, params types.Params, ch *types.Chal
 	})
 }
 
+// checkInTime refuses a move after the game's deadline. The end blocker times games out
+// at their deadline, but only max_deadlines_per_block of them per block: a game it has
+// not reached yet is lost all the same, and a late move must not rescue it.
+func checkInTime(ctx sdk.Context, ch types.Challenge) error {
+	if ctx.BlockHeight() > ch.Deadline {
+		return errorsmod.Wrapf(types.ErrMoveTooLate, "challenge %d: the %s move was due by height %d", ch.Id, ch.Turn, ch.Deadline)
+	}
+	return nil
+}
+
 // openChallengesOf lists the unresolved games on a checkpoint.
 func (k Keeper) openChallengesOf(ctx sdk.Context, leaseID, index uint64) ([]types.Challenge, error) {
 	iter, err := k.Challenges.Indexes.Checkpoint.MatchExact(ctx, collections.Join(leaseID, index))
@@ -173,12 +193,20 @@ func (k Keeper) revealHash(ctx sdk.Context, msg *types.MsgRevealHash) error {
 		return err
 	}
 	var waiting []types.Challenge
+	late := false
 	for _, ch := range games {
 		if ch.Turn == types.GAME_TURN_PROVIDER && ch.Mid == msg.Step {
+			if checkInTime(ctx, ch) != nil {
+				late = true // lost already; the end blocker has not got to it yet
+				continue
+			}
 			waiting = append(waiting, ch)
 		}
 	}
 	if len(waiting) == 0 {
+		if late {
+			return errorsmod.Wrapf(types.ErrMoveTooLate, "the games on checkpoint %d/%d asking for step %d are past their deadlines", cp.LeaseId, cp.Index, msg.Step)
+		}
 		return errorsmod.Wrapf(types.ErrNoGameWaiting, "no game on checkpoint %d/%d asks for step %d", cp.LeaseId, cp.Index, msg.Step)
 	}
 	size := cp.EndStep - cp.StartStep + 1
@@ -215,6 +243,9 @@ func (k Keeper) respond(ctx sdk.Context, msg *types.MsgRespond) (bool, error) {
 	if ch.Outcome != types.CHALLENGE_OUTCOME_UNSPECIFIED || ch.Turn != types.GAME_TURN_CHALLENGER {
 		return false, errorsmod.Wrapf(types.ErrNotYourTurn, "challenge %d waits for %s", ch.Id, ch.Turn)
 	}
+	if err := checkInTime(ctx, ch); err != nil {
+		return false, err
+	}
 	cp, err := k.GetCheckpoint(ctx, ch.LeaseId, ch.CheckpointIndex)
 	if err != nil {
 		return false, err
@@ -243,8 +274,9 @@ func (k Keeper) respond(ctx sdk.Context, msg *types.MsgRespond) (bool, error) {
 // resolve ends a game. A provider loss is proven fraud: slash with the challenger as
 // whistleblower, tombstone, reject the lease's pending checkpoints and hand the job back
 // to the market; the other games on those checkpoints end moot. A challenger loss pays
-// its bond to the provider for the delay and lets the checkpoint finalize.
-func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.ChallengeOutcome, reason string) error {
+// its bond to the provider for the delay and lets the checkpoint finalize (endOfBlock:
+// resolved by the end blocker, see tryFinalize).
+func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.ChallengeOutcome, reason string, endOfBlock bool) error {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
 		return err
@@ -288,7 +320,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 		if err := ctx.EventManager().EmitTypedEvent(event); err != nil {
 			return err
 		}
-		return k.tryFinalize(ctx, cp.LeaseId, cp.Index)
+		return k.tryFinalize(ctx, cp.LeaseId, cp.Index, endOfBlock)
 
 	case types.CHALLENGE_OUTCOME_MOOT:
 		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, challenger, sdk.NewCoins(ch.Bond)); err != nil {
@@ -313,7 +345,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 		if err := ctx.EventManager().EmitTypedEvent(event); err != nil {
 			return err
 		}
-		if err := k.endOtherGamesOnLease(ctx, ch.LeaseId); err != nil {
+		if err := k.endOtherGamesOnLease(ctx, ch.LeaseId, endOfBlock); err != nil {
 			return err
 		}
 		if err := k.rejectPending(ctx, cp.LeaseId, fraud); err != nil {
@@ -326,7 +358,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 
 // endOtherGamesOnLease ends as moot every open game on any checkpoint of the lease: once
 // the provider is proven a cheat, those disputes have nothing left to decide.
-func (k Keeper) endOtherGamesOnLease(ctx sdk.Context, leaseID uint64) error {
+func (k Keeper) endOtherGamesOnLease(ctx sdk.Context, leaseID uint64, endOfBlock bool) error {
 	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID))
 	if err != nil {
 		return err
@@ -344,7 +376,7 @@ func (k Keeper) endOtherGamesOnLease(ctx sdk.Context, leaseID uint64) error {
 			return err
 		}
 		for _, other := range open {
-			if err := k.resolve(ctx, other, types.CHALLENGE_OUTCOME_MOOT, "the provider was proven wrong in another challenge"); err != nil {
+			if err := k.resolve(ctx, other, types.CHALLENGE_OUTCOME_MOOT, "the provider was proven wrong in another challenge", endOfBlock); err != nil {
 				return err
 			}
 		}
@@ -352,7 +384,8 @@ func (k Keeper) endOtherGamesOnLease(ctx sdk.Context, leaseID uint64) error {
 	return nil
 }
 
-// timeOut ends a game whose party to move missed its deadline: that party loses.
+// timeOut ends a game whose party to move missed its deadline: that party loses. Only
+// the end blocker calls it.
 func (k Keeper) timeOut(ctx sdk.Context, id uint64) error {
 	ch, err := k.GetChallenge(ctx, id)
 	if err != nil {
@@ -363,11 +396,11 @@ func (k Keeper) timeOut(ctx sdk.Context, id uint64) error {
 	}
 	if ch.Turn == types.GAME_TURN_PROVIDER {
 		return k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
-			fmt.Sprintf("the provider did not reveal h_%d by height %d", ch.Mid, ch.Deadline))
+			fmt.Sprintf("the provider did not reveal h_%d by height %d", ch.Mid, ch.Deadline), true)
 	}
 	what := fmt.Sprintf("answer at step %d", ch.Mid)
 	if ch.Turn == types.GAME_TURN_ONE_STEP {
 		what = fmt.Sprintf("prove step %d with MsgStep", ch.Lo)
 	}
-	return k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_PROVIDER_WON, fmt.Sprintf("the challenger did not %s by height %d", what, ch.Deadline))
+	return k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_PROVIDER_WON, fmt.Sprintf("the challenger did not %s by height %d", what, ch.Deadline), true)
 }

@@ -42,6 +42,9 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if ch.Outcome != types.CHALLENGE_OUTCOME_UNSPECIFIED || ch.Turn != types.GAME_TURN_ONE_STEP {
 		return 0, errorsmod.Wrapf(types.ErrNotYourTurn, "challenge %d is not at the one-step phase (turn %s)", ch.Id, ch.Turn)
 	}
+	if err := checkInTime(ctx, ch); err != nil {
+		return 0, err
+	}
 	cp, err := k.GetCheckpoint(ctx, ch.LeaseId, ch.CheckpointIndex)
 	if err != nil {
 		return 0, err
@@ -104,10 +107,10 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	}
 	if sameHash(computed[:], claimed) {
 		return types.CHALLENGE_OUTCOME_PROVIDER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_PROVIDER_WON,
-			fmt.Sprintf("re-executing step %d reproduced the provider's h_%d", ch.Lo, ch.Hi))
+			fmt.Sprintf("re-executing step %d reproduced the provider's h_%d", ch.Lo, ch.Hi), false)
 	}
 	return types.CHALLENGE_OUTCOME_CHALLENGER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
-		fmt.Sprintf("re-executing step %d gave %x, not the provider's h_%d %x", ch.Lo, computed, ch.Hi, claimed))
+		fmt.Sprintf("re-executing step %d gave %x, not the provider's h_%d %x", ch.Lo, computed, ch.Hi, claimed), false)
 }
 
 // provenBatch assembles the batch of step `step` from data chunks the sender supplied,

@@ -27,4 +27,5 @@ var (
 	ErrSelfChallenge      = errors.Register(ModuleName, 22, "a provider cannot challenge its own checkpoint")
 	ErrNoDisagreement     = errors.Register(ModuleName, 23, "challenger agrees with the checkpoint")
 	ErrUnsupportedData    = errors.Register(ModuleName, 24, "training data not available to the referee")
+	ErrMoveTooLate        = errors.Register(ModuleName, 25, "the move's deadline has passed")
 )

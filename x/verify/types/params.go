@@ -2,6 +2,7 @@ package types
 
 import (
 	"fmt"
+	gomath "math"
 
 	"cosmossdk.io/math"
 
@@ -45,6 +46,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("max_challenges_per_checkpoint must be positive")
 	case p.MaxStepMacs == 0:
 		return fmt.Errorf("max_step_macs must be positive")
+	case p.GasPerMac == 0 || p.MaxStepMacs > gomath.MaxUint64/p.GasPerMac:
+		// A free referee step would let anyone burn validators' CPU; an overflowing one
+		// would wrap around and charge almost nothing.
+		return fmt.Errorf("gas_per_mac must be positive and max_step_macs × gas_per_mac must fit in 64 bits, got %d × %d", p.MaxStepMacs, p.GasPerMac)
 	case p.MaxDeadlinesPerBlock == 0:
 		return fmt.Errorf("max_deadlines_per_block must be positive")
 	}

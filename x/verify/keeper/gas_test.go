@@ -1,0 +1,163 @@
+package keeper_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	storetypes "cosmossdk.io/store/types"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+// TestGasConsumption pins the gas each message of a dispute uses on a fresh gas meter
+// (store access at the SDK's KV gas costs plus the module's own charges), like
+// celestia-app's x/blob gas table. The scenario is deterministic: a 64-step checkpoint
+// whose provider lies from step 37 on, disputed by an honest verifier. A change in these
+// numbers is a change in what users pay: update them deliberately.
+func TestGasConsumption(t *testing.T) {
+	s := newScenario(t, 64, 64)
+	liar := s.liar(s.prov, 0, 64, 37, false)
+	v := s.verifier("verifier", 0, 64)
+	used := map[string]uint64{}
+	run := func(name string, call func(ctx sdk.Context) error) {
+		t.Helper()
+		gas, err := s.deliver(call)
+		require.NoError(t, err, name)
+		if _, seen := used[name]; !seen {
+			used[name] = gas
+		}
+	}
+
+	run("SubmitCheckpoint", func(ctx sdk.Context) error {
+		_, err := s.msg.SubmitCheckpoint(ctx, checkpointMsg(liar, s.lease.Id, 0))
+		return err
+	})
+	var id uint64
+	run("Challenge", func(ctx sdk.Context) error {
+		res, err := s.msg.Challenge(ctx, challengeMsg(v, s.lease.Id, 0))
+		if res != nil {
+			id = res.ChallengeId
+		}
+		return err
+	})
+	g := s.game(id, liar, v, v)
+	for {
+		ch := s.challenge(id)
+		switch ch.Turn {
+		case types.GAME_TURN_PROVIDER:
+			run("RevealHash", func(ctx sdk.Context) error { return g.reveal(ctx, ch.Mid) })
+			continue
+		case types.GAME_TURN_CHALLENGER:
+			run("Respond", func(ctx sdk.Context) error { _, err := s.msg.Respond(ctx, g.respondMsg(ch.Mid)); return err })
+			continue
+		case types.GAME_TURN_ONE_STEP:
+			run("Step", func(ctx sdk.Context) error {
+				_, err := s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, ch.Lo), ch.Lo))
+				return err
+			})
+		}
+		break
+	}
+	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, s.challenge(id).Outcome)
+
+	for _, tc := range []struct {
+		msg string
+		gas uint64
+	}{
+		// The first move of each kind (the first reveal and answer are at step 32).
+		{"SubmitCheckpoint", 91958},
+		{"Challenge", 51237},
+		{"RevealHash", 25903},
+		{"Respond", 23274},
+		// The referee step that proves the fraud: re-execution (one gas per MAC), the
+		// pre-state and data bytes and proofs, then the slash and all the payouts.
+		{"Step", 419804},
+	} {
+		t.Logf("%-16s %d gas", tc.msg, used[tc.msg])
+		assert.Equal(t, tc.gas, used[tc.msg], "gas of %s", tc.msg)
+	}
+	require.Greater(t, used["Step"], s.run.cfg.MACsPerStep()*s.verifyParams().GasPerMac)
+}
+
+// The referee's cost cap: the largest documented reference configuration fits under the
+// default max_step_macs, so its step costs MACs × gas_per_mac, below the cap's gas.
+func TestStepCostCap(t *testing.T) {
+	p := types.DefaultParams()
+	worst := reftrainer.WorstCaseConfig()
+	require.NoError(t, worst.Validate())
+	worstGas := worst.MACsPerStep() * p.GasPerMac
+	capGas := p.MaxStepMacs * p.GasPerMac
+	t.Logf("worst case: %d MACs = %d gas, cap %d gas; default config: %d MACs",
+		worst.MACsPerStep(), worstGas, capGas, types.ReferenceConfig(nil).MACsPerStep())
+	require.Less(t, worstGas, capGas)
+	require.LessOrEqual(t, types.ReferenceConfig(nil).MACsPerStep(), p.MaxStepMacs)
+}
+
+// oneStepDispute leads a 16-step dispute against a provider lying from step 9 up to the
+// referee, and returns the scenario, the honest challenger and the challenge.
+func oneStepDispute(t *testing.T) (*scenario, *party, uint64) {
+	s := newScenario(t, 16, 16)
+	liar := s.liar(s.prov, 0, 16, 9, false)
+	s.submitCheckpoint(liar, s.lease.Id, 0)
+	v := s.verifier("verifier", 0, 16)
+	id := s.openChallenge(v, s.lease.Id, 0)
+	ch := s.game(id, liar, v, nil).play(s.run)
+	require.Equal(t, types.GAME_TURN_ONE_STEP, ch.Turn)
+	require.Equal(t, uint64(8), ch.Lo)
+	return s, v, id
+}
+
+func TestStepTooExpensive(t *testing.T) {
+	s, v, id := oneStepDispute(t)
+	macs := s.run.cfg.MACsPerStep()
+	step := func(ctx sdk.Context) error {
+		_, err := s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, 8), 8))
+		return err
+	}
+	s.setVerifyParams(func(p *types.Params) { p.MaxStepMacs = macs - 1 })
+	err := s.requireRejected(types.ErrStepTooExpensive, step)
+	require.Contains(t, err.Error(), "max_step_macs")
+
+	// Exactly at the cap it runs, and charges every MAC.
+	s.setVerifyParams(func(p *types.Params) { p.MaxStepMacs = macs })
+	_, err = s.deliver(step)
+	require.NoError(t, err)
+	ev := typedEvents[*types.EventStepExecuted](s.env)
+	require.Len(t, ev, 1)
+	require.Equal(t, macs, ev[0].Macs)
+}
+
+// The re-execution is paid per MAC: raising gas_per_mac by 9 raises the step's gas by
+// exactly 9 × MACsPerStep, and a gas limit below it stops the step.
+func TestStepGasPerMAC(t *testing.T) {
+	stepGas := func(gasPerMac uint64) uint64 {
+		s, v, id := oneStepDispute(t)
+		s.setVerifyParams(func(p *types.Params) { p.GasPerMac = gasPerMac })
+		gas, err := s.deliver(func(ctx sdk.Context) error {
+			_, err := s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, 8), 8))
+			return err
+		})
+		require.NoError(t, err)
+		return gas
+	}
+	one, ten := stepGas(1), stepGas(10)
+	macs := types.ReferenceConfig(nil).MACsPerStep()
+	require.Equal(t, 9*macs, ten-one)
+
+	// A gas limit of half the re-execution stops the step inside the referee, before it
+	// has written anything. (Byte and hash charges are zeroed so that the limit is reached
+	// in the re-execution and not before.)
+	s, v, id := oneStepDispute(t)
+	s.setVerifyParams(func(p *types.Params) { p.GasPerByte, p.GasPerHash = 0, 0 })
+	before := s.snapshot()
+	ctx := s.Ctx.WithGasMeter(storetypes.NewGasMeter(macs / 2))
+	require.PanicsWithValue(t, storetypes.ErrorOutOfGas{Descriptor: "reference workload step"}, func() {
+		_, _ = s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, 8), 8))
+	})
+	s.requireUnchanged(before)
+}
