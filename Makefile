@@ -68,8 +68,10 @@ lint:
 
 ## bench: benchmarks whose results are ratios against a baseline measured in the same run
 bench:
-	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x ./x/market/keeper/ | tee $(BUILD_DIR)/bench-market.txt
-	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench-market.txt
+	@mkdir -p $(BUILD_DIR)
+	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkDispute' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)
 demo: build
