@@ -1,0 +1,235 @@
+package trainer
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/depinchain/depinchain/x/verify/merkle"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// Names of the files and folders of a trainer's output (see CONTRACT.md).
+const (
+	// CheckpointsDirName is the folder of OutputDir holding one folder per
+	// checkpoint, named CheckpointDirPrefix followed by the end step.
+	CheckpointsDirName  = "checkpoints"
+	CheckpointDirPrefix = "step-"
+	// StateFileName holds the checkpoint's model state; its SHA-256 is the
+	// last hash of the trace.
+	StateFileName = "state"
+	// TraceFileName holds h_start..h_end in the x/verify trace-file format.
+	TraceFileName = "trace.txt"
+	// CompleteMarkerName is created in a checkpoint folder after its other
+	// files are written and flushed. The sidecar ignores folders without it,
+	// so it never reads a checkpoint the trainer is still writing.
+	CompleteMarkerName = "COMPLETE"
+	// MetricsFileName is the per-step metrics log in OutputDir.
+	MetricsFileName = "metrics.jsonl"
+	// DoneMarkerName is created in OutputDir after the final checkpoint.
+	DoneMarkerName = "DONE"
+)
+
+// Errors about checkpoint folders, wrapped with details.
+var (
+	// ErrCheckpointIncomplete: the folder has no COMPLETE marker (yet).
+	ErrCheckpointIncomplete = errors.New("trainer: checkpoint not complete")
+	// ErrInvalidCheckpoint: a complete folder breaks the contract.
+	ErrInvalidCheckpoint = errors.New("trainer: invalid checkpoint")
+)
+
+// CheckpointDir returns the folder of the checkpoint ending at step.
+func CheckpointDir(outputDir string, step uint64) string {
+	return filepath.Join(outputDir, CheckpointsDirName, CheckpointDirPrefix+strconv.FormatUint(step, 10))
+}
+
+// Checkpoint is a validated checkpoint folder.
+type Checkpoint struct {
+	Dir string
+	// Trace is h_start..h_end; Trace.Start is the checkpoint's start step
+	// and Trace.End() its end step.
+	Trace verifytypes.Trace
+	// StateSize is the size of the state file in bytes.
+	StateSize int64
+}
+
+// StartStep is the step of the state the checkpoint's training started from.
+func (c Checkpoint) StartStep() uint64 { return c.Trace.Start }
+
+// EndStep is the step of the checkpoint's state.
+func (c Checkpoint) EndStep() uint64 { return c.Trace.End() }
+
+// StartHash is h_start, the hash of the state training started from.
+func (c Checkpoint) StartHash() merkle.Hash { return c.Trace.Hashes[0] }
+
+// FinalHash is h_end, the SHA-256 of the state file.
+func (c Checkpoint) FinalHash() merkle.Hash { return c.Trace.Hashes[len(c.Trace.Hashes)-1] }
+
+// StatePath is the checkpoint's state file.
+func (c Checkpoint) StatePath() string { return filepath.Join(c.Dir, StateFileName) }
+
+// TracePath is the checkpoint's trace file.
+func (c Checkpoint) TracePath() string { return filepath.Join(c.Dir, TraceFileName) }
+
+// ReadCheckpoint validates the checkpoint folder dir whose state is at
+// endStep: it must be complete, its trace must parse and hold at most
+// endStep+1 hashes (its start step follows from its length), and the SHA-256
+// of its state file must equal the trace's last hash. Reading hashes the
+// whole state file once.
+func ReadCheckpoint(dir string, endStep uint64) (Checkpoint, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrInvalidCheckpoint, dir, fmt.Sprintf(format, args...))
+	}
+	if _, err := os.Stat(filepath.Join(dir, CompleteMarkerName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Checkpoint{}, fmt.Errorf("%w: %s has no %s marker", ErrCheckpointIncomplete, dir, CompleteMarkerName)
+		}
+		return Checkpoint{}, err
+	}
+	parsed, err := verifytypes.ReadTraceFile(filepath.Join(dir, TraceFileName), 0)
+	if err != nil {
+		return Checkpoint{}, invalid("%v", err)
+	}
+	if steps := uint64(len(parsed.Hashes)) - 1; steps > endStep {
+		return Checkpoint{}, invalid("%s holds %d steps, more than the %d before step %d", TraceFileName, steps, endStep, endStep)
+	}
+	trace := verifytypes.NewTrace(endStep-uint64(len(parsed.Hashes))+1, parsed.Hashes)
+
+	state, err := os.Open(filepath.Join(dir, StateFileName))
+	if err != nil {
+		return Checkpoint{}, invalid("%v", err)
+	}
+	defer state.Close()
+	info, err := state.Stat()
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return Checkpoint{}, invalid("%s is not a regular file", StateFileName)
+	}
+	digest := sha256.New()
+	if _, err := io.Copy(digest, state); err != nil {
+		return Checkpoint{}, fmt.Errorf("hashing %s: %w", state.Name(), err)
+	}
+	cp := Checkpoint{Dir: dir, Trace: trace, StateSize: info.Size()}
+	if got, want := digest.Sum(nil), cp.FinalHash(); !bytes.Equal(got, want[:]) {
+		return Checkpoint{}, invalid("SHA-256 of %s is %x, but the trace ends with h_%d = %s", StateFileName, got, endStep, want)
+	}
+	return cp, nil
+}
+
+// CompletedSteps lists the end steps of the checkpoint folders under
+// outputDir that have a COMPLETE marker, in increasing order, without
+// validating them. A missing checkpoints folder means none.
+func CompletedSteps(outputDir string) ([]uint64, error) {
+	entries, err := os.ReadDir(filepath.Join(outputDir, CheckpointsDirName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var steps []uint64
+	for _, entry := range entries {
+		digits, ok := strings.CutPrefix(entry.Name(), CheckpointDirPrefix)
+		if !ok || !entry.IsDir() {
+			continue
+		}
+		step, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil || CheckpointDir(outputDir, step) != filepath.Join(outputDir, CheckpointsDirName, entry.Name()) {
+			continue // not a canonical step-<N> name, e.g. step-007 or step-1.tmp
+		}
+		if _, err := os.Stat(filepath.Join(outputDir, CheckpointsDirName, entry.Name(), CompleteMarkerName)); err == nil {
+			steps = append(steps, step)
+		}
+	}
+	slices.Sort(steps)
+	return steps, nil
+}
+
+// WriteCheckpoint writes the checkpoint ending at step endStep into
+// outputDir the way the contract asks a trainer to: state and trace.txt,
+// each flushed to disk, then the COMPLETE marker. trace is h_start..h_end and
+// its last hash must be SHA-256(state). A folder left without COMPLETE by an
+// earlier, interrupted attempt is replaced; a complete one is an error. It
+// returns the folder.
+func WriteCheckpoint(outputDir string, endStep uint64, state []byte, trace []merkle.Hash) (string, error) {
+	dir := CheckpointDir(outputDir, endStep)
+	if len(trace) < 2 {
+		return "", fmt.Errorf("%w %s: a trace needs h_start and h_end, got %d hashes", ErrInvalidCheckpoint, dir, len(trace))
+	}
+	if sha256.Sum256(state) != trace[len(trace)-1] {
+		return "", fmt.Errorf("%w %s: the trace's last hash is not SHA-256 of the state", ErrInvalidCheckpoint, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CompleteMarkerName)); err == nil {
+		return "", fmt.Errorf("checkpoint %s is already complete", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := writeFileSynced(filepath.Join(dir, StateFileName), func(w io.Writer) error {
+		_, err := w.Write(state)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	if err := writeFileSynced(filepath.Join(dir, TraceFileName), func(w io.Writer) error {
+		return verifytypes.WriteTrace(w, trace)
+	}); err != nil {
+		return "", err
+	}
+	// The marker must not reach the disk before the files it vouches for.
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	if err := writeFileSynced(filepath.Join(dir, CompleteMarkerName), func(io.Writer) error { return nil }); err != nil {
+		return "", err
+	}
+	return dir, syncDir(dir)
+}
+
+// MarkDone creates the DONE marker in outputDir.
+func MarkDone(outputDir string) error {
+	return writeFileSynced(filepath.Join(outputDir, DoneMarkerName), func(io.Writer) error { return nil })
+}
+
+// writeFileSynced creates path, lets write fill it and flushes it to disk.
+func writeFileSynced(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// syncDir flushes dir's entries, so files created in it survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
