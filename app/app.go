@@ -84,6 +84,9 @@ import (
 	"github.com/depinchain/depinchain/x/market"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	"github.com/depinchain/depinchain/x/shardregistry"
+	shardregistrykeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
+	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingext "github.com/depinchain/depinchain/x/staking_ext"
 	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -117,6 +120,7 @@ var maccPerms = map[string][]string{
 	stakingexttypes.ModuleName:     nil,
 	markettypes.ModuleName:         nil,
 	verifytypes.ModuleName:         nil,
+	shardregistrytypes.ModuleName:  nil,
 }
 
 var (
@@ -151,6 +155,7 @@ type App struct {
 	StakingExtKeeper stakingextkeeper.Keeper
 	MarketKeeper     marketkeeper.Keeper
 	VerifyKeeper     verifykeeper.Keeper
+	ShardKeeper      shardregistrykeeper.Keeper
 
 	ModuleManager      *module.Manager
 	BasicModuleManager module.BasicManager
@@ -180,7 +185,7 @@ func New(
 		authtypes.StoreKey, banktypes.StoreKey, stakingtypes.StoreKey, minttypes.StoreKey,
 		distrtypes.StoreKey, slashingtypes.StoreKey, govtypes.StoreKey, consensusparamtypes.StoreKey,
 		upgradetypes.StoreKey, feegrant.StoreKey, evidencetypes.StoreKey, authzkeeper.StoreKey,
-		stakingexttypes.StoreKey, markettypes.StoreKey, verifytypes.StoreKey,
+		stakingexttypes.StoreKey, markettypes.StoreKey, verifytypes.StoreKey, shardregistrytypes.StoreKey,
 	)
 
 	app := &App{
@@ -241,6 +246,8 @@ func New(
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.StakingExtKeeper, authority)
 	app.VerifyKeeper = verifykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, authority)
+	app.ShardKeeper = shardregistrykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
+		addrCodec, app.StakingExtKeeper, app.MarketKeeper, authority)
 
 	app.ModuleManager = module.NewManager(
 		genutil.NewAppModule(app.AccountKeeper, app.StakingKeeper, app, txConfig),
@@ -259,6 +266,7 @@ func New(
 		stakingext.NewAppModule(appCodec, app.StakingExtKeeper),
 		market.NewAppModule(appCodec, app.MarketKeeper),
 		verify.NewAppModule(appCodec, app.VerifyKeeper),
+		shardregistry.NewAppModule(appCodec, app.ShardKeeper),
 	)
 
 	app.BasicModuleManager = module.NewBasicManagerFromManager(app.ModuleManager,
@@ -283,16 +291,18 @@ func New(
 	)
 	// x/verify runs first so that a checkpoint finalized this block has
 	// released its payment and recorded progress before x/market closes
-	// leases for missed deadlines; x/stakingext's unbonding queue runs last.
+	// leases for missed deadlines; x/shardregistry's storage deadlines follow
+	// x/market; x/stakingext's unbonding queue runs last.
 	app.ModuleManager.SetOrderEndBlockers(
 		govtypes.ModuleName, stakingtypes.ModuleName, feegrant.ModuleName,
-		verifytypes.ModuleName, markettypes.ModuleName, stakingexttypes.ModuleName,
+		verifytypes.ModuleName, markettypes.ModuleName, shardregistrytypes.ModuleName, stakingexttypes.ModuleName,
 	)
 	genesisOrder := []string{
 		authtypes.ModuleName, banktypes.ModuleName, distrtypes.ModuleName, stakingtypes.ModuleName,
 		slashingtypes.ModuleName, govtypes.ModuleName, minttypes.ModuleName, genutiltypes.ModuleName,
 		evidencetypes.ModuleName, authz.ModuleName, feegrant.ModuleName, upgradetypes.ModuleName,
 		consensusparamtypes.ModuleName, stakingexttypes.ModuleName, markettypes.ModuleName, verifytypes.ModuleName,
+		shardregistrytypes.ModuleName,
 	}
 	app.ModuleManager.SetOrderInitGenesis(genesisOrder...)
 	app.ModuleManager.SetOrderExportGenesis(genesisOrder...)
@@ -472,4 +482,3 @@ func ModuleAccountPermissions() map[string][]string {
 
 // GenesisState is the app's genesis: module name to raw JSON.
 type GenesisState map[string]json.RawMessage
-

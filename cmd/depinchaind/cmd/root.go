@@ -36,6 +36,7 @@ import (
 	genutilcli "github.com/cosmos/cosmos-sdk/x/genutil/client/cli"
 
 	"github.com/depinchain/depinchain/app"
+	shardregistrycli "github.com/depinchain/depinchain/x/shardregistry/client/cli"
 )
 
 // NewRootCmd returns depinchaind's root command.
@@ -149,6 +150,7 @@ func initRootCmd(rootCmd *cobra.Command, basic *app.App) {
 		queryCommand(),
 		txCommand(),
 		keys.Commands(),
+		shardregistrycli.NewDatasetCmd(),
 	)
 }
 

@@ -1,0 +1,126 @@
+// Package shardregistry is the x/shardregistry module: datasets registered as shards of
+// erasure-coded or replicated pieces, replicas held by bonded storage providers that
+// answer storage challenges every period, and deterministic shard-to-worker assignment
+// for training jobs.
+package shardregistry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	gwruntime "github.com/grpc-ecosystem/grpc-gateway/runtime"
+	"github.com/spf13/cobra"
+
+	"cosmossdk.io/core/appmodule"
+
+	"github.com/cosmos/cosmos-sdk/client"
+	"github.com/cosmos/cosmos-sdk/codec"
+	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/module"
+
+	"github.com/depinchain/depinchain/x/shardregistry/client/cli"
+	"github.com/depinchain/depinchain/x/shardregistry/keeper"
+	"github.com/depinchain/depinchain/x/shardregistry/types"
+)
+
+// ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
+const ConsensusVersion = 1
+
+var (
+	_ module.AppModuleBasic      = AppModule{}
+	_ module.HasGenesis          = AppModule{}
+	_ module.HasServices         = AppModule{}
+	_ module.HasConsensusVersion = AppModule{}
+	_ appmodule.AppModule        = AppModule{}
+	_ appmodule.HasEndBlocker    = AppModule{}
+)
+
+// AppModule implements the x/shardregistry module.
+type AppModule struct {
+	cdc    codec.Codec
+	keeper keeper.Keeper
+}
+
+// NewAppModule creates the module.
+func NewAppModule(cdc codec.Codec, k keeper.Keeper) AppModule {
+	return AppModule{cdc: cdc, keeper: k}
+}
+
+// IsAppModule implements appmodule.AppModule.
+func (AppModule) IsAppModule() {}
+
+// IsOnePerModuleType implements depinject.OnePerModuleType.
+func (AppModule) IsOnePerModuleType() {}
+
+// Name returns the module name.
+func (AppModule) Name() string { return types.ModuleName }
+
+// RegisterLegacyAminoCodec registers the amino codec.
+func (AppModule) RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
+	types.RegisterLegacyAminoCodec(cdc)
+}
+
+// RegisterInterfaces registers the module's interface types.
+func (AppModule) RegisterInterfaces(registry codectypes.InterfaceRegistry) {
+	types.RegisterInterfaces(registry)
+}
+
+// RegisterGRPCGatewayRoutes registers the REST routes under /depinchain/shardregistry/v1.
+func (AppModule) RegisterGRPCGatewayRoutes(clientCtx client.Context, mux *gwruntime.ServeMux) {
+	if err := types.RegisterQueryHandlerClient(context.Background(), mux, types.NewQueryClient(clientCtx)); err != nil {
+		panic(err)
+	}
+}
+
+// GetTxCmd returns the hand-written tx commands (register-dataset reads a manifest file,
+// claim-replica and submit-proof read a piece file); AutoCLI adds the rest.
+func (AppModule) GetTxCmd() *cobra.Command { return cli.NewTxCmd() }
+
+// RegisterServices registers the Msg and Query services.
+func (am AppModule) RegisterServices(cfg module.Configurator) {
+	types.RegisterMsgServer(cfg.MsgServer(), keeper.NewMsgServerImpl(am.keeper))
+	types.RegisterQueryServer(cfg.QueryServer(), keeper.NewQueryServerImpl(am.keeper))
+}
+
+// ConsensusVersion implements module.HasConsensusVersion.
+func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+
+// DefaultGenesis returns the default genesis state.
+func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {
+	return cdc.MustMarshalJSON(types.DefaultGenesis())
+}
+
+// ValidateGenesis checks a genesis state.
+func (am AppModule) ValidateGenesis(cdc codec.JSONCodec, _ client.TxEncodingConfig, bz json.RawMessage) error {
+	var gs types.GenesisState
+	if err := cdc.UnmarshalJSON(bz, &gs); err != nil {
+		return fmt.Errorf("decoding %s genesis: %w", types.ModuleName, err)
+	}
+	return gs.Validate()
+}
+
+// InitGenesis loads the genesis state.
+func (am AppModule) InitGenesis(ctx sdk.Context, cdc codec.JSONCodec, bz json.RawMessage) {
+	var gs types.GenesisState
+	cdc.MustUnmarshalJSON(bz, &gs)
+	if err := am.keeper.InitGenesis(ctx, &gs); err != nil {
+		panic(fmt.Errorf("initialising %s genesis: %w", types.ModuleName, err))
+	}
+}
+
+// ExportGenesis exports the module state.
+func (am AppModule) ExportGenesis(ctx sdk.Context, cdc codec.JSONCodec) json.RawMessage {
+	gs, err := am.keeper.ExportGenesis(ctx)
+	if err != nil {
+		panic(fmt.Errorf("exporting %s genesis: %w", types.ModuleName, err))
+	}
+	return cdc.MustMarshalJSON(gs)
+}
+
+// EndBlock processes the storage-proof deadlines due in this block.
+func (am AppModule) EndBlock(ctx context.Context) error {
+	_, err := am.keeper.EndBlocker(ctx)
+	return err
+}

@@ -1,0 +1,28 @@
+package types
+
+import (
+	"context"
+
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+)
+
+// ProviderKeeper is the slice of x/stakingext that storage providers go through: who may
+// hold a replica, the collateral lock each replica holds, and the slashes for misses.
+type ProviderKeeper interface {
+	GetProvider(ctx context.Context, operator sdk.AccAddress) (stakingexttypes.Provider, error)
+	LockCollateral(ctx context.Context, operator sdk.AccAddress, ref string, amount sdk.Coin) error
+	UnlockCollateral(ctx context.Context, operator sdk.AccAddress, ref string) (sdk.Coin, error)
+	Slash(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, reason string, beneficiary sdk.AccAddress, beneficiaryShare math.LegacyDec) (sdk.Coin, error)
+}
+
+// MarketKeeper gives the randomness beacon (block hashes x/market stored itself) and the
+// jobs whose workers are assigned shards.
+type MarketKeeper interface {
+	BlockHash(ctx context.Context, height int64) ([]byte, error)
+	GetJob(ctx context.Context, id uint64) (markettypes.Job, error)
+}
