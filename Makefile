@@ -43,8 +43,9 @@ install:
 ## test: everything CI runs: lint, generated-code check, unit, fuzz (briefly) and end-to-end tests
 test: lint proto-check build test-unit test-fuzz test-e2e
 
-test-unit:
-	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v /cmd/depinchaind)
+# Tests that start nodes share the binary `build` made rather than each building their own.
+test-unit: build
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
 
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
 test-e2e: build
@@ -71,6 +72,9 @@ bench:
 	@mkdir -p $(BUILD_DIR)
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkDispute' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./x/shardregistry/manifest/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)

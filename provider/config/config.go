@@ -1,0 +1,381 @@
+// Package config is depinprovider's TOML configuration: what the sidecar
+// connects to, which key signs, how it prices bids, which runtimes it offers,
+// where it keeps its state and what it serves.
+//
+// Files are decoded strictly: a misspelt or unknown field is an error that
+// names the field and its line, never a silently ignored setting.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/bech32"
+
+	"github.com/depinchain/depinchain/app"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Chain    Chain    `toml:"chain"`
+	Keys     Keys     `toml:"keys"`
+	Pricing  Pricing  `toml:"pricing"`
+	Runtimes Runtimes `toml:"runtimes"`
+	Storage  Storage  `toml:"storage"`
+	API      API      `toml:"api"`
+	Verifier Verifier `toml:"verifier"`
+}
+
+// Chain says which node the sidecar follows and how it pays for transactions.
+type Chain struct {
+	// RPC is the CometBFT RPC endpoint (block results and the websocket).
+	RPC string `toml:"rpc"`
+	// GRPC is the node's Cosmos SDK gRPC endpoint (queries, simulation, broadcast).
+	GRPC string `toml:"grpc"`
+	// ChainID must match the node's; transactions are signed for it.
+	ChainID string `toml:"chain_id"`
+	// GasPrices are paid per unit of gas, e.g. "0.025udepin".
+	GasPrices string `toml:"gas_prices"`
+	// GasAdjustment multiplies simulated gas to leave headroom.
+	GasAdjustment float64 `toml:"gas_adjustment"`
+	// StartHeight is the first height processed when the store has no cursor
+	// yet; 0 means the chain's latest height at first start.
+	StartHeight int64 `toml:"start_height"`
+}
+
+// Keys says which key signs and for whom.
+type Keys struct {
+	// KeyringBackend is "test", "file" or "os", as for depinchaind.
+	KeyringBackend string `toml:"keyring_backend"`
+	// KeyringDir holds the keyring (the folder that contains keyring-<backend>).
+	KeyringDir string `toml:"keyring_dir"`
+	// HotKey names the keyring entry that signs every transaction.
+	HotKey string `toml:"hot_key"`
+	// Operator is the provider's operator address the hot key acts for through
+	// authz grants; empty means the hot key is the operator itself.
+	Operator string `toml:"operator"`
+}
+
+// Pricing is what the provider asks per GPU-hour.
+type Pricing struct {
+	// Table maps a GPU model (as the chain names it) to a price in udepin per GPU-hour.
+	Table map[string]uint64 `toml:"table"`
+	// PricingCommand, when set, is run (argv, no shell) with the job as JSON on
+	// stdin; it decides the price instead of the table.
+	PricingCommand []string `toml:"pricing_command"`
+}
+
+// Runtimes selects the ways the provider may run workloads.
+type Runtimes struct {
+	// Reference enables the built-in deterministic reference trainer.
+	Reference bool `toml:"reference"`
+	// Process enables running trainers as local subprocesses.
+	Process bool `toml:"process"`
+	// Container enables running container workloads on a Docker Engine.
+	Container bool `toml:"container"`
+	// DockerHost is the Engine's address; empty uses DOCKER_HOST or the local socket.
+	DockerHost string `toml:"docker_host"`
+}
+
+// Storage is where the sidecar keeps its state and its workloads' files.
+type Storage struct {
+	// DataDir holds the sidecar's database.
+	DataDir string `toml:"data_dir"`
+	// WorkDir holds lease working folders and local checkpoints.
+	WorkDir string `toml:"work_dir"`
+	// CheckpointRetention is how many local checkpoints are kept per lease.
+	CheckpointRetention int `toml:"checkpoint_retention"`
+}
+
+// API is the sidecar's own status API.
+type API struct {
+	// Listen is the address of the gRPC status API and its REST gateway.
+	Listen string `toml:"listen"`
+	// Metrics serves Prometheus metrics at /metrics on the same address.
+	Metrics bool `toml:"metrics"`
+}
+
+// Verifier configures re-execution of other providers' reference checkpoints.
+type Verifier struct {
+	Enabled bool `toml:"enabled"`
+	// Policy is "all" (check every checkpoint) or "sample".
+	Policy string `toml:"policy"`
+	// SampleRate is the fraction of checkpoints checked under the "sample" policy.
+	SampleRate float64 `toml:"sample_rate"`
+	// Seed makes sampling reproducible; verifiers with different seeds check different checkpoints.
+	Seed uint64 `toml:"seed"`
+}
+
+// Keyring backends the sidecar can open without a terminal prompt loop.
+const (
+	KeyringBackendTest = "test"
+	KeyringBackendFile = "file"
+	KeyringBackendOS   = "os"
+)
+
+// Verifier policies.
+const (
+	PolicyAll    = "all"
+	PolicySample = "sample"
+)
+
+// Default returns the configuration a fresh template holds. Relative paths are
+// resolved against the configuration file's folder when loaded.
+func Default() *Config {
+	return &Config{
+		Chain: Chain{
+			RPC:           "tcp://127.0.0.1:26657",
+			GRPC:          "127.0.0.1:9090",
+			ChainID:       "depin-1",
+			GasPrices:     "0.025" + app.BondDenom,
+			GasAdjustment: 1.5,
+		},
+		Keys: Keys{
+			KeyringBackend: KeyringBackendFile,
+			KeyringDir:     "keyring",
+			HotKey:         "provider-hot",
+		},
+		Pricing:  Pricing{Table: map[string]uint64{}},
+		Runtimes: Runtimes{Reference: true},
+		Storage: Storage{
+			DataDir:             "data",
+			WorkDir:             "work",
+			CheckpointRetention: 3,
+		},
+		API: API{
+			Listen:  "127.0.0.1:8470",
+			Metrics: true,
+		},
+		Verifier: Verifier{
+			Policy:     PolicySample,
+			SampleRate: 0.1,
+		},
+	}
+}
+
+// Load reads, strictly decodes and validates a configuration file. Fields the
+// file leaves out keep their Default value; relative paths are resolved
+// against the file's folder.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg := Default()
+	// A table in the file replaces the default one rather than merging into it.
+	cfg.Pricing.Table = nil
+	dec := toml.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return nil, describeDecodeError(path, err)
+	}
+	// Empty and absent mean the same; keep one representation of each.
+	if cfg.Pricing.Table == nil {
+		cfg.Pricing.Table = map[string]uint64{}
+	}
+	if len(cfg.Pricing.PricingCommand) == 0 {
+		cfg.Pricing.PricingCommand = nil
+	}
+	cfg.resolvePaths(filepath.Dir(path))
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// describeDecodeError turns go-toml's errors into "file:line:column: problem"
+// lines that name the offending field.
+func describeDecodeError(path string, err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		problems := make([]error, 0, len(strict.Errors))
+		for i := range strict.Errors {
+			e := &strict.Errors[i]
+			row, col := e.Position()
+			problems = append(problems, fmt.Errorf("%s:%d:%d: unknown field %q", path, row, col, strings.Join(e.Key(), ".")))
+		}
+		return errors.Join(problems...)
+	}
+	var decode *toml.DecodeError
+	if errors.As(err, &decode) {
+		row, col := decode.Position()
+		msg := strings.TrimPrefix(decode.Error(), "toml: ")
+		// Type mismatches name go-toml's view of the Go struct; say it in TOML terms.
+		if m := typeMismatch.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("got a TOML %s, want %s", m[1], tomlTypeName(m[2]))
+		}
+		if key := decode.Key(); len(key) > 0 {
+			return fmt.Errorf("%s:%d:%d: %s: %s", path, row, col, strings.Join(key, "."), msg)
+		}
+		return fmt.Errorf("%s:%d:%d: %s", path, row, col, msg)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into .* of type (\S+)$`)
+
+// tomlTypeName names a Go field type the way the file has to write it.
+func tomlTypeName(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean (true or false)"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["):
+		return "a table"
+	default:
+		return goType
+	}
+}
+
+func (c *Config) resolvePaths(base string) {
+	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+	}
+}
+
+// Validate checks every field and reports each bad one by its TOML name.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+
+	if err := validateRPC(c.Chain.RPC); err != nil {
+		bad("chain.rpc", "%v", err)
+	}
+	if err := validateHostPort(c.Chain.GRPC); err != nil {
+		bad("chain.grpc", "%v", err)
+	}
+	if strings.TrimSpace(c.Chain.ChainID) == "" {
+		bad("chain.chain_id", "must be set to the chain's id, e.g. %q", "depin-1")
+	}
+	if _, err := sdk.ParseDecCoins(c.Chain.GasPrices); err != nil {
+		bad("chain.gas_prices", "%q is not a list of prices like %q: %v", c.Chain.GasPrices, "0.025udepin", err)
+	}
+	if c.Chain.GasAdjustment < 1 {
+		bad("chain.gas_adjustment", "must be at least 1 (simulated gas is a lower bound), got %g", c.Chain.GasAdjustment)
+	}
+	if c.Chain.StartHeight < 0 {
+		bad("chain.start_height", "must not be negative, got %d", c.Chain.StartHeight)
+	}
+
+	switch c.Keys.KeyringBackend {
+	case KeyringBackendTest, KeyringBackendFile, KeyringBackendOS:
+	default:
+		bad("keys.keyring_backend", "must be %q, %q or %q, got %q", KeyringBackendTest, KeyringBackendFile, KeyringBackendOS, c.Keys.KeyringBackend)
+	}
+	if c.Keys.KeyringBackend != KeyringBackendOS && c.Keys.KeyringDir == "" {
+		bad("keys.keyring_dir", "must be set for the %q backend", c.Keys.KeyringBackend)
+	}
+	if strings.TrimSpace(c.Keys.HotKey) == "" {
+		bad("keys.hot_key", "must name the keyring entry that signs")
+	}
+	if c.Keys.Operator != "" {
+		if hrp, _, err := bech32.DecodeAndConvert(c.Keys.Operator); err != nil {
+			bad("keys.operator", "%q is not a bech32 address: %v", c.Keys.Operator, err)
+		} else if hrp != app.Bech32Prefix {
+			bad("keys.operator", "%q has prefix %q, want %q", c.Keys.Operator, hrp, app.Bech32Prefix)
+		}
+	}
+
+	for model, price := range c.Pricing.Table {
+		if strings.TrimSpace(model) == "" {
+			bad("pricing.table", "a GPU model name is empty")
+		}
+		if price == 0 {
+			bad("pricing.table."+model, "price must be positive (udepin per GPU-hour)")
+		}
+	}
+	if len(c.Pricing.PricingCommand) > 0 && strings.TrimSpace(c.Pricing.PricingCommand[0]) == "" {
+		bad("pricing.pricing_command", "the first element must be the program to run")
+	}
+
+	if !c.Runtimes.Reference && !c.Runtimes.Process && !c.Runtimes.Container {
+		bad("runtimes", "enable at least one of reference, process or container")
+	}
+	if c.Runtimes.DockerHost != "" {
+		if err := validateDockerHost(c.Runtimes.DockerHost); err != nil {
+			bad("runtimes.docker_host", "%v", err)
+		}
+	}
+
+	if c.Storage.DataDir == "" {
+		bad("storage.data_dir", "must be set")
+	}
+	if c.Storage.WorkDir == "" {
+		bad("storage.work_dir", "must be set")
+	}
+	if c.Storage.CheckpointRetention < 1 {
+		bad("storage.checkpoint_retention", "must keep at least 1 checkpoint, got %d", c.Storage.CheckpointRetention)
+	}
+
+	if err := validateHostPort(c.API.Listen); err != nil {
+		bad("api.listen", "%v", err)
+	}
+
+	switch c.Verifier.Policy {
+	case PolicyAll:
+	case PolicySample:
+		if !(c.Verifier.SampleRate > 0 && c.Verifier.SampleRate <= 1) {
+			bad("verifier.sample_rate", "must be in (0, 1] for the %q policy, got %g", PolicySample, c.Verifier.SampleRate)
+		}
+	default:
+		bad("verifier.policy", "must be %q or %q, got %q", PolicyAll, PolicySample, c.Verifier.Policy)
+	}
+	return errors.Join(errs...)
+}
+
+func validateRPC(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", addr, err)
+	}
+	switch u.Scheme {
+	case "tcp", "http", "https":
+	default:
+		return fmt.Errorf("%q: scheme must be tcp, http or https, like %q", addr, "tcp://127.0.0.1:26657")
+	}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		return fmt.Errorf("%q: %v", addr, err)
+	}
+	return nil
+}
+
+func validateHostPort(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	return nil
+}
+
+func validateDockerHost(addr string) error {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", addr, err)
+	}
+	switch u.Scheme {
+	case "unix", "tcp", "http", "https", "ssh":
+		return nil
+	default:
+		return fmt.Errorf("%q: scheme must be unix, tcp, http, https or ssh", addr)
+	}
+}

@@ -1,0 +1,163 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// configTemplate is the commented file WriteDefault writes. Every field is
+// present with its default value, so the file doubles as the reference.
+const configTemplate = `# depinprovider configuration.
+#
+# Relative paths are resolved against the folder holding this file.
+# Unknown fields are rejected, so a typo never silently falls back to a default.
+
+[chain]
+# CometBFT RPC of the node to follow: block results and the NewBlockHeader
+# websocket. The node must keep ABCI responses (discard_abci_responses = false).
+rpc = {{q .Chain.RPC}}
+# Cosmos SDK gRPC of the same node: queries, gas simulation, broadcast.
+grpc = {{q .Chain.GRPC}}
+# Chain id transactions are signed for; it must match the node's.
+chain_id = {{q .Chain.ChainID}}
+# Price paid per unit of gas, e.g. "0.025udepin"; "0udepin" on a chain with no
+# minimum gas price.
+gas_prices = {{q .Chain.GasPrices}}
+# Simulated gas is multiplied by this before signing (at least 1).
+gas_adjustment = {{f .Chain.GasAdjustment}}
+# First height processed when the sidecar has no saved position yet; 0 starts
+# at the chain's latest height. Later starts resume from the saved position.
+start_height = {{.Chain.StartHeight}}
+
+[keys]
+# Keyring backend, as for depinchaind: "file" (passphrase-encrypted), "os"
+# (the system keychain) or "test" (unencrypted; local chains only).
+keyring_backend = {{q .Keys.KeyringBackend}}
+# Folder holding the keyring (the one containing keyring-<backend>), e.g. the
+# --home of depinchaind keys. Not used by the "os" backend.
+keyring_dir = {{q .Keys.KeyringDir}}
+# Name of the keyring entry that signs every transaction (the hot key).
+hot_key = {{q .Keys.HotKey}}
+# Provider operator address the hot key acts for through authz grants. Leave
+# empty when the hot key is the operator itself. The operator grants with:
+#   depinchaind tx authz grant <hot-key-address> generic --msg-type <type> --from <operator>
+operator = {{q .Keys.Operator}}
+
+[pricing]
+# Program (argv, no shell) that prices a job: it gets the job as JSON on stdin
+# and decides the bid instead of the table below. Empty uses the table.
+# Example: pricing_command = ["/usr/local/bin/price-job", "--margin", "0.2"]
+pricing_command = {{strs .Pricing.PricingCommand}}
+
+# Price per GPU-hour in udepin for each GPU model, named as on the chain.
+# Jobs whose accepted models have no price here get no bid; an empty table
+# means the provider never bids (e.g. a verifier-only node).
+# Example:
+#   "H100-SXM5-80GB" = 2000000
+#   "A100-SXM4-80GB" = 1200000
+[pricing.table]
+{{- range $model, $price := .Pricing.Table}}
+{{q $model}} = {{$price}}
+{{- end}}
+
+[runtimes]
+# Built-in deterministic reference trainer (reference workloads; disputes can
+# be settled on-chain).
+reference = {{.Runtimes.Reference}}
+# Trainers run as local subprocesses with CUDA_VISIBLE_DEVICES set.
+process = {{.Runtimes.Process}}
+# Container workloads on a Docker Engine.
+container = {{.Runtimes.Container}}
+# Docker Engine address, e.g. "unix:///var/run/docker.sock"; empty uses
+# DOCKER_HOST or the local socket.
+docker_host = {{q .Runtimes.DockerHost}}
+
+[storage]
+# The sidecar's database (chain position, bids, leases, checkpoints).
+data_dir = {{q .Storage.DataDir}}
+# Lease working folders and local checkpoints.
+work_dir = {{q .Storage.WorkDir}}
+# How many local checkpoints to keep per lease (at least 1).
+checkpoint_retention = {{.Storage.CheckpointRetention}}
+
+[api]
+# Address of the status API (gRPC and its REST gateway) and the health check.
+listen = {{q .API.Listen}}
+# Serve Prometheus metrics at /metrics on the same address.
+metrics = {{.API.Metrics}}
+
+[verifier]
+# Re-execute other providers' reference-workload checkpoints and challenge
+# the wrong ones.
+enabled = {{.Verifier.Enabled}}
+# "all" checks every checkpoint; "sample" checks a fraction of them.
+policy = {{q .Verifier.Policy}}
+# Fraction of checkpoints checked under the "sample" policy, in (0, 1].
+sample_rate = {{f .Verifier.SampleRate}}
+# Seed of the sampling: verifiers with different seeds check different
+# checkpoints.
+seed = {{.Verifier.Seed}}
+`
+
+var tmpl = template.Must(template.New("config").Funcs(template.FuncMap{
+	"q":    tomlString,
+	"f":    tomlFloat,
+	"strs": tomlStrings,
+}).Parse(configTemplate))
+
+// Render returns the commented TOML text of the configuration.
+func (c *Config) Render() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, c); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteDefault writes the commented default configuration to path. It never
+// overwrites: an existing file is an error, so an operator's edits survive.
+func WriteDefault(path string) error {
+	text, err := Default().Render()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing default config: %w", err)
+	}
+	if _, err := f.Write(text); err != nil {
+		f.Close()
+		return fmt.Errorf("writing default config: %w", err)
+	}
+	return f.Close()
+}
+
+// tomlString quotes s as a TOML basic string. JSON's escapes are a subset of
+// TOML's, so the JSON encoding of a string is a valid TOML string.
+func tomlString(s string) string {
+	out, _ := json.Marshal(s)
+	return string(out)
+}
+
+func tomlStrings(list []string) string {
+	quoted := make([]string, len(list))
+	for i, s := range list {
+		quoted[i] = tomlString(s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// tomlFloat always writes a decimal point, so the template shows which fields
+// take fractions.
+func tomlFloat(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
+}
