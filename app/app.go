@@ -244,10 +244,10 @@ func New(
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.DistrKeeper, authority)
 	app.MarketKeeper = marketkeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[markettypes.StoreKey]),
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.StakingExtKeeper, authority)
-	app.VerifyKeeper = verifykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, authority)
 	app.ShardKeeper = shardregistrykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, app.StakingExtKeeper, app.MarketKeeper, authority)
+	app.VerifyKeeper = verifykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
+		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, app.ShardKeeper, authority)
 
 	app.ModuleManager = module.NewManager(
 		genutil.NewAppModule(app.AccountKeeper, app.StakingKeeper, app, txConfig),

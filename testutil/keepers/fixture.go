@@ -1,5 +1,5 @@
 // Package keepers builds a test context with the real x/auth, x/bank, x/stakingext,
-// x/market and x/verify keepers over an in-memory multistore, so module tests exercise the
+// x/market, x/verify and x/shardregistry keepers over an in-memory multistore, so module tests exercise the
 // real cross-module behaviour (escrow transfers, bonds, collateral) rather than fakes.
 package keepers
 
@@ -32,6 +32,8 @@ import (
 	"github.com/depinchain/depinchain/app"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardregistrykeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
+	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifykeeper "github.com/depinchain/depinchain/x/verify/keeper"
@@ -52,6 +54,7 @@ type Fixture struct {
 	StakingExt    stakingextkeeper.Keeper
 	Market        marketkeeper.Keeper
 	Verify        verifykeeper.Keeper
+	ShardRegistry shardregistrykeeper.Keeper
 }
 
 // communityPool stands in for x/distribution, which would drag in x/staking: it keeps
@@ -70,9 +73,10 @@ func New(t testing.TB) *Fixture {
 	authtypes.RegisterInterfaces(enc.InterfaceRegistry) // module accounts are stored as Any
 	markettypes.RegisterInterfaces(enc.InterfaceRegistry)
 	verifytypes.RegisterInterfaces(enc.InterfaceRegistry)
+	shardregistrytypes.RegisterInterfaces(enc.InterfaceRegistry)
 	stakingexttypes.RegisterInterfaces(enc.InterfaceRegistry)
 
-	keys := storetypes.NewKVStoreKeys(authtypes.StoreKey, banktypes.StoreKey, stakingexttypes.StoreKey, markettypes.StoreKey, verifytypes.StoreKey)
+	keys := storetypes.NewKVStoreKeys(authtypes.StoreKey, banktypes.StoreKey, stakingexttypes.StoreKey, markettypes.StoreKey, verifytypes.StoreKey, shardregistrytypes.StoreKey)
 	testCtx := testutil.DefaultContextWithKeys(keys, nil, nil)
 	ctx := testCtx.WithBlockHeader(cmtproto.Header{Height: 1, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).
 		WithHeaderHash([]byte("block-hash-at-height-1__________")).
@@ -81,11 +85,12 @@ func New(t testing.TB) *Fixture {
 	authority := authtypes.NewModuleAddress(govtypes.ModuleName).String()
 	addrCodec := addresscodec.NewBech32Codec(app.Bech32Prefix)
 	maccPerms := map[string][]string{
-		minttypes.ModuleName:       {authtypes.Minter},
-		distrtypes.ModuleName:      nil,
-		stakingexttypes.ModuleName: nil,
-		markettypes.ModuleName:     nil,
-		verifytypes.ModuleName:     nil,
+		minttypes.ModuleName:          {authtypes.Minter},
+		distrtypes.ModuleName:         nil,
+		stakingexttypes.ModuleName:    nil,
+		markettypes.ModuleName:        nil,
+		verifytypes.ModuleName:        nil,
+		shardregistrytypes.ModuleName: nil,
 	}
 	ak := authkeeper.NewAccountKeeper(enc.Codec, runtime.NewKVStoreService(keys[authtypes.StoreKey]),
 		authtypes.ProtoBaseAccount, maccPerms, addrCodec, app.Bech32Prefix, authority)
@@ -95,8 +100,10 @@ func New(t testing.TB) *Fixture {
 		addrCodec, ak, bk, communityPool{bk}, authority)
 	mk := marketkeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[markettypes.StoreKey]),
 		addrCodec, ak, bk, sk, authority)
+	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
+		addrCodec, sk, mk, authority)
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, ak, bk, mk, sk, authority)
+		addrCodec, ak, bk, mk, sk, rk, authority)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.
@@ -112,7 +119,10 @@ func New(t testing.TB) *Fixture {
 	if err := vk.InitGenesis(ctx, verifytypes.DefaultGenesis()); err != nil {
 		t.Fatal(err)
 	}
-	return &Fixture{Ctx: ctx, Codec: enc.Codec, Authority: authority, AccountKeeper: ak, BankKeeper: bk, StakingExt: sk, Market: mk, Verify: vk}
+	if err := rk.InitGenesis(ctx, shardregistrytypes.DefaultGenesis()); err != nil {
+		t.Fatal(err)
+	}
+	return &Fixture{Ctx: ctx, Codec: enc.Codec, Authority: authority, AccountKeeper: ak, BankKeeper: bk, StakingExt: sk, Market: mk, Verify: vk, ShardRegistry: rk}
 }
 
 // Fund mints coins to an address.
@@ -137,13 +147,16 @@ func (f *Fixture) ModuleBalance(module string) math.Int {
 	return f.Balance(authtypes.NewModuleAddress(module))
 }
 
-// EndBlock runs the modules' end blockers in app order (verify, market, stakingext).
+// EndBlock runs the modules' end blockers in app order (verify, market, shardregistry, stakingext).
 func (f *Fixture) EndBlock(t testing.TB) {
 	t.Helper()
 	if err := f.Verify.EndBlocker(f.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Market.EndBlocker(f.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ShardRegistry.EndBlocker(f.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.StakingExt.EndBlocker(f.Ctx); err != nil {

@@ -50,7 +50,7 @@ func (k Keeper) openChallenge(ctx sdk.Context, msg *types.MsgChallenge) (uint64,
 	if err != nil {
 		return 0, err
 	}
-	if _, err := types.JobTrainingData(job); err != nil {
+	if _, err := k.dataLayout(ctx, job, cp.Worker); err != nil {
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "checkpoint %d/%d: %s", cp.LeaseId, cp.Index, err)
 	}
 	if msg.Challenger == cp.Provider {

@@ -88,11 +88,13 @@ func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootReque
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	data, err := types.JobTrainingData(job)
-	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	if job.Spec.DatasetId != "" {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"job %d trains on dataset %q: each worker's data is the data pieces of its assigned shards (query shardregistry assignment)", job.Id, job.Spec.DatasetId)
 	}
+	data := types.BuiltinData()
+	seg := data.Segments[0]
 	return &types.QueryDataRootResponse{
-		Root: data.Root[:], DataSize: uint64(len(data.Bytes)), ChunkSize: types.DataChunkSize, Chunks: data.Chunks(),
+		Root: seg.Root[:], DataSize: seg.Size, ChunkSize: seg.ChunkSize, Chunks: seg.Chunks(),
 	}, nil
 }

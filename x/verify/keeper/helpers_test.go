@@ -427,17 +427,25 @@ var (
 	runCache   = map[string]*honestRun{}
 )
 
-// computeRun trains the job's reference workload for n steps (cached by seed and n).
+// computeRun trains the job's reference workload on the built-in corpus for n steps.
 func computeRun(t testing.TB, job markettypes.Job, n uint64) *honestRun {
 	t.Helper()
-	key := fmt.Sprintf("%x/%d", job.Seed, n)
+	data, err := types.JobTrainingData(job)
+	require.NoError(t, err)
+	return computeRunOn(t, job, data, n)
+}
+
+// computeRunOn trains the job's reference workload on data for n steps (cached by seed,
+// data and n).
+func computeRunOn(t testing.TB, job markettypes.Job, data types.TrainingData, n uint64) *honestRun {
+	t.Helper()
+	key := fmt.Sprintf("%x/%x/%d", job.Seed, data.Segments[0].Root, n)
 	runCacheMu.Lock()
 	defer runCacheMu.Unlock()
 	if r, ok := runCache[key]; ok {
 		return r
 	}
-	data, err := types.JobTrainingData(job)
-	require.NoError(t, err)
+	var err error
 	cfg := types.ReferenceConfig(job.Seed)
 	s0, err := reftrainer.Init(cfg)
 	require.NoError(t, err)

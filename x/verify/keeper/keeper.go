@@ -17,6 +17,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -43,6 +44,7 @@ type Keeper struct {
 	bankKeeper     types.BankKeeper
 	marketKeeper   types.MarketKeeper
 	providerKeeper types.ProviderKeeper
+	shardKeeper    types.ShardKeeper
 
 	Schema      collections.Schema
 	Params      collections.Item[types.Params]
@@ -68,6 +70,7 @@ func NewKeeper(
 	bk types.BankKeeper,
 	mk types.MarketKeeper,
 	pk types.ProviderKeeper,
+	sk types.ShardKeeper,
 	authority string,
 ) Keeper {
 	if _, err := addressCodec.StringToBytes(authority); err != nil {
@@ -86,6 +89,7 @@ func NewKeeper(
 		bankKeeper:     bk,
 		marketKeeper:   mk,
 		providerKeeper: pk,
+		shardKeeper:    sk,
 		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
 		Checkpoints:    collections.NewMap(sb, types.CheckpointsKey, "checkpoints", cpKeyCodec, codec.CollValue[types.Checkpoint](cdc)),
 		Challenges: collections.NewIndexedMap(sb, types.ChallengesKey, "challenges", collections.Uint64Key, codec.CollValue[types.Challenge](cdc),
@@ -155,4 +159,26 @@ func (k Keeper) saveCheckpoint(ctx context.Context, cp types.Checkpoint) error {
 
 func (k Keeper) moduleAddress() sdk.AccAddress {
 	return k.accountKeeper.GetModuleAddress(types.ModuleName)
+}
+
+// assignmentEpoch is the shard-assignment epoch a job's training stream is drawn from;
+// every lease of a worker slot trains on the same shards, so a replacement resumes the
+// same stream.
+const assignmentEpoch = 0
+
+// dataLayout is the committed layout of a worker's training stream: the built-in corpus,
+// or the data pieces of the shards x/shardregistry assigns to the worker.
+func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32) (types.DataLayout, error) {
+	if job.Spec.DatasetId == "" {
+		return types.BuiltinData().DataLayout, nil
+	}
+	ds, err := k.shardKeeper.GetDataset(ctx, job.Spec.DatasetId)
+	if err != nil {
+		return types.DataLayout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d: %s", job.Id, err)
+	}
+	shards, err := k.shardKeeper.WorkerShards(ctx, job.Id, worker, assignmentEpoch)
+	if err != nil {
+		return types.DataLayout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d worker %d: %s", job.Id, worker, err)
+	}
+	return types.DatasetLayout(ds, shards)
 }

@@ -56,7 +56,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if err != nil {
 		return 0, err
 	}
-	data, err := types.JobTrainingData(job)
+	layout, err := k.dataLayout(ctx, job, cp.Worker)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +90,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if macs := pre.Config.MACsPerStep(); macs > params.MaxStepMacs {
 		return 0, errorsmod.Wrapf(types.ErrStepTooExpensive, "%d MACs > max_step_macs %d", macs, params.MaxStepMacs)
 	}
-	batch, err := k.provenBatch(ctx, params, pre.Config, job.Seed, ch.Lo, data, msg.Data)
+	batch, err := k.provenBatch(ctx, params, pre.Config, job.Seed, ch.Lo, layout, msg.Data)
 	if err != nil {
 		return 0, err
 	}
@@ -114,25 +114,29 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 }
 
 // provenBatch assembles the batch of step `step` from data chunks the sender supplied,
-// each proven against the job's data root. Which windows make the batch is fixed by the
-// job seed and the step index, so the sender chooses nothing but the (proven) bytes.
-func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, data types.TrainingData, chunks []types.DataChunk) ([][]byte, error) {
-	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, uint64(len(data.Bytes)))
+// each proven against its segment's root in the worker's committed data layout. Which
+// windows make the batch is fixed by the job seed and the step index, so the sender
+// chooses nothing but the (proven) bytes.
+func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, layout types.DataLayout, chunks []types.DataChunk) ([][]byte, error) {
+	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, layout.Size())
 	if err != nil {
 		return nil, errorsmod.Wrapf(types.ErrInvalidData, "%s", err)
 	}
-	numChunks := data.Chunks()
 	proven := make(map[uint64][]byte, len(chunks))
 	for i, c := range chunks {
 		if _, dup := proven[c.Index]; dup {
 			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d supplied twice", i, c.Index)
 		}
-		if c.Index >= numChunks {
-			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d out of range (%d chunks)", i, c.Index, numChunks)
+		seg, local, start, end, ok := layout.Chunk(c.Index)
+		if !ok {
+			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d out of range (%d chunks)", i, c.Index, layout.Chunks())
+		}
+		if uint64(len(c.Data)) != end-start {
+			return nil, errorsmod.Wrapf(types.ErrInvalidData, "data[%d]: chunk %d must be %d bytes, got %d", i, c.Index, end-start, len(c.Data))
 		}
 		ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(c.Data)), "data chunk bytes")
 		field := fmt.Sprintf("data[%d] (chunk %d)", i, c.Index)
-		if err := verifyInclusion(ctx, params, field, data.Root, c.Index, numChunks, merkle.LeafHash(c.Data), c.Proof); err != nil {
+		if err := verifyInclusion(ctx, params, field, seg.Root, local, seg.Chunks(), merkle.LeafHash(c.Data), c.Proof); err != nil {
 			return nil, err
 		}
 		proven[c.Index] = c.Data
@@ -140,16 +144,16 @@ func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer
 	batch := make([][]byte, len(windows))
 	for i, w := range windows {
 		window := make([]byte, 0, w.Length)
-		for off := w.Start; off < w.Start+w.Length; {
-			idx := off / types.DataChunkSize
-			chunk, ok := proven[idx]
+		for off, stop := w.Start, w.Start+w.Length; off < stop; {
+			n, _ := layout.ChunkAt(off)
+			chunk, ok := proven[n]
 			if !ok {
-				return nil, errorsmod.Wrapf(types.ErrInvalidData, "batch window %d needs data chunk %d, which was not supplied", i, idx)
+				return nil, errorsmod.Wrapf(types.ErrInvalidData, "batch window %d needs data chunk %d, which was not supplied", i, n)
 			}
-			inChunk := off - idx*types.DataChunkSize
-			n := min(uint64(len(chunk))-inChunk, w.Start+w.Length-off)
-			window = append(window, chunk[inChunk:inChunk+n]...)
-			off += n
+			_, _, start, end, _ := layout.Chunk(n)
+			take := min(end, stop) - off
+			window = append(window, chunk[off-start:off-start+take]...)
+			off += take
 		}
 		batch[i] = window
 	}

@@ -9,6 +9,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
 // AccountKeeper is what x/verify needs from x/auth.
@@ -37,4 +38,12 @@ type MarketKeeper interface {
 type ProviderKeeper interface {
 	Slash(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, reason string, beneficiary sdk.AccAddress, beneficiaryShare math.LegacyDec) (sdk.Coin, error)
 	Tombstone(ctx context.Context, operator sdk.AccAddress, reason string) error
+}
+
+// ShardKeeper gives the referee a dataset-backed job's data layout: the worker's shards
+// (assigned by rendezvous hashing on the job seed) and their piece roots, registered up
+// front in x/shardregistry.
+type ShardKeeper interface {
+	GetDataset(ctx context.Context, id string) (shardtypes.Dataset, error)
+	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }

@@ -40,7 +40,7 @@ func TestJobTrainingData(t *testing.T) {
 	require.NoError(t, err)
 	corpus := reftrainer.DefaultCorpus()
 	require.Equal(t, corpus, d.Bytes)
-	require.Equal(t, merkle.RootOfBytes(corpus, types.DataChunkSize), d.Root)
+	require.Equal(t, merkle.RootOfBytes(corpus, types.DataChunkSize), d.Segments[0].Root)
 	require.Equal(t, merkle.ChunkCount(int64(len(corpus)), types.DataChunkSize), d.Chunks())
 	require.Greater(t, d.Chunks(), uint64(1))
 
@@ -75,7 +75,7 @@ func TestStepData(t *testing.T) {
 				proof[i], err = merkle.HashFromBytes(p)
 				require.NoError(t, err)
 			}
-			require.NoError(t, merkle.VerifyInclusion(d.Root, c.Index, d.Chunks(), merkle.LeafHash(c.Data), proof))
+			require.NoError(t, merkle.VerifyInclusion(d.Segments[0].Root, c.Index, d.Chunks(), merkle.LeafHash(c.Data), proof))
 			got[c.Index] = c.Data
 		}
 		require.Len(t, got, len(need))
