@@ -7,6 +7,8 @@ import (
 	"cosmossdk.io/collections"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/internal/deadline"
 )
 
 // BeginBlocker records the block hash for the module's randomness beacon.
@@ -38,7 +40,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		{"escrow or duration deadline", k.TimeDeadlines, sdkCtx.BlockTime().UnixNano(), k.processTimeDeadline},
 	}
 	for _, w := range work {
-		due, err := dueEntries(sdkCtx, w.index, w.dueUpTo, budget)
+		due, err := deadline.Due(ctx, w.index, collections.Join(w.dueUpTo, uint64(math.MaxUint64)), budget)
 		if err != nil {
 			return err
 		}
@@ -58,27 +60,4 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// dueEntries collects up to limit index entries whose deadline is at or before dueUpTo.
-func dueEntries(ctx sdk.Context, index collections.KeySet[collections.Pair[int64, uint64]], dueUpTo int64, limit int) ([]collections.Pair[int64, uint64], error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	rng := new(collections.Range[collections.Pair[int64, uint64]]).
-		EndInclusive(collections.Join(dueUpTo, uint64(math.MaxUint64)))
-	iter, err := index.Iterate(ctx, rng)
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
-	var due []collections.Pair[int64, uint64]
-	for ; iter.Valid() && len(due) < limit; iter.Next() {
-		key, err := iter.Key()
-		if err != nil {
-			return nil, err
-		}
-		due = append(due, key)
-	}
-	return due, nil
 }

@@ -7,6 +7,8 @@ import (
 	"cosmossdk.io/collections"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/internal/deadline"
 )
 
 // EndBlocker processes the storage-proof deadlines due at or before this height. The
@@ -43,23 +45,5 @@ func (k Keeper) EndBlocker(ctx context.Context) (int, error) {
 
 // dueDeadlines collects up to limit deadline entries at or before height.
 func (k Keeper) dueDeadlines(ctx context.Context, height int64, limit int) ([]collections.Pair[int64, uint64], error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	rng := new(collections.Range[collections.Pair[int64, uint64]]).
-		EndInclusive(collections.Join(height, uint64(math.MaxUint64)))
-	iter, err := k.Deadlines.Iterate(ctx, rng)
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
-	var due []collections.Pair[int64, uint64]
-	for ; iter.Valid() && len(due) < limit; iter.Next() {
-		key, err := iter.Key()
-		if err != nil {
-			return nil, err
-		}
-		due = append(due, key)
-	}
-	return due, nil
+	return deadline.Due(ctx, k.Deadlines, collections.Join(height, uint64(math.MaxUint64)), limit)
 }

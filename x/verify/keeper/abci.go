@@ -7,6 +7,8 @@ import (
 	"cosmossdk.io/collections"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/internal/deadline"
 )
 
 // EndBlocker finalizes checkpoints whose challenge window closed and times out games whose
@@ -23,7 +25,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 
 	// Timeouts first: a game lost by timeout in this block may unfreeze a checkpoint
 	// that is due to finalize in this same block.
-	timeouts, err := collectDue(ctx, k.MoveDeadlines, collections.Join(height, uint64(math.MaxUint64)), budget)
+	timeouts, err := deadline.Due(ctx, k.MoveDeadlines, collections.Join(height, uint64(math.MaxUint64)), budget)
 	if err != nil {
 		return err
 	}
@@ -36,7 +38,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		}
 		k.runIsolated(sdkCtx, "move timeout", func(c sdk.Context) error { return k.timeOut(c, key.K2()) })
 	}
-	due, err := collectDue(ctx, k.FinalizationQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
+	due, err := deadline.Due(ctx, k.FinalizationQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
 	if err != nil {
 		return err
 	}
@@ -58,24 +60,4 @@ func (k Keeper) runIsolated(ctx sdk.Context, kind string, fn func(sdk.Context) e
 		return
 	}
 	write()
-}
-
-func collectDue[K any](ctx context.Context, set collections.KeySet[K], upTo K, limit int) ([]K, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	iter, err := set.Iterate(ctx, new(collections.Range[K]).EndInclusive(upTo))
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
-	var due []K
-	for ; iter.Valid() && len(due) < limit; iter.Next() {
-		key, err := iter.Key()
-		if err != nil {
-			return nil, err
-		}
-		due = append(due, key)
-	}
-	return due, nil
 }
