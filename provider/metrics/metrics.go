@@ -1,0 +1,275 @@
+// Package metrics holds the provider sidecar's Prometheus metrics: per-GPU
+// telemetry under the names NVIDIA's dcgm-exporter uses (so existing GPU
+// dashboards and alerts work unchanged), and the daemon's own
+// depinprovider_* metrics about the chain cursor, jobs, bids, leases,
+// checkpoints and transactions.
+//
+// Metrics registers everything on its own registry, never on Prometheus's
+// global one, so several instances (e.g. in tests) do not collide. Serve it
+// with Registry(), e.g. through provider/status's Options.Metrics.
+package metrics
+
+import (
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/depinchain/depinchain/provider/gpu"
+)
+
+// BidResult is the result label of depinprovider_bids_total.
+type BidResult string
+
+// The bid results counted by Bid.
+const (
+	BidPlaced    BidResult = "placed"
+	BidSkipped   BidResult = "skipped"
+	BidFailed    BidResult = "failed"
+	BidWithdrawn BidResult = "withdrawn"
+	BidWon       BidResult = "won"
+	BidLost      BidResult = "lost"
+)
+
+// CheckpointStatus is the status label of depinprovider_checkpoints_total.
+type CheckpointStatus string
+
+// The checkpoint outcomes counted by Checkpoint.
+const (
+	CheckpointSubmitted CheckpointStatus = "submitted"
+	CheckpointFinalized CheckpointStatus = "finalized"
+	CheckpointRejected  CheckpointStatus = "rejected"
+	CheckpointFailed    CheckpointStatus = "failed"
+)
+
+// BidLatencyBuckets are depinprovider_bid_latency_blocks' buckets: 0 to 10 blocks.
+var BidLatencyBuckets = prometheus.LinearBuckets(0, 1, 11)
+
+// Metrics is the sidecar's metrics and the registry they live on. Its methods
+// are safe for concurrent use.
+type Metrics struct {
+	reg  *prometheus.Registry
+	gpus *gpuCollector
+
+	heightsMu                 sync.Mutex
+	cursorHeight, chainHeight int64 // under heightsMu
+
+	cursorHeightG, chainHeightG, cursorLag prometheus.Gauge
+	websocketConnected                     prometheus.Gauge
+
+	jobsSeen     prometheus.Counter
+	bids         *prometheus.CounterVec
+	leases       *prometheus.CounterVec
+	leasesActive prometheus.Gauge
+	checkpoints  *prometheus.CounterVec
+	transactions *prometheus.CounterVec
+	trainingStep *prometheus.GaugeVec
+	hashBytes    prometheus.Counter
+	earnings     prometheus.Counter
+	bidLatency   prometheus.Histogram
+}
+
+// New returns the sidecar's metrics on a fresh registry that also carries the
+// Go runtime and process collectors. hostname is the GPU metrics' Hostname
+// label; empty means os.Hostname().
+func New(hostname string) *Metrics {
+	if hostname == "" {
+		hostname, _ = os.Hostname()
+	}
+	m := &Metrics{
+		reg:  prometheus.NewRegistry(),
+		gpus: newGPUCollector(hostname),
+		cursorHeightG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depinprovider_cursor_height",
+			Help: "Last block height whose events the sidecar has processed.",
+		}),
+		chainHeightG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depinprovider_chain_height",
+			Help: "Latest block height the node reported.",
+		}),
+		cursorLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depinprovider_cursor_lag_blocks",
+			Help: "Blocks the sidecar's cursor is behind the chain (chain_height - cursor_height, at least 0).",
+		}),
+		websocketConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depinprovider_websocket_connected",
+			Help: "1 while the event subscription to the node's websocket is up, else 0.",
+		}),
+		jobsSeen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "depinprovider_jobs_seen_total",
+			Help: "Open jobs the sidecar has seen.",
+		}),
+		bids: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_bids_total",
+			Help: "Bids by result: placed, skipped (decided not to bid), failed (tx failed), withdrawn, won, lost.",
+		}, []string{"result"}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_leases_total",
+			Help: "Lease events: won, closed.",
+		}, []string{"event"}),
+		leasesActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depinprovider_leases_active",
+			Help: "Leases this provider is currently running.",
+		}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_checkpoints_total",
+			Help: "Checkpoints by status: submitted, finalized, rejected, failed (not submitted).",
+		}, []string{"status"}),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_transactions_total",
+			Help: "Transactions the sidecar broadcast, by Msg type URL and result (ok, failed).",
+		}, []string{"msg", "result"}),
+		trainingStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depinprovider_training_step",
+			Help: "Current training step of each running lease.",
+		}, []string{"lease"}),
+		hashBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "depinprovider_checkpoint_hash_bytes_total",
+			Help: "Bytes of checkpoint files hashed for state roots.",
+		}),
+		earnings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "depinprovider_earnings_withdrawn_udepin_total",
+			Help: "Lease earnings withdrawn, in udepin.",
+		}),
+		bidLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "depinprovider_bid_latency_blocks",
+			Help:    "Blocks between a job's creation height and the inclusion height of the sidecar's bid on it.",
+			Buckets: BidLatencyBuckets,
+		}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.gpus,
+		m.cursorHeightG, m.chainHeightG, m.cursorLag, m.websocketConnected,
+		m.jobsSeen, m.bids, m.leases, m.leasesActive, m.checkpoints, m.transactions,
+		m.trainingStep, m.hashBytes, m.earnings, m.bidLatency,
+	)
+	// Every known label value starts at 0, so rate() and absent() work from
+	// the first scrape instead of from the first event.
+	for _, r := range []BidResult{BidPlaced, BidSkipped, BidFailed, BidWithdrawn, BidWon, BidLost} {
+		m.bids.WithLabelValues(string(r))
+	}
+	for _, e := range []string{"won", "closed"} {
+		m.leases.WithLabelValues(e)
+	}
+	for _, s := range []CheckpointStatus{CheckpointSubmitted, CheckpointFinalized, CheckpointRejected, CheckpointFailed} {
+		m.checkpoints.WithLabelValues(string(s))
+	}
+	return m
+}
+
+// Registry is the registry holding every metric; serve it at /metrics.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetCursorHeight records the last height the sidecar processed, and the lag.
+func (m *Metrics) SetCursorHeight(h int64) {
+	m.heightsMu.Lock()
+	defer m.heightsMu.Unlock()
+	m.cursorHeight = h
+	m.cursorHeightG.Set(float64(h))
+	m.updateLag()
+}
+
+// SetChainHeight records the node's latest height, and the lag.
+func (m *Metrics) SetChainHeight(h int64) {
+	m.heightsMu.Lock()
+	defer m.heightsMu.Unlock()
+	m.chainHeight = h
+	m.chainHeightG.Set(float64(h))
+	m.updateLag()
+}
+
+func (m *Metrics) updateLag() {
+	lag := m.chainHeight - m.cursorHeight
+	if lag < 0 {
+		lag = 0
+	}
+	m.cursorLag.Set(float64(lag))
+}
+
+// SetWebsocketConnected records whether the node's event subscription is up.
+func (m *Metrics) SetWebsocketConnected(up bool) { m.websocketConnected.Set(boolFloat(up)) }
+
+// JobSeen counts an open job the sidecar saw for the first time.
+func (m *Metrics) JobSeen() { m.jobsSeen.Inc() }
+
+// Bid counts a bid decision or outcome.
+func (m *Metrics) Bid(result BidResult) { m.bids.WithLabelValues(string(result)).Inc() }
+
+// BidLatency observes how many blocks after the job's creation the bid was included.
+func (m *Metrics) BidLatency(jobCreatedHeight, bidHeight int64) {
+	d := bidHeight - jobCreatedHeight
+	if d < 0 {
+		d = 0
+	}
+	m.bidLatency.Observe(float64(d))
+}
+
+// LeaseWon counts a lease the provider won.
+func (m *Metrics) LeaseWon() { m.leases.WithLabelValues("won").Inc() }
+
+// LeaseClosed counts a lease that closed, and forgets its training step.
+func (m *Metrics) LeaseClosed(leaseID uint64) {
+	m.leases.WithLabelValues("closed").Inc()
+	m.trainingStep.DeleteLabelValues(leaseLabel(leaseID))
+}
+
+// SetLeasesActive records how many leases are running.
+func (m *Metrics) SetLeasesActive(n int) { m.leasesActive.Set(float64(n)) }
+
+// SetTrainingStep records a running lease's current step.
+func (m *Metrics) SetTrainingStep(leaseID, step uint64) {
+	m.trainingStep.WithLabelValues(leaseLabel(leaseID)).Set(float64(step))
+}
+
+// Checkpoint counts a checkpoint outcome.
+func (m *Metrics) Checkpoint(status CheckpointStatus) {
+	m.checkpoints.WithLabelValues(string(status)).Inc()
+}
+
+// CheckpointHashed counts bytes hashed while computing a checkpoint's state root.
+func (m *Metrics) CheckpointHashed(bytes uint64) { m.hashBytes.Add(float64(bytes)) }
+
+// Transaction counts a broadcast transaction by its Msg type URL
+// (e.g. "/depinchain.market.v1.MsgPlaceBid") and whether it succeeded.
+func (m *Metrics) Transaction(msgTypeURL string, ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.transactions.WithLabelValues(msgTypeURL, result).Inc()
+}
+
+// EarningsWithdrawn counts udepin withdrawn from leases.
+func (m *Metrics) EarningsWithdrawn(udepin uint64) { m.earnings.Add(float64(udepin)) }
+
+// ObserveGPUs replaces the GPU metrics with gpus: GPUs no longer listed stop
+// being exported. model maps NVML's product name to the chain's model name
+// (nil means gpu.ModelName); leaseOf returns the lease using a GPU by UUID, 0
+// when free (nil means every GPU is free).
+func (m *Metrics) ObserveGPUs(gpus []gpu.GPU, model func(nvmlName string) string, leaseOf func(uuid string) uint64) {
+	if model == nil {
+		model = gpu.ModelName
+	}
+	snap := make([]gpuSample, 0, len(gpus))
+	for _, g := range gpus {
+		s := gpuSample{GPU: g, model: model(g.Name)}
+		if leaseOf != nil {
+			s.lease = leaseOf(g.UUID)
+		}
+		snap = append(snap, s)
+	}
+	m.gpus.set(snap)
+}
+
+func leaseLabel(id uint64) string { return strconv.FormatUint(id, 10) }
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
