@@ -16,6 +16,13 @@ LDFLAGS   := -X github.com/cosmos/cosmos-sdk/version.Name=depinchain \
 BUF_VERSION      := v1.75.0
 GOGOPROTO_VERSION := v1.7.2
 GATEWAY_VERSION  := v1.16.0
+# The sidecar's status API (proto/depinchain/provider) is plain google protobuf:
+# protoc-gen-go at go.mod's google.golang.org/protobuf version, protoc-gen-go-grpc,
+# and grpc-gateway v2, installed as protoc-gen-grpc-gateway-v2 so it does not
+# replace v1's protoc-gen-grpc-gateway, which the chain's gogo protos need.
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+GATEWAY_V2_VERSION         := v2.33.0
 
 # Fuzz targets run briefly in `make test`: package and target name.
 FUZZ_TARGETS := \
@@ -86,19 +93,31 @@ proto-tools:
 	@test -x $(GOBIN)/protoc-gen-gocosmos || $(GO) install github.com/cosmos/gogoproto/protoc-gen-gocosmos@$(GOGOPROTO_VERSION)
 	@test -x $(GOBIN)/protoc-gen-grpc-gateway || $(GO) install github.com/grpc-ecosystem/grpc-gateway/protoc-gen-grpc-gateway@$(GATEWAY_VERSION)
 	@test -x $(GOBIN)/protoc-gen-swagger || $(GO) install github.com/grpc-ecosystem/grpc-gateway/protoc-gen-swagger@$(GATEWAY_VERSION)
+	@# protoc-gen-go and protoc-gen-go-grpc write their version into the generated code: reinstall on a mismatch.
+	@test "$$($(GOBIN)/protoc-gen-go --version 2>/dev/null)" = "protoc-gen-go $(PROTOC_GEN_GO_VERSION)" || \
+		$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	@test "$$($(GOBIN)/protoc-gen-go-grpc --version 2>/dev/null)" = "protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC_VERSION:v%=%)" || \
+		$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@test -x $(GOBIN)/protoc-gen-grpc-gateway-v2 || { tmp=$$(mktemp -d) && \
+		GOBIN=$$tmp $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GATEWAY_V2_VERSION) && \
+		mv $$tmp/protoc-gen-grpc-gateway $(GOBIN)/protoc-gen-grpc-gateway-v2 && rm -rf $$tmp; }
 
 proto-deps:
 	./scripts/protodeps.sh
 
 ## proto-gen: regenerate Go code, gateways and docs/static/openapi.json from proto/
+##            (and the sidecar's provider/status/v1 from proto/depinchain/provider)
 proto-gen: proto-tools proto-deps
 	PATH=$(GOBIN):$$PATH ./scripts/protocgen.sh
 
+# What proto-gen writes. '*.pb.go' also matches the *_grpc.pb.go files.
+GENERATED := '*.pb.go' '*.pb.gw.go' docs/static/openapi.json docs/static/provider-openapi.json
+
 ## proto-check: fail if the committed generated code differs from a fresh generation
 proto-check: proto-gen
-	@if [ -n "$$(git status --porcelain -- '*.pb.go' '*.pb.gw.go' docs/static/openapi.json)" ]; then \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		echo "generated code is stale; run 'make proto-gen' and commit:"; \
-		git status --porcelain -- '*.pb.go' '*.pb.gw.go' docs/static/openapi.json; exit 1; fi
+		git status --porcelain -- $(GENERATED); exit 1; fi
 
 clean:
 	rm -rf $(BUILD_DIR) third_party .gen .demo
