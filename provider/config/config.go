@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -27,13 +28,15 @@ import (
 
 // Config is the whole configuration file.
 type Config struct {
-	Chain    Chain    `toml:"chain"`
-	Keys     Keys     `toml:"keys"`
-	Pricing  Pricing  `toml:"pricing"`
-	Runtimes Runtimes `toml:"runtimes"`
-	Storage  Storage  `toml:"storage"`
-	API      API      `toml:"api"`
-	Verifier Verifier `toml:"verifier"`
+	Chain       Chain       `toml:"chain"`
+	Keys        Keys        `toml:"keys"`
+	Pricing     Pricing     `toml:"pricing"`
+	Runtimes    Runtimes    `toml:"runtimes"`
+	Storage     Storage     `toml:"storage"`
+	GPUs        GPUs        `toml:"gpus"`
+	Checkpoints Checkpoints `toml:"checkpoints"`
+	API         API         `toml:"api"`
+	Verifier    Verifier    `toml:"verifier"`
 }
 
 // Chain says which node the sidecar follows and how it pays for transactions.
@@ -85,7 +88,72 @@ type Runtimes struct {
 	Container bool `toml:"container"`
 	// DockerHost is the Engine's address; empty uses DOCKER_HOST or the local socket.
 	DockerHost string `toml:"docker_host"`
+	// Trainers map container workloads, by image digest, to trainers the
+	// operator installed, which the process runtime runs instead of the image.
+	Trainers []ProcessTrainer `toml:"trainers"`
 }
+
+// ProcessTrainer is an operator-installed trainer the process runtime runs
+// for jobs whose workload pins Digest.
+type ProcessTrainer struct {
+	// Digest is the job workload's image digest, "sha256:<64 hex>".
+	Digest string `toml:"digest"`
+	// Command is the trainer's argv (no shell), e.g. ["/usr/bin/python3", "train.py"].
+	Command []string `toml:"command"`
+	// Env is extra environment for the trainer, as KEY=VALUE.
+	Env []string `toml:"env"`
+}
+
+// GPU sources.
+const (
+	GPUSourceNVML = "nvml"
+	GPUSourceNone = "none"
+	// GPUSourceMockDGXH100 simulates an eight-GPU DGX H100 with go-nvml's mock
+	// server, for local chains and tests on machines without NVIDIA GPUs.
+	GPUSourceMockDGXH100 = "mock-dgxh100"
+)
+
+// GPUs says where the GPU inventory comes from and how the chain names its models.
+type GPUs struct {
+	// Source is "nvml" (this host's driver), "none" (offer no GPUs) or
+	// "mock-dgxh100" (a simulated DGX H100; never on a real provider).
+	Source string `toml:"source"`
+	// ModelNames maps NVML product names to the model names job specs use,
+	// e.g. "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB". Unlisted names become
+	// the NVML name without "NVIDIA " and with dashes for spaces.
+	ModelNames map[string]string `toml:"model_names"`
+	// RefreshInterval is how often telemetry and health are re-read.
+	RefreshInterval Duration `toml:"refresh_interval"`
+}
+
+// Checkpoints configures the public checkpoint server and retention.
+type Checkpoints struct {
+	// Listen is where challengers, verifiers and resuming providers download
+	// checkpoints from.
+	Listen string `toml:"listen"`
+	// PublicURL is the base URL others reach Listen at; each checkpoint's URI
+	// on chain is PublicURL/checkpoints/<lease>/<index>.
+	PublicURL string `toml:"public_url"`
+	// Retention is how long a final checkpoint stays served before it may be
+	// pruned (a checkpoint a live dispute needs is never pruned).
+	Retention Duration `toml:"retention"`
+}
+
+// Duration is a time.Duration written in TOML as a string like "90s" or "24h".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like \"30s\" or \"24h\"", text)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // Storage is where the sidecar keeps its state and its workloads' files.
 type Storage struct {
@@ -93,8 +161,6 @@ type Storage struct {
 	DataDir string `toml:"data_dir"`
 	// WorkDir holds lease working folders and local checkpoints.
 	WorkDir string `toml:"work_dir"`
-	// CheckpointRetention is how many local checkpoints are kept per lease.
-	CheckpointRetention int `toml:"checkpoint_retention"`
 }
 
 // API is the sidecar's own status API.
@@ -148,9 +214,18 @@ func Default() *Config {
 		Pricing:  Pricing{Table: map[string]uint64{}},
 		Runtimes: Runtimes{Reference: true},
 		Storage: Storage{
-			DataDir:             "data",
-			WorkDir:             "work",
-			CheckpointRetention: 3,
+			DataDir: "data",
+			WorkDir: "work",
+		},
+		GPUs: GPUs{
+			Source:          GPUSourceNVML,
+			ModelNames:      map[string]string{},
+			RefreshInterval: Duration{10 * time.Second},
+		},
+		Checkpoints: Checkpoints{
+			Listen:    "0.0.0.0:8471",
+			PublicURL: "http://127.0.0.1:8471",
+			Retention: Duration{24 * time.Hour},
 		},
 		API: API{
 			Listen:  "127.0.0.1:8470",
@@ -174,6 +249,7 @@ func Load(path string) (*Config, error) {
 	cfg := Default()
 	// A table in the file replaces the default one rather than merging into it.
 	cfg.Pricing.Table = nil
+	cfg.GPUs.ModelNames = nil
 	dec := toml.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(cfg); err != nil {
@@ -185,6 +261,12 @@ func Load(path string) (*Config, error) {
 	}
 	if len(cfg.Pricing.PricingCommand) == 0 {
 		cfg.Pricing.PricingCommand = nil
+	}
+	if cfg.GPUs.ModelNames == nil {
+		cfg.GPUs.ModelNames = map[string]string{}
+	}
+	if len(cfg.Runtimes.Trainers) == 0 {
+		cfg.Runtimes.Trainers = nil
 	}
 	cfg.resolvePaths(filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
@@ -221,6 +303,8 @@ func describeDecodeError(path string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", path, err)
 }
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into .* of type (\S+)$`)
 
@@ -324,8 +408,47 @@ func (c *Config) Validate() error {
 	if c.Storage.WorkDir == "" {
 		bad("storage.work_dir", "must be set")
 	}
-	if c.Storage.CheckpointRetention < 1 {
-		bad("storage.checkpoint_retention", "must keep at least 1 checkpoint, got %d", c.Storage.CheckpointRetention)
+
+	switch c.GPUs.Source {
+	case GPUSourceNVML, GPUSourceNone, GPUSourceMockDGXH100:
+	default:
+		bad("gpus.source", "must be %q, %q or %q, got %q", GPUSourceNVML, GPUSourceNone, GPUSourceMockDGXH100, c.GPUs.Source)
+	}
+	for nvmlName, model := range c.GPUs.ModelNames {
+		if strings.TrimSpace(nvmlName) == "" || strings.TrimSpace(model) == "" {
+			bad("gpus.model_names", "names must not be empty (%q = %q)", nvmlName, model)
+		}
+	}
+	if c.GPUs.RefreshInterval.Duration < 100*time.Millisecond {
+		bad("gpus.refresh_interval", "must be at least 100ms, got %s", c.GPUs.RefreshInterval)
+	}
+
+	for i, tr := range c.Runtimes.Trainers {
+		field := fmt.Sprintf("runtimes.trainers[%d]", i)
+		if !digestPattern.MatchString(tr.Digest) {
+			bad(field+".digest", "%q is not an image digest like \"sha256:<64 hex>\"", tr.Digest)
+		}
+		if len(tr.Command) == 0 || strings.TrimSpace(tr.Command[0]) == "" {
+			bad(field+".command", "must name the program to run")
+		}
+		for _, kv := range tr.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				bad(field+".env", "%q is not KEY=VALUE", kv)
+			}
+		}
+	}
+	if len(c.Runtimes.Trainers) > 0 && !c.Runtimes.Process {
+		bad("runtimes.trainers", "set runtimes.process = true to run them")
+	}
+
+	if err := validateHostPort(c.Checkpoints.Listen); err != nil {
+		bad("checkpoints.listen", "%v", err)
+	}
+	if u, err := url.Parse(c.Checkpoints.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("checkpoints.public_url", "%q must be an http(s) URL others reach the checkpoint server at", c.Checkpoints.PublicURL)
+	}
+	if c.Checkpoints.Retention.Duration < 0 {
+		bad("checkpoints.retention", "must not be negative, got %s", c.Checkpoints.Retention)
 	}
 
 	if err := validateHostPort(c.API.Listen); err != nil {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cosmos/cosmos-sdk/types/bech32"
 
@@ -75,8 +76,11 @@ func TestRenderRoundTripsEverySetting(t *testing.T) {
 	c.Keys.Operator = operatorAddress(t, app.Bech32Prefix)
 	c.Pricing.Table = map[string]uint64{"H100-SXM5-80GB": 2_000_000, "RTX 4090 24GB": 400_000}
 	c.Pricing.PricingCommand = []string{"/usr/local/bin/price", "--margin", "0.2"}
-	c.Runtimes = Runtimes{Reference: false, Process: true, Container: true, DockerHost: "unix:///run/docker.sock"}
-	c.Storage = Storage{DataDir: "/srv/data", WorkDir: "/srv/work", CheckpointRetention: 7}
+	c.Runtimes = Runtimes{Reference: false, Process: true, Container: true, DockerHost: "unix:///run/docker.sock",
+		Trainers: []ProcessTrainer{{Digest: "sha256:" + strings.Repeat("ab", 32), Command: []string{"/usr/bin/python3", "train.py"}, Env: []string{"A=b c"}}}}
+	c.Storage = Storage{DataDir: "/srv/data", WorkDir: "/srv/work"}
+	c.GPUs = GPUs{Source: GPUSourceMockDGXH100, ModelNames: map[string]string{"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB"}, RefreshInterval: Duration{3 * time.Second}}
+	c.Checkpoints = Checkpoints{Listen: "0.0.0.0:9001", PublicURL: "https://gpu1.example.com:9001", Retention: Duration{90 * time.Minute}}
 	c.API = API{Listen: "0.0.0.0:9000", Metrics: false}
 	c.Verifier = Verifier{Enabled: true, Policy: PolicyAll, SampleRate: 0.25, Seed: 42}
 
@@ -216,7 +220,12 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"runtimes.docker_host", func(c *Config) { c.Runtimes.DockerHost = "/var/run/docker.sock" }},
 		{"storage.data_dir", func(c *Config) { c.Storage.DataDir = "" }},
 		{"storage.work_dir", func(c *Config) { c.Storage.WorkDir = "" }},
-		{"storage.checkpoint_retention", func(c *Config) { c.Storage.CheckpointRetention = 0 }},
+		{"checkpoints.public_url", func(c *Config) { c.Checkpoints.PublicURL = "ftp://x" }},
+		{"gpus.source", func(c *Config) { c.GPUs.Source = "amd" }},
+		{"runtimes.trainers[0].digest", func(c *Config) {
+			c.Runtimes.Process = true
+			c.Runtimes.Trainers = []ProcessTrainer{{Digest: "sha256:abc", Command: []string{"python3"}}}
+		}},
 		{"api.listen", func(c *Config) { c.API.Listen = "8470" }},
 		{"verifier.policy", func(c *Config) { c.Verifier.Policy = "some" }},
 		{"verifier.sample_rate", func(c *Config) { c.Verifier.SampleRate = 1.5 }},

@@ -76,14 +76,54 @@ container = {{.Runtimes.Container}}
 # Docker Engine address, e.g. "unix:///var/run/docker.sock"; empty uses
 # DOCKER_HOST or the local socket.
 docker_host = {{q .Runtimes.DockerHost}}
+# Trainers you installed on this host, run by the process runtime for container
+# jobs whose image digest they stand for (the image itself is never run):
+#   [[runtimes.trainers]]
+#   digest = "sha256:<64 hex of the job's workload.digest>"
+#   command = ["/usr/bin/python3", "/opt/trainers/train.py"]
+#   env = ["PYTHONUNBUFFERED=1"]
+{{- if not .Runtimes.Trainers}}
+trainers = []
+{{- end}}
+{{- range .Runtimes.Trainers}}
+[[runtimes.trainers]]
+digest = {{q .Digest}}
+command = {{strs .Command}}
+env = {{strs .Env}}
+{{- end}}
 
 [storage]
 # The sidecar's database (chain position, bids, leases, checkpoints).
 data_dir = {{q .Storage.DataDir}}
 # Lease working folders and local checkpoints.
 work_dir = {{q .Storage.WorkDir}}
-# How many local checkpoints to keep per lease (at least 1).
-checkpoint_retention = {{.Storage.CheckpointRetention}}
+
+[gpus]
+# Where the GPU inventory comes from: "nvml" (this host's NVIDIA driver; with
+# no driver the sidecar offers no GPUs and says so), "none", or
+# "mock-dgxh100" (a simulated 8x H100 box for local chains and tests only).
+source = {{q .GPUs.Source}}
+# How often GPU telemetry and health (XID, ECC, lost GPUs) are re-read.
+refresh_interval = {{q .GPUs.RefreshInterval.String}}
+
+# NVML product names mapped to the model names job specs use. Unlisted names
+# become the NVML name without "NVIDIA " and with dashes for spaces.
+# Example:
+#   "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB"
+[gpus.model_names]
+{{- range $nvml, $model := .GPUs.ModelNames}}
+{{q $nvml}} = {{q $model}}
+{{- end}}
+
+[checkpoints]
+# Checkpoint server: challengers, verifiers and resuming providers download
+# checkpoints, chunks and proofs here while they matter.
+listen = {{q .Checkpoints.Listen}}
+# Base URL others reach the server at; committed on chain with each checkpoint.
+public_url = {{q .Checkpoints.PublicURL}}
+# How long a final checkpoint stays served before it may be pruned. A
+# checkpoint an open dispute needs is never pruned.
+retention = {{q .Checkpoints.Retention.String}}
 
 [api]
 # Address of the status API (gRPC and its REST gateway) and the health check.
@@ -121,8 +161,15 @@ func (c *Config) Render() ([]byte, error) {
 
 // WriteDefault writes the commented default configuration to path. It never
 // overwrites: an existing file is an error, so an operator's edits survive.
-func WriteDefault(path string) error {
-	text, err := Default().Render()
+func WriteDefault(path string) error { return Write(path, Default()) }
+
+// Write writes c, commented, to a new file at path after validating it. It
+// never overwrites an existing file.
+func Write(path string, c *Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	text, err := c.Render()
 	if err != nil {
 		return err
 	}

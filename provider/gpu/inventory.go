@@ -124,6 +124,9 @@ func Open(lib Library) (*Inventory, error) {
 	return inv, nil
 }
 
+// Empty returns an inventory with no GPUs, for a sidecar configured to offer none.
+func Empty() *Inventory { return &Inventory{gpus: map[string]*tracked{}} }
+
 // OpenSystem opens the inventory of this host's GPUs through the NVML
 // library of the installed driver.
 func OpenSystem() (*Inventory, error) {

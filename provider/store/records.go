@@ -34,6 +34,9 @@ type BidRecord struct {
 	Height int64     `json:"height"`
 	TxHash string    `json:"tx_hash"`
 	Status BidStatus `json:"status"`
+	// GPUs are the UUIDs the bid reserved: a provider never offers one GPU in
+	// two open bids, so whatever it wins it can serve.
+	GPUs []string `json:"gpus,omitempty"`
 }
 
 // LeaseStatus is where a lease stands from the provider's side.
@@ -59,6 +62,17 @@ type LeaseRecord struct {
 	LastCheckpointStep uint64 `json:"last_checkpoint_step"`
 	// UpdatedHeight is the chain height of the last change.
 	UpdatedHeight int64 `json:"updated_height"`
+	// GPUs are the UUIDs of the GPUs serving the lease.
+	GPUs []string `json:"gpus,omitempty"`
+	// Runtime names the runtime that trains the lease.
+	Runtime string `json:"runtime,omitempty"`
+	// ResumeStep is the step the lease started from (the job's last final checkpoint).
+	ResumeStep uint64 `json:"resume_step"`
+	// CheckpointDeadline is the height by whose end the chain wants the next checkpoint.
+	CheckpointDeadline int64 `json:"checkpoint_deadline"`
+	// Problems are reasons the lease cannot be served well, e.g. a GPU that
+	// failed or a trainer that broke the contract; empty while all is well.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // CheckpointStatus is where a submitted checkpoint stands on chain.
@@ -100,6 +114,9 @@ func (t *Tx) Jobs() ([]JobRecord, error) { return listJSON[JobRecord](t, bucketJ
 
 // DeleteJob forgets a job, e.g. once it is closed and nothing refers to it.
 func (t *Tx) DeleteJob(jobID uint64) error { return t.btx.Bucket(bucketJobs).Delete(u64(jobID)) }
+
+// DeleteBid forgets the bid on a job, e.g. one whose transaction failed.
+func (t *Tx) DeleteBid(jobID uint64) error { return t.btx.Bucket(bucketBids).Delete(u64(jobID)) }
 
 // PutBid stores (or replaces) the bid on a job.
 func (t *Tx) PutBid(r BidRecord) error {

@@ -27,7 +27,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 	}
 
 	job := JobRecord{JobID: 7, SeenHeight: 10, BiddingDeadline: 70, Decision: "bid"}
-	bid := BidRecord{JobID: 7, Price: "1500000udepin", Height: 11, TxHash: "ABCD", Status: BidPlaced}
+	bid := BidRecord{JobID: 7, Price: "1500000udepin", Height: 11, TxHash: "ABCD", Status: BidPlaced, GPUs: []string{"GPU-1", "GPU-2"}}
 	leases := []LeaseRecord{
 		{LeaseID: 3, JobID: 7, Worker: 0, Status: LeaseActive, Dir: "/work/lease-3", LastCheckpointStep: 200, UpdatedHeight: 80},
 		{LeaseID: 300, JobID: 9, Worker: 1, Status: LeaseClosed, CloseReason: "LEASE_CLOSE_REASON_COMPLETED", UpdatedHeight: 90},
@@ -80,7 +80,7 @@ func TestStatePersistsAcrossReopen(t *testing.T) {
 		if got, ok, err := tx.Job(7); err != nil || !ok || got != job {
 			t.Errorf("job = %+v ok=%v err=%v", got, ok, err)
 		}
-		if got, ok, err := tx.Bid(7); err != nil || !ok || got != bid {
+		if got, ok, err := tx.Bid(7); err != nil || !ok || !reflect.DeepEqual(got, bid) {
 			t.Errorf("bid = %+v ok=%v err=%v", got, ok, err)
 		}
 		if got, err := tx.Leases(); err != nil || !reflect.DeepEqual(got, leases) {

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"encoding/hex"
+	"net"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/depinchain/depinchain/provider/status"
+	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
+	"github.com/depinchain/depinchain/provider/store"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// serveAPI serves the status API, its REST gateway, health checks and
+// metrics on the api.listen address.
+func (d *Daemon) serveAPI(ctx context.Context, ln net.Listener) error {
+	opts := status.Options{Service: statusService{d: d}, Ready: d.notReady, Logger: d.log.With("component", "api")}
+	if d.cfg.API.Metrics {
+		opts.Metrics = d.metrics.Registry()
+	}
+	srv, err := status.New(opts)
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx, ln)
+}
+
+// statusService answers the status API from the store and the inventory.
+type statusService struct {
+	statusv1.UnimplementedStatusServiceServer
+	d *Daemon
+}
+
+var _ statusv1.StatusServiceServer = statusService{}
+
+func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*statusv1.StatusResponse, error) {
+	d := s.d
+	st := d.follower.Status()
+	res := &statusv1.StatusResponse{
+		Version: d.version, ChainId: d.cfg.Chain.ChainID, Operator: d.operator, HotKey: d.submitter.HotKeyAddress(),
+		StartedAt: timestamppb.New(d.startedAt), CursorHeight: st.CursorHeight, ChainHeight: st.ChainHeight, CursorLag: st.Lag,
+		WebsocketConnected: st.WebsocketConnected, NotReady: d.notReady(), Runtimes: d.runtimes.names(), Roles: []string{"provider"},
+		LastError: st.LastError,
+	}
+	res.Ready = len(res.NotReady) == 0
+	d.mu.Lock()
+	if d.lastErr != "" {
+		res.LastError = d.lastErr
+	}
+	d.mu.Unlock()
+	err := d.store.View(func(tx *store.Tx) error {
+		jobs, err := tx.Jobs()
+		if err != nil {
+			return err
+		}
+		res.JobsSeen = uint64(len(jobs))
+		bids, err := tx.Bids()
+		if err != nil {
+			return err
+		}
+		res.BidsPlaced = uint64(len(bids))
+		leases, err := tx.Leases()
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			if l.Status == store.LeaseActive {
+				res.LeasesActive++
+			}
+			cps, err := tx.Checkpoints(l.LeaseID)
+			if err != nil {
+				return err
+			}
+			for _, cp := range cps {
+				res.CheckpointsSubmitted++
+				if cp.Status == store.CheckpointFinalized {
+					res.CheckpointsFinalized++
+				}
+			}
+		}
+		return nil
+	})
+	return res, storeErr(err)
+}
+
+func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.GPUsResponse, error) {
+	d := s.d
+	var taken map[string]uint64
+	err := d.store.View(func(tx *store.Tx) (err error) {
+		taken, err = takenGPUs(tx)
+		return err
+	})
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	res := &statusv1.GPUsResponse{Driver: d.gpuDriver}
+	for _, g := range d.inventory.GPUs() {
+		res.Gpus = append(res.Gpus, &statusv1.GPU{
+			Index: uint32(g.Index), Uuid: g.UUID, Name: g.Name, Model: d.modelName(g.Name), MemoryMib: g.MemoryMiB,
+			UtilizationPercent: g.UtilizationPercent, MemoryUtilizationPercent: g.MemoryUtilizationPercent,
+			TemperatureCelsius: g.TemperatureCelsius, PowerMilliwatts: g.PowerMilliwatts,
+			EccDoubleBitErrors: g.ECCDoubleBitErrors, Xids: g.XIDs, Healthy: g.Healthy(), Problems: g.Problems,
+			LeaseId: taken[g.UUID],
+		})
+	}
+	return res, nil
+}
+
+func (s statusService) Jobs(context.Context, *statusv1.JobsRequest) (*statusv1.JobsResponse, error) {
+	res := &statusv1.JobsResponse{}
+	err := s.d.store.View(func(tx *store.Tx) error {
+		jobs, err := tx.Jobs()
+		for _, j := range jobs {
+			res.Jobs = append(res.Jobs, &statusv1.Job{JobId: j.JobID, SeenHeight: j.SeenHeight, BiddingDeadline: j.BiddingDeadline, Decision: j.Decision})
+		}
+		return err
+	})
+	return res, storeErr(err)
+}
+
+func (s statusService) Bids(context.Context, *statusv1.BidsRequest) (*statusv1.BidsResponse, error) {
+	res := &statusv1.BidsResponse{}
+	err := s.d.store.View(func(tx *store.Tx) error {
+		bids, err := tx.Bids()
+		for _, b := range bids {
+			res.Bids = append(res.Bids, &statusv1.Bid{JobId: b.JobID, Price: b.Price, Height: b.Height, TxHash: b.TxHash, Status: string(b.Status)})
+		}
+		return err
+	})
+	return res, storeErr(err)
+}
+
+func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*statusv1.LeasesResponse, error) {
+	d := s.d
+	var leases []store.LeaseRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) {
+		leases, err = tx.Leases()
+		return err
+	}); err != nil {
+		return nil, storeErr(err)
+	}
+	res := &statusv1.LeasesResponse{}
+	for _, l := range leases {
+		d.mu.Lock()
+		step, running := d.progress[l.LeaseID]
+		d.mu.Unlock()
+		if !running {
+			step = l.LastCheckpointStep
+		}
+		res.Leases = append(res.Leases, &statusv1.Lease{
+			LeaseId: l.LeaseID, JobId: l.JobID, Worker: l.Worker, Status: string(l.Status), CloseReason: l.CloseReason,
+			Runtime: l.Runtime, Dir: l.Dir, CurrentStep: step, TotalSteps: d.totalSteps(ctx, l.JobID),
+			LastCheckpointStep: l.LastCheckpointStep, UpdatedHeight: l.UpdatedHeight, CheckpointDeadline: l.CheckpointDeadline,
+			GpuUuids: l.GPUs, Problems: l.Problems,
+		})
+	}
+	return res, nil
+}
+
+func (s statusService) Checkpoints(_ context.Context, req *statusv1.CheckpointsRequest) (*statusv1.CheckpointsResponse, error) {
+	res := &statusv1.CheckpointsResponse{}
+	err := s.d.store.View(func(tx *store.Tx) error {
+		if _, ok, err := tx.Lease(req.LeaseId); err != nil {
+			return err
+		} else if !ok {
+			return grpcstatus.Errorf(codes.NotFound, "lease %d is not one of this provider's", req.LeaseId)
+		}
+		cps, err := tx.Checkpoints(req.LeaseId)
+		for _, c := range cps {
+			res.Checkpoints = append(res.Checkpoints, &statusv1.Checkpoint{
+				LeaseId: c.LeaseID, Index: c.Index, StartStep: c.StartStep, EndStep: c.EndStep,
+				StateRoot: hex.EncodeToString(c.StateRoot), TraceRoot: hex.EncodeToString(c.TraceRoot), FinalHash: hex.EncodeToString(c.FinalHash),
+				TxHash: c.TxHash, Height: c.Height, Status: string(c.Status),
+			})
+		}
+		return err
+	})
+	if _, ok := grpcstatus.FromError(err); ok && err != nil {
+		return nil, err
+	}
+	return res, storeErr(err)
+}
+
+// totalSteps reads a job's length from the chain (the store does not keep specs).
+func (d *Daemon) totalSteps(ctx context.Context, jobID uint64) uint64 {
+	res, err := d.market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+	if err != nil {
+		return 0
+	}
+	return res.Job.Spec.TotalSteps
+}
+
+func storeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := grpcstatus.FromError(err); ok {
+		return err
+	}
+	return grpcstatus.Errorf(codes.Internal, "reading the sidecar's store: %v", err)
+}
