@@ -161,6 +161,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // Serve serves gRPC and HTTP on ln until ctx ends, then shuts down: it stops
 // accepting, lets requests in flight finish for up to ShutdownTimeout, and
 // returns nil. It returns an error if serving fails first. It closes ln.
+// A Server serves once: Serve stops its gRPC server on the way out.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -203,7 +204,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // ListenAndServe listens on addr (DefaultListen when empty) and serves until
-// ctx ends, as Serve.
+// ctx ends, as Serve. It fails at once if addr cannot be bound.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	if addr == "" {
 		addr = DefaultListen
