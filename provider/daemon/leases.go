@@ -340,7 +340,7 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 	record.TxHash, record.Height = res.Hash, res.Height
 	d.metrics.Checkpoint(metrics.CheckpointSubmitted)
 	d.log.Info("checkpoint submitted", "lease", rec.LeaseID, "index", index, "steps", fmt.Sprintf("%d..%d", cp.StartStep(), cp.EndStep()),
-		"state_root", commitment.State.Root.String(), "state_bytes", commitment.State.Size, "hashing", time.Since(started).Round(time.Millisecond),
+		"state_root", commitment.State.Root.String(), "state_bytes", commitment.State.Size, "took", time.Since(started).Round(time.Millisecond),
 		"height", res.Height, "tx", res.Hash)
 	return d.recordCheckpoint(record)
 }

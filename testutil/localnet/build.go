@@ -12,12 +12,6 @@ import (
 	"sync"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
-
 // ModuleRoot returns the repository root (the folder holding go.mod).
 func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -34,22 +28,42 @@ func ModuleRoot() (string, error) {
 // Binary returns the path of a depinchaind built from the current sources. It honours
 // DEPINCHAIND_BINARY (e.g. `make test` builds once and points every test at it);
 // otherwise it builds once per process into build/.
-func Binary() (string, error) {
-	if p := os.Getenv("DEPINCHAIND_BINARY"); p != "" {
+func Binary() (string, error) { return chainBinary.path() }
+
+// ProviderBinary returns the path of a depinprovider built from the current sources,
+// honouring DEPINPROVIDER_BINARY the same way.
+func ProviderBinary() (string, error) { return providerBinary.path() }
+
+var (
+	chainBinary    = &binary{env: "DEPINCHAIND_BINARY", name: "depinchaind", pkg: "./cmd/depinchaind"}
+	providerBinary = &binary{env: "DEPINPROVIDER_BINARY", name: "depinprovider", pkg: "./provider/cmd/depinprovider"}
+)
+
+// binary is a command of this module, built at most once per test process.
+type binary struct {
+	env, name, pkg string
+
+	once  sync.Once
+	built string
+	err   error
+}
+
+func (b *binary) path() (string, error) {
+	if p := os.Getenv(b.env); p != "" {
 		return p, nil
 	}
-	buildOnce.Do(func() {
+	b.once.Do(func() {
 		root, err := ModuleRoot()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildPath = filepath.Join(root, "build", "depinchaind")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/depinchaind")
+		b.built = filepath.Join(root, "build", b.name)
+		cmd := exec.Command("go", "build", "-o", b.built, b.pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building depinchaind: %w\n%s", err, out)
+			b.err = fmt.Errorf("building %s: %w\n%s", b.name, err, out)
 		}
 	})
-	return buildPath, buildErr
+	return b.built, b.err
 }

@@ -30,6 +30,9 @@ type Options struct {
 	Genesis func(appState map[string]any) error
 	// Log receives the node's stdout and stderr; nil writes them to Home/node.log.
 	Log io.Writer
+	// Binary is the depinchaind to run (e.g. an older release in the upgrade test);
+	// empty means Binary(). Node.Binary can be changed between Stop and Resume.
+	Binary string
 }
 
 // Node is one running depinchaind.
@@ -51,9 +54,12 @@ const validatorKey = "validator"
 // Start initialises a single-validator chain in opts.Home and starts it, returning once
 // the first blocks are committed and the REST API answers.
 func Start(ctx context.Context, opts Options) (*Node, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Binary(); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ChainID == "" {
 		opts.ChainID = "depin-local"

@@ -1,0 +1,346 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmath "cosmossdk.io/math"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/depinchain/depinchain/testutil/localnet"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// world is a local chain with a job owner and one provider whose sidecar
+// runs as a real depinprovider process.
+type world struct {
+	t        *testing.T
+	ctx      context.Context
+	node     *localnet.Node
+	provider *localnet.Provider
+	market   markettypes.QueryClient
+	verify   verifytypes.QueryClient
+}
+
+const h100Price = 2_000_000 // udepin per GPU-hour
+
+func newWorld(t *testing.T, timeout time.Duration, opts localnet.ProviderOptions) *world {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real node and a real sidecar")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home:     filepath.Join(t.TempDir(), "chain"),
+		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000},
+		Genesis: func(app map[string]any) error {
+			params := app["verify"].(map[string]any)["params"].(map[string]any)
+			params["challenge_window"] = "6"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	opts.Home = filepath.Join(t.TempDir(), "provider")
+	opts.Operator, opts.HotKey, opts.Bond = "operator", "hot", "100000000000udepin"
+	if opts.Prices == nil {
+		opts.Prices = map[string]uint64{"H100-SXM5-80GB": h100Price}
+	}
+	if testing.Verbose() {
+		opts.Log = prefixWriter{os.Stderr, "    sidecar| "}
+	}
+	provider, err := localnet.SetupProvider(ctx, node, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(provider.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &world{t: t, ctx: ctx, node: node, provider: provider,
+		market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
+}
+
+type prefixWriter struct {
+	w      *os.File
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	lines := strings.SplitAfter(string(b), "\n")
+	var out strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			out.WriteString(p.prefix + l)
+		}
+	}
+	_, err := p.w.WriteString(out.String())
+	return len(b), err
+}
+
+// submitJob submits a job from YAML and returns its id.
+func (w *world) submitJob(yaml, deposit string) uint64 {
+	w.t.Helper()
+	path := filepath.Join(w.t.TempDir(), "job.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	res, err := w.node.Tx(w.ctx, "owner", "market", "submit-job", "--spec", path, "--deposit", deposit)
+	if err != nil || res.Code != 0 {
+		w.t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	id, ok := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	if !ok {
+		w.t.Fatalf("no EventJobCreated in %+v", res.Events)
+	}
+	var jobID uint64
+	fmt.Sscan(strings.Trim(id, `"`), &jobID)
+	return jobID
+}
+
+// eventually polls cond once a block until it holds.
+func (w *world) eventually(what string, cond func() bool) {
+	w.t.Helper()
+	for !cond() {
+		if err := w.node.WaitBlocks(w.ctx, 1); err != nil {
+			w.t.Fatalf("waiting for %s: %v\nsidecar log:\n%s", what, err, readTail(w.provider.LogPath()))
+		}
+	}
+}
+
+func (w *world) job(id uint64) markettypes.Job {
+	w.t.Helper()
+	res, err := w.market.Job(w.ctx, &markettypes.QueryJobRequest{JobId: id})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return res.Job
+}
+
+func (w *world) leasesOf(jobID uint64) []markettypes.Lease {
+	w.t.Helper()
+	res, err := w.market.Leases(w.ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return res.Leases
+}
+
+// waitPaid waits until the job completed and every checkpoint is final and
+// withdrawn by the sidecar, and returns the job's leases.
+func (w *world) waitPaid(jobID uint64) []markettypes.Lease {
+	w.t.Helper()
+	w.eventually(fmt.Sprintf("job %d to complete and its earnings to be withdrawn", jobID), func() bool {
+		if w.job(jobID).State != markettypes.JOB_STATE_COMPLETED {
+			return false
+		}
+		for _, l := range w.leasesOf(jobID) {
+			if !l.Withdrawable.IsZero() || !l.Pending.IsZero() || l.Withdrawn.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	return w.leasesOf(jobID)
+}
+
+func readTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+const referenceJobYAML = `name: tiny-lm
+gpu:
+  models: [H100-SXM5-80GB]
+  min_vram_gib: 80
+  per_worker: 1
+workload:
+  kind: reference
+total_steps: 64
+checkpoint_every: 16
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 2h
+bidding_window_blocks: 8
+`
+
+// A job nobody's inventory can serve: the simulated host has only H100s.
+const b200JobYAML = `name: needs-b200
+gpu:
+  models: [B200-192GB]
+  min_vram_gib: 180
+  per_worker: 1
+workload:
+  kind: reference
+total_steps: 16
+checkpoint_every: 16
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 1h
+bidding_window_blocks: 4
+`
+
+type statusJSON struct {
+	CursorHeight int64 `json:"cursor_height,string"`
+	Ready        bool  `json:"ready"`
+}
+
+type leasesJSON struct {
+	Leases []struct {
+		LeaseID     string   `json:"lease_id"`
+		Status      string   `json:"status"`
+		CloseReason string   `json:"close_reason"`
+		Runtime     string   `json:"runtime"`
+		Problems    []string `json:"problems"`
+	} `json:"leases"`
+}
+
+type checkpointsJSON struct {
+	Checkpoints []struct {
+		Index  string `json:"index"`
+		Status string `json:"status"`
+	} `json:"checkpoints"`
+}
+
+type jobsJSON struct {
+	Jobs []struct {
+		JobID      string `json:"job_id"`
+		SeenHeight string `json:"seen_height"`
+		Decision   string `json:"decision"`
+	} `json:"jobs"`
+}
+
+// TestSidecarTrainsAndGetsPaid is the whole happy path with real processes:
+// a job submitted from YAML gets the sidecar's bid within a block or two,
+// the lease is trained on the reference runtime, every checkpoint is
+// committed, finalized and paid, and the earnings are withdrawn — while a
+// job the inventory cannot serve gets no bid, and says why.
+func TestSidecarTrainsAndGetsPaid(t *testing.T) {
+	w := newWorld(t, 6*time.Minute, localnet.ProviderOptions{})
+	if err := w.provider.Start(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b200 := w.submitJob(b200JobYAML, "100000000udepin")
+	jobID := w.submitJob(referenceJobYAML, "500000000udepin")
+	created := w.job(jobID).CreatedHeight
+
+	var bidHeight int64
+	w.eventually("the sidecar's bid", func() bool {
+		res, err := w.market.Bids(w.ctx, &markettypes.QueryBidsRequest{JobId: jobID})
+		if err == nil && len(res.Bids) == 1 {
+			bidHeight = res.Bids[0].CreatedHeight
+			if res.Bids[0].Provider != w.provider.Operator || !res.Bids[0].PricePerGpuHour.Amount.Equal(sdkInt(h100Price)) {
+				t.Fatalf("bid %+v, want the operator's at the table price", res.Bids[0])
+			}
+			return true
+		}
+		if w.job(jobID).State != markettypes.JOB_STATE_OPEN {
+			t.Fatalf("job %d left the auction with no bid seen", jobID)
+		}
+		return false
+	})
+	if bidHeight == 0 || bidHeight-created > 3 {
+		t.Fatalf("job created at %d, bid at %d: want a bid within a few blocks", created, bidHeight)
+	}
+	t.Logf("job %d created at height %d, bid landed at %d", jobID, created, bidHeight)
+
+	leases := w.waitPaid(jobID)
+	if len(leases) != 1 || leases[0].Provider != w.provider.Operator {
+		t.Fatalf("leases %+v", leases)
+	}
+	lease := leases[0]
+	if lease.CloseReason != markettypes.LEASE_CLOSE_REASON_COMPLETED {
+		t.Fatalf("lease closed %s", lease.CloseReason)
+	}
+	cps, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps.Checkpoints) != 4 {
+		t.Fatalf("%d checkpoints on chain, want 4 (64 steps every 16)", len(cps.Checkpoints))
+	}
+	claimed := sdkInt(0)
+	for _, cp := range cps.Checkpoints {
+		if cp.Status != verifytypes.CHECKPOINT_STATUS_FINAL || !strings.HasPrefix(cp.Uri, w.provider.Public+"/checkpoints/") {
+			t.Fatalf("checkpoint %d: %s at %s", cp.Index, cp.Status, cp.Uri)
+		}
+		claimed = claimed.Add(cp.Claim.Amount)
+	}
+	// Every udepin the final checkpoints released reached the operator.
+	if !lease.Withdrawn.Amount.Equal(claimed) || !claimed.IsPositive() {
+		t.Fatalf("withdrawn %s, final checkpoints claimed %s", lease.Withdrawn, claimed)
+	}
+
+	// The unservable job got no bid, and the sidecar says why.
+	if res, err := w.market.Bids(w.ctx, &markettypes.QueryBidsRequest{JobId: b200}); err != nil || len(res.Bids) != 0 {
+		t.Fatalf("bids on the B200 job: %v %v", res, err)
+	}
+	var jobs jobsJSON
+	if err := w.provider.REST(w.ctx, "/v1/jobs", &jobs); err != nil {
+		t.Fatal(err)
+	}
+	decisions := map[string]string{}
+	for _, j := range jobs.Jobs {
+		decisions[j.JobID] = j.Decision
+	}
+	if d := decisions[fmt.Sprint(b200)]; !strings.HasPrefix(d, "skip: no 1 free healthy GPUs of models [B200-192GB]") {
+		t.Fatalf("decision on the B200 job: %q", d)
+	}
+	if d := decisions[fmt.Sprint(jobID)]; !strings.HasPrefix(d, "bid 2000000udepin") {
+		t.Fatalf("decision on job %d: %q", jobID, d)
+	}
+
+	// The status API and metrics tell the same story.
+	var ls leasesJSON
+	if err := w.provider.REST(w.ctx, "/v1/leases", &ls); err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.Leases) != 1 || ls.Leases[0].Status != "closed" || ls.Leases[0].CloseReason != "LEASE_CLOSE_REASON_COMPLETED" || ls.Leases[0].Runtime != "reference" {
+		t.Fatalf("leases over REST: %+v", ls)
+	}
+	var cj checkpointsJSON
+	if err := w.provider.REST(w.ctx, fmt.Sprintf("/v1/leases/%d/checkpoints", lease.Id), &cj); err != nil {
+		t.Fatal(err)
+	}
+	if len(cj.Checkpoints) != 4 {
+		t.Fatalf("checkpoints over REST: %+v", cj)
+	}
+	for _, c := range cj.Checkpoints {
+		if c.Status != "finalized" {
+			t.Fatalf("checkpoint %s is %s in the sidecar", c.Index, c.Status)
+		}
+	}
+	var metrics string
+	if err := w.provider.REST(w.ctx, "/metrics", &metrics); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`DCGM_FI_DEV_GPU_TEMP{`, `depinprovider_checkpoints_total{status="finalized"} 4`,
+		`depinprovider_bids_total{result="placed"} 1`, `depinprovider_bids_total{result="skipped"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	out, err := w.provider.Exec(w.ctx, "status")
+	if err != nil || !strings.Contains(out, "ready") || !strings.Contains(out, "H100-SXM5-80GB") {
+		t.Fatalf("depinprovider status: %v\n%s", err, out)
+	}
+}
+
+func sdkInt(v uint64) sdkmath.Int { return sdkmath.NewIntFromUint64(v) }
