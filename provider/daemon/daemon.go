@@ -24,9 +24,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	sdkmath "cosmossdk.io/math"
 	cmtservice "github.com/cosmos/cosmos-sdk/client/grpc/cmtservice"
 	"github.com/cosmos/cosmos-sdk/crypto/keyring"
-	sdkmath "cosmossdk.io/math"
 
 	"github.com/depinchain/depinchain/app"
 	"github.com/depinchain/depinchain/provider/bidder"

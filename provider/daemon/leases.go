@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/provider/checkpoint"
-	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
