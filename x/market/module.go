@@ -24,7 +24,8 @@ import (
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
-const ConsensusVersion = 1
+// 2: leases are indexed by state (migrations/v2).
+const ConsensusVersion = 2
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -80,10 +81,11 @@ func (AppModule) GetTxCmd() *cobra.Command { return cli.NewTxCmd() }
 func (am AppModule) RegisterServices(cfg module.Configurator) {
 	types.RegisterMsgServer(cfg.MsgServer(), keeper.NewMsgServerImpl(am.keeper))
 	types.RegisterQueryServer(cfg.QueryServer(), keeper.NewQueryServerImpl(am.keeper))
+	am.registerMigrations(cfg)
 }
 
 // ConsensusVersion implements module.HasConsensusVersion.
-func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+func (AppModule) ConsensusVersion() uint64 { return consensusVersion() }
 
 // DefaultGenesis returns the default genesis state.
 func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {

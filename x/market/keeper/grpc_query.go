@@ -11,6 +11,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/query"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -169,6 +170,8 @@ func (q queryServer) Leases(ctx context.Context, req *types.QueryLeasesRequest) 
 		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.Provider, provider, req.Pagination, load)
 	case req.JobId != 0:
 		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.Job, req.JobId, req.Pagination, load)
+	case req.ActiveOnly && !release.Previous:
+		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.State, int32(types.LEASE_STATE_ACTIVE), req.Pagination, load)
 	default:
 		leases, pageRes, err = query.CollectionFilteredPaginate(ctx, q.Keeper.Leases, req.Pagination,
 			func(_ uint64, l types.Lease) (bool, error) { return keep(l), nil },

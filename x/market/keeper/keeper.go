@@ -15,6 +15,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -29,15 +30,23 @@ func (i JobIndexes) IndexesList() []collections.Index[uint64, types.Job] {
 	return []collections.Index[uint64, types.Job]{i.Owner, i.State}
 }
 
-// LeaseIndexes lists leases by provider (sidecars, withdrawals) and by job (auctions, settlement).
+// LeaseIndexes lists leases by provider (sidecars, withdrawals), by job (auctions,
+// settlement) and by state (every active lease, for verifiers, without reading the
+// closed ones). The state index came with consensus version 2; the "v2" upgrade
+// back-fills it (migrations/v2).
 type LeaseIndexes struct {
 	Provider *indexes.Multi[[]byte, uint64, types.Lease]
 	Job      *indexes.Multi[uint64, uint64, types.Lease]
+	State    *indexes.Multi[int32, uint64, types.Lease]
 }
 
 // IndexesList implements collections.Indexes.
 func (i LeaseIndexes) IndexesList() []collections.Index[uint64, types.Lease] {
-	return []collections.Index[uint64, types.Lease]{i.Provider, i.Job}
+	if release.Previous {
+		// The v1 layout, kept only for the upgrade test's old binary (internal/release).
+		return []collections.Index[uint64, types.Lease]{i.Provider, i.Job}
+	}
+	return []collections.Index[uint64, types.Lease]{i.Provider, i.Job, i.State}
 }
 
 // Keeper of x/market.
@@ -115,6 +124,8 @@ func NewKeeper(
 					func(_ uint64, l types.Lease) ([]byte, error) { return addressCodec.StringToBytes(l.Provider) }),
 				Job: indexes.NewMulti(sb, types.LeasesByJobKey, "leases_by_job", collections.Uint64Key, collections.Uint64Key,
 					func(_ uint64, l types.Lease) (uint64, error) { return l.JobId, nil }),
+				State: indexes.NewMulti(sb, types.LeasesByStateKey, "leases_by_state", collections.Int32Key, collections.Uint64Key,
+					func(_ uint64, l types.Lease) (int32, error) { return int32(l.State), nil }),
 			}),
 		BiddingDeadlines: collections.NewKeySet(sb, types.BiddingDeadlinesKey, "bidding_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),

@@ -31,6 +31,8 @@ var (
 	NextLeaseIDKey         = collections.NewPrefix(12)
 	NextBidSequenceKey     = collections.NewPrefix(13)
 	BlockHashesKey         = collections.NewPrefix(14)
+	// LeasesByStateKey came with consensus version 2 (the "v2" upgrade back-fills it).
+	LeasesByStateKey = collections.NewPrefix(15)
 )
 
 // LeaseCollateralRef names the stakingext collateral lock of a lease, so it is released exactly once.

@@ -1,0 +1,29 @@
+package market
+
+import (
+	"fmt"
+
+	"github.com/cosmos/cosmos-sdk/types/module"
+
+	"github.com/depinchain/depinchain/internal/release"
+	"github.com/depinchain/depinchain/x/market/keeper"
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// registerMigrations registers x/market's in-place store migrations, one per
+// consensus version step; x/upgrade runs the due ones in an upgrade handler.
+func (am AppModule) registerMigrations(cfg module.Configurator) {
+	m := keeper.NewMigrator(am.keeper)
+	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
+	}
+}
+
+// consensusVersion is the state layout this binary writes: ConsensusVersion,
+// or 1 in the upgrade test's stand-in for the previous release (internal/release).
+func consensusVersion() uint64 {
+	if release.Previous {
+		return 1
+	}
+	return ConsensusVersion
+}
