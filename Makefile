@@ -34,7 +34,7 @@ FUZZ_TARGETS := \
 	./x/verify/reftrainer:FuzzDecode
 FUZZ_TIME ?= 10s
 
-.PHONY: all build install test test-unit test-e2e test-fuzz test-long lint bench demo \
+.PHONY: all build build-prev install test test-unit test-e2e test-fuzz test-long lint bench demo \
         proto-tools proto-deps proto-gen proto-check clean
 
 all: build
@@ -42,6 +42,10 @@ all: build
 ## build: compile depinchaind into build/
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BUILD_DIR)/depinchaind ./cmd/depinchaind
+
+## build-prev: the previous release's depinchaind (-tags prev_release, see internal/release) for the upgrade test
+build-prev:
+	$(GO) build -tags prev_release -ldflags '$(LDFLAGS)' -o $(BUILD_DIR)/depinchaind-prev ./cmd/depinchaind
 
 ## install: install depinchaind into GOBIN
 install:
@@ -55,8 +59,8 @@ test-unit: build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
 
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
-test-e2e: build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) test -count=1 -timeout 20m -v ./cmd/depinchaind/...
+test-e2e: build build-prev
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINCHAIND_PREV_BINARY=$(BUILD_DIR)/depinchaind-prev $(GO) test -count=1 -timeout 20m -v ./cmd/depinchaind/...
 
 test-fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

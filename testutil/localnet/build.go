@@ -30,18 +30,26 @@ func ModuleRoot() (string, error) {
 // otherwise it builds once per process into build/.
 func Binary() (string, error) { return chainBinary.path() }
 
+// PrevBinary returns the path of the previous release's depinchaind, for the upgrade
+// test: the current sources built with -tags prev_release (see internal/release).
+// It honours DEPINCHAIND_PREV_BINARY (`make test-e2e` builds it with `make build-prev`).
+func PrevBinary() (string, error) { return prevChainBinary.path() }
+
 // ProviderBinary returns the path of a depinprovider built from the current sources,
 // honouring DEPINPROVIDER_BINARY the same way.
 func ProviderBinary() (string, error) { return providerBinary.path() }
 
 var (
-	chainBinary    = &binary{env: "DEPINCHAIND_BINARY", name: "depinchaind", pkg: "./cmd/depinchaind"}
-	providerBinary = &binary{env: "DEPINPROVIDER_BINARY", name: "depinprovider", pkg: "./provider/cmd/depinprovider"}
+	chainBinary     = &binary{env: "DEPINCHAIND_BINARY", name: "depinchaind", pkg: "./cmd/depinchaind"}
+	prevChainBinary = &binary{env: "DEPINCHAIND_PREV_BINARY", name: "depinchaind-prev", pkg: "./cmd/depinchaind", tags: "prev_release"}
+	providerBinary  = &binary{env: "DEPINPROVIDER_BINARY", name: "depinprovider", pkg: "./provider/cmd/depinprovider"}
 )
 
 // binary is a command of this module, built at most once per test process.
 type binary struct {
 	env, name, pkg string
+	// tags are the build tags, if any.
+	tags string
 
 	once  sync.Once
 	built string
@@ -59,7 +67,7 @@ func (b *binary) path() (string, error) {
 			return
 		}
 		b.built = filepath.Join(root, "build", b.name)
-		cmd := exec.Command("go", "build", "-o", b.built, b.pkg)
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", b.built, b.pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("building %s: %w\n%s", b.name, err, out)
