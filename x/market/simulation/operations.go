@@ -1,0 +1,436 @@
+package simulation
+
+import (
+	"math/rand"
+
+	"cosmossdk.io/collections"
+	"cosmossdk.io/math"
+
+	"github.com/cosmos/cosmos-sdk/baseapp"
+	"github.com/cosmos/cosmos-sdk/client"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
+	"github.com/cosmos/cosmos-sdk/x/simulation"
+
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	"github.com/depinchain/depinchain/x/market/keeper"
+	"github.com/depinchain/depinchain/x/market/types"
+	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
+	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+)
+
+// Operation weights: the keys a simulation params file may set, and their defaults.
+const (
+	OpWeightMsgSubmitJob        = "op_weight_msg_submit_job"
+	OpWeightMsgPlaceBid         = "op_weight_msg_place_bid"
+	OpWeightMsgWithdrawBid      = "op_weight_msg_withdraw_bid"
+	OpWeightMsgCancelJob        = "op_weight_msg_cancel_job"
+	OpWeightMsgTopUpDeposit     = "op_weight_msg_top_up_deposit"
+	OpWeightMsgWithdrawEarnings = "op_weight_msg_withdraw_earnings"
+
+	DefaultWeightMsgSubmitJob        = 15
+	DefaultWeightMsgPlaceBid         = 60
+	DefaultWeightMsgWithdrawBid      = 4
+	DefaultWeightMsgCancelJob        = 3
+	DefaultWeightMsgTopUpDeposit     = 8
+	DefaultWeightMsgWithdrawEarnings = 15
+)
+
+// Deps are what the operations read and sign with.
+type Deps struct {
+	TxGen      client.TxConfig
+	AK         simutil.AccountKeeper
+	BK         simutil.BankKeeper
+	Keeper     keeper.Keeper
+	StakingExt stakingextkeeper.Keeper
+	// Shards lists registered datasets for dataset-backed jobs.
+	Shards shardkeeper.Keeper
+}
+
+func (d Deps) op(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) simutil.Op {
+	return simutil.Op{R: r, App: app, Ctx: ctx, Accs: accs, ChainID: chainID, TxGen: d.TxGen, AK: d.AK, BK: d.BK, Module: types.ModuleName}
+}
+
+// WeightedOperations returns an operation for every message of x/market except the
+// authority-only MsgUpdateParams, which ProposalMsgs covers.
+func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.WeightedOperations {
+	weight := func(key string, def int) int {
+		var w int
+		appParams.GetOrGenerate(key, &w, nil, func(*rand.Rand) { w = def })
+		return w
+	}
+	return simulation.WeightedOperations{
+		simulation.NewWeightedOperation(weight(OpWeightMsgSubmitJob, DefaultWeightMsgSubmitJob), SimulateMsgSubmitJob(d)),
+		simulation.NewWeightedOperation(weight(OpWeightMsgPlaceBid, DefaultWeightMsgPlaceBid), SimulateMsgPlaceBid(d)),
+		simulation.NewWeightedOperation(weight(OpWeightMsgWithdrawBid, DefaultWeightMsgWithdrawBid), SimulateMsgWithdrawBid(d)),
+		simulation.NewWeightedOperation(weight(OpWeightMsgCancelJob, DefaultWeightMsgCancelJob), SimulateMsgCancelJob(d)),
+		simulation.NewWeightedOperation(weight(OpWeightMsgTopUpDeposit, DefaultWeightMsgTopUpDeposit), SimulateMsgTopUpDeposit(d)),
+		simulation.NewWeightedOperation(weight(OpWeightMsgWithdrawEarnings, DefaultWeightMsgWithdrawEarnings), SimulateMsgWithdrawEarnings(d)),
+	}
+}
+
+// jobsIn lists the jobs in one of states, by id.
+func jobsIn(ctx sdk.Context, k keeper.Keeper, states ...types.JobState) ([]types.Job, error) {
+	var out []types.Job
+	for _, s := range states {
+		iter, err := k.Jobs.Indexes.State.MatchExact(ctx, int32(s))
+		if err != nil {
+			return nil, err
+		}
+		ids, err := iter.PrimaryKeys()
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			j, err := k.Jobs.Get(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+var liveStates = []types.JobState{types.JOB_STATE_OPEN, types.JOB_STATE_LEASED}
+
+var terminalStates = []types.JobState{types.JOB_STATE_COMPLETED, types.JOB_STATE_CANCELLED, types.JOB_STATE_EXPIRED, types.JOB_STATE_FAILED}
+
+func (d Deps) datasetIDs(ctx sdk.Context) []string {
+	iter, err := d.Shards.Datasets.Iterate(ctx, nil)
+	if err != nil {
+		return nil
+	}
+	ids, err := iter.Keys()
+	if err != nil {
+		return nil
+	}
+	return ids
+}
+
+// SimulateMsgSubmitJob submits a random valid job with a deposit covering some hours of
+// its maximum rate. One time in ten it sends a job that must be refused: a checkpoint
+// interval beyond total_steps, or a deposit below the minimum.
+func SimulateMsgSubmitJob(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgSubmitJob{}
+		params, err := d.Keeper.Params.Get(ctx)
+		if err != nil {
+			return o.NoOp(msg, "params: %s", err)
+		}
+		owner, _ := simtypes.RandomAcc(r, accs)
+		msg.Owner = owner.Address.String()
+		msg.Spec = RandomSpec(r, params, d.datasetIDs(ctx))
+		rate := msg.Spec.MaxPricePerGpuHour.Amount.MulRaw(int64(msg.Spec.Gpu.PerWorker) * int64(msg.Spec.Workers))
+		msg.Deposit = sdk.NewCoin(params.Denom, math.MaxInt(rate.MulRaw(int64(2+r.Intn(200))), params.MinDeposit.Amount))
+		if simutil.Chance(r, 10) {
+			if r.Intn(2) == 0 || !params.MinDeposit.Amount.GT(math.OneInt()) {
+				msg.Spec.CheckpointInterval = msg.Spec.TotalSteps + 1
+				return o.DeliverInvalid(owner, msg, types.ErrInvalidSpec, "checkpoint interval beyond total_steps")
+			}
+			msg.Deposit = params.MinDeposit.SubAmount(math.OneInt())
+			return o.DeliverInvalid(owner, msg, types.ErrInvalidDeposit, "deposit below the minimum")
+		}
+		if o.Spendable(owner, params.Denom).Amount.QuoRaw(2).LT(msg.Deposit.Amount) {
+			return o.NoOp(msg, "%s cannot afford a deposit of %s", owner.Address, msg.Deposit)
+		}
+		return o.Deliver(owner, msg, sdk.NewCoins(msg.Deposit))
+	}
+}
+
+// activeLeases lists the active leases of a job.
+func activeLeases(ctx sdk.Context, k keeper.Keeper, jobID uint64) ([]types.Lease, error) {
+	iter, err := k.Leases.Indexes.Job.MatchExact(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := iter.PrimaryKeys()
+	if err != nil {
+		return nil, err
+	}
+	var out []types.Lease
+	for _, id := range ids {
+		l, err := k.Leases.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if l.State == types.LEASE_STATE_ACTIVE {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// SimulateMsgPlaceBid has an eligible provider bid on an open job at a price up to the
+// job's maximum. Eligibility is worked out the way the market does (stakingext's
+// CheckCanBid, a GPU class satisfying the spec, not already serving the job, room for
+// another bid). One time in ten it sends a bid that must be refused: above the maximum
+// price, or from an account that is no provider.
+func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgPlaceBid{}
+		params, err := d.Keeper.Params.Get(ctx)
+		if err != nil {
+			return o.NoOp(msg, "params: %s", err)
+		}
+		open, err := jobsIn(ctx, d.Keeper, types.JOB_STATE_OPEN)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		var biddable []types.Job
+		for _, j := range open {
+			if ctx.BlockHeight() <= j.BiddingDeadline {
+				biddable = append(biddable, j)
+			}
+		}
+		job, ok := simutil.Pick(r, biddable)
+		if !ok {
+			return o.NoOp(msg, "no job open for bidding")
+		}
+		msg.JobId = job.Id
+		maxPrice := job.Spec.MaxPricePerGpuHour
+
+		if simutil.Chance(r, 10) {
+			acc, _ := simtypes.RandomAcc(r, accs)
+			msg.Provider = acc.Address.String()
+			if r.Intn(2) == 0 {
+				msg.PricePerGpuHour = maxPrice.AddAmount(math.NewInt(1 + r.Int63n(100)))
+				return o.DeliverInvalid(acc, msg, types.ErrBidAboveMax, "price above the job's maximum")
+			}
+			if has, _ := d.StakingExt.Providers.Has(ctx, acc.Address); !has {
+				msg.PricePerGpuHour = maxPrice
+				return o.DeliverInvalid(acc, msg, types.ErrProviderIneligible, "bidder is not a provider")
+			}
+		}
+
+		collateral := sdk.NewCoin(params.Denom, job.Spec.RequiredCollateral(params))
+		serving, err := activeLeases(ctx, d.Keeper, job.Id)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		bids := 0
+		if err := d.Keeper.Bids.Walk(ctx, collections.NewPrefixedPairRange[uint64, []byte](job.Id), func(collections.Pair[uint64, []byte], types.Bid) (bool, error) {
+			bids++
+			return false, nil
+		}); err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		iter, err := d.StakingExt.Providers.Iterate(ctx, nil)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		all, err := iter.Values()
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		var eligible []stakingexttypes.Provider
+	providers:
+		for _, p := range all {
+			addr, err := sdk.AccAddressFromBech32(p.Operator)
+			if err != nil {
+				continue
+			}
+			if _, err := d.StakingExt.CheckCanBid(ctx, addr, collateral); err != nil {
+				continue
+			}
+			if !p.Satisfies(job.Spec.Gpu.Models, job.Spec.MinVRAMMiB(), job.Spec.Gpu.PerWorker) {
+				continue
+			}
+			for _, l := range serving {
+				if l.Provider == p.Operator {
+					continue providers
+				}
+			}
+			has, err := d.Keeper.Bids.Has(ctx, collections.Join(job.Id, []byte(addr)))
+			if err != nil || (!has && bids >= int(params.MaxBidsPerJob)) {
+				continue
+			}
+			eligible = append(eligible, p)
+		}
+		p, ok := simutil.Pick(r, eligible)
+		if !ok {
+			return o.NoOp(msg, "no eligible provider for job %d", job.Id)
+		}
+		acc, ok := o.Account(p.Operator)
+		if !ok {
+			return o.NoOp(msg, "provider %s is not a simulated account", p.Operator)
+		}
+		msg.Provider = p.Operator
+		msg.PricePerGpuHour = sdk.NewCoin(maxPrice.Denom, math.NewInt(1+r.Int63n(maxPrice.Amount.Int64())))
+		return o.Deliver(acc, msg, nil)
+	}
+}
+
+// SimulateMsgWithdrawBid withdraws an open bid; withdrawing a bid that does not exist
+// must fail.
+func SimulateMsgWithdrawBid(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgWithdrawBid{}
+		iter, err := d.Keeper.Bids.Iterate(ctx, nil)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		bids, err := iter.Values()
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		if simutil.Chance(r, 10) {
+			acc, _ := simtypes.RandomAcc(r, accs)
+			*msg = types.MsgWithdrawBid{Provider: acc.Address.String(), JobId: 1 << 40}
+			return o.DeliverInvalid(acc, msg, types.ErrBidNotFound, "no such bid")
+		}
+		bid, ok := simutil.Pick(r, bids)
+		if !ok {
+			return o.NoOp(msg, "no bids")
+		}
+		acc, ok := o.Account(bid.Provider)
+		if !ok {
+			return o.NoOp(msg, "bidder %s is not a simulated account", bid.Provider)
+		}
+		*msg = types.MsgWithdrawBid{Provider: bid.Provider, JobId: bid.JobId}
+		return o.Deliver(acc, msg, nil)
+	}
+}
+
+// SimulateMsgCancelJob has an owner cancel a live job. Cancelling someone else's job, or
+// an owner's job that is already over, must fail.
+func SimulateMsgCancelJob(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgCancelJob{}
+		if simutil.Chance(r, 20) {
+			over, err := jobsIn(ctx, d.Keeper, terminalStates...)
+			if err != nil {
+				return o.NoOp(msg, "%s", err)
+			}
+			if job, ok := simutil.Pick(r, over); ok {
+				if owner, ok := o.Account(job.Owner); ok {
+					*msg = types.MsgCancelJob{Owner: job.Owner, JobId: job.Id}
+					return o.DeliverInvalid(owner, msg, types.ErrJobClosed, "job already over")
+				}
+			}
+		}
+		live, err := jobsIn(ctx, d.Keeper, liveStates...)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		job, ok := simutil.Pick(r, live)
+		if !ok {
+			return o.NoOp(msg, "no live job")
+		}
+		if simutil.Chance(r, 20) {
+			other, _ := simtypes.RandomAcc(r, accs)
+			if other.Address.String() != job.Owner {
+				*msg = types.MsgCancelJob{Owner: other.Address.String(), JobId: job.Id}
+				return o.DeliverInvalid(other, msg, types.ErrNotJobOwner, "someone else's job")
+			}
+		}
+		owner, ok := o.Account(job.Owner)
+		if !ok {
+			return o.NoOp(msg, "owner %s is not a simulated account", job.Owner)
+		}
+		*msg = types.MsgCancelJob{Owner: job.Owner, JobId: job.Id}
+		return o.Deliver(owner, msg, nil)
+	}
+}
+
+// SimulateMsgTopUpDeposit has anyone top up a live job's escrow. Topping up a job that is
+// over, or in another denomination, must fail.
+func SimulateMsgTopUpDeposit(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgTopUpDeposit{}
+		params, err := d.Keeper.Params.Get(ctx)
+		if err != nil {
+			return o.NoOp(msg, "params: %s", err)
+		}
+		depositor, _ := simtypes.RandomAcc(r, accs)
+		if simutil.Chance(r, 10) {
+			over, err := jobsIn(ctx, d.Keeper, terminalStates...)
+			if err != nil {
+				return o.NoOp(msg, "%s", err)
+			}
+			if job, ok := simutil.Pick(r, over); ok {
+				*msg = types.MsgTopUpDeposit{Depositor: depositor.Address.String(), JobId: job.Id, Amount: sdk.NewInt64Coin(params.Denom, 1)}
+				return o.DeliverInvalid(depositor, msg, types.ErrJobClosed, "job already over")
+			}
+		}
+		live, err := jobsIn(ctx, d.Keeper, liveStates...)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		job, ok := simutil.Pick(r, live)
+		if !ok {
+			return o.NoOp(msg, "no live job")
+		}
+		*msg = types.MsgTopUpDeposit{Depositor: depositor.Address.String(), JobId: job.Id}
+		if simutil.Chance(r, 10) {
+			msg.Amount = sdk.NewInt64Coin("notthedenom", 1+r.Int63n(100))
+			return o.DeliverInvalid(depositor, msg, types.ErrInvalidDeposit, "top-up in another denomination")
+		}
+		spendable := o.Spendable(depositor, params.Denom)
+		if spendable.Amount.LT(math.NewInt(10)) {
+			return o.NoOp(msg, "%s has nothing to top up with", depositor.Address)
+		}
+		msg.Amount = sdk.NewCoin(params.Denom, math.NewInt(1+r.Int63n(min(spendable.Amount.QuoRaw(10).Int64(), 10_000_000))))
+		return o.Deliver(depositor, msg, sdk.NewCoins(msg.Amount))
+	}
+}
+
+// SimulateMsgWithdrawEarnings has a provider withdraw what final checkpoints released,
+// from all its leases or from a list of them. Withdrawing with nothing released, or
+// listing a lease twice, must fail.
+func SimulateMsgWithdrawEarnings(d Deps) simtypes.Operation {
+	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		o := d.op(r, app, ctx, accs, chainID)
+		msg := &types.MsgWithdrawEarnings{}
+		iter, err := d.Keeper.Leases.Iterate(ctx, nil)
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		leases, err := iter.Values()
+		if err != nil {
+			return o.NoOp(msg, "%s", err)
+		}
+		earning := map[string][]uint64{}
+		var providers []string
+		for _, l := range leases {
+			if !l.Withdrawable.IsPositive() {
+				continue
+			}
+			if _, seen := earning[l.Provider]; !seen {
+				providers = append(providers, l.Provider)
+			}
+			earning[l.Provider] = append(earning[l.Provider], l.Id)
+		}
+		if simutil.Chance(r, 10) {
+			acc, _ := simtypes.RandomAcc(r, accs)
+			if _, earns := earning[acc.Address.String()]; !earns {
+				*msg = types.MsgWithdrawEarnings{Provider: acc.Address.String()}
+				return o.DeliverInvalid(acc, msg, types.ErrNothingToWithdraw, "nothing released to withdraw")
+			}
+		}
+		provider, ok := simutil.Pick(r, providers)
+		if !ok {
+			return o.NoOp(msg, "no released earnings")
+		}
+		acc, ok := o.Account(provider)
+		if !ok {
+			return o.NoOp(msg, "provider %s is not a simulated account", provider)
+		}
+		*msg = types.MsgWithdrawEarnings{Provider: provider}
+		switch r.Intn(10) {
+		case 0:
+			id := earning[provider][0]
+			msg.LeaseIds = []uint64{id, id}
+			return o.DeliverInvalid(acc, msg, types.ErrInvalidAmount, "lease listed twice")
+		case 1, 2, 3:
+			msg.LeaseIds = earning[provider]
+		}
+		return o.Deliver(acc, msg, nil)
+	}
+}
