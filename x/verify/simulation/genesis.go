@@ -1,0 +1,51 @@
+// Package simulation is x/verify's part of the app simulation: randomized params,
+// operations that play the whole verification protocol (honest and lying checkpoints
+// computed with the real reference trainer, challenges, reveals, responses and one-step
+// re-execution), and governance proposals changing the params.
+//
+// Every party's trace is derived from chain state alone: the honest trace is recomputed
+// from the job's seed and training data, and a liar's trace is a deterministic function
+// of the honest one, the checkpoint and the liar, so an operation recognizes which trace
+// a provider or challenger committed by comparing Merkle roots. Nothing is remembered
+// between operations.
+package simulation
+
+import (
+	"math/rand"
+
+	"cosmossdk.io/math"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/module"
+
+	"github.com/depinchain/depinchain/x/verify/types"
+)
+
+// RandomParams draws valid params whose challenger bond is in denom. Windows and move
+// timeouts are a few blocks, so that a short run finalizes checkpoints and plays games
+// to their end (by moves or by timeouts). The referee's cost cap always admits the
+// reference workload, so honest challengers can win.
+func RandomParams(r *rand.Rand, denom string) types.Params {
+	return types.Params{
+		ChallengeWindow:            uint64(2 + r.Intn(9)),
+		MoveTimeout:                uint64(2 + r.Intn(7)),
+		ChallengerBond:             sdk.NewInt64Coin(denom, 1+r.Int63n(1_000_000)),
+		FraudSlashFraction:         math.LegacyNewDecWithPrec(1+r.Int63n(100), 2),
+		WhistleblowerShare:         math.LegacyNewDecWithPrec(r.Int63n(101), 2),
+		MaxChallengesPerCheckpoint: uint32(1 + r.Intn(4)),
+		MaxStepMacs:                1 << 26,
+		GasPerMac:                  uint64(1 + r.Intn(2)),
+		GasPerHash:                 uint64(1 + r.Intn(100)),
+		GasPerByte:                 uint64(1 + r.Intn(3)),
+		MaxDeadlinesPerBlock:       uint32(1 + r.Intn(50)),
+		MaxMetrics:                 uint32(1 + r.Intn(8)),
+	}
+}
+
+// RandomizedGenState writes x/verify's genesis: random params (checkpoints need leases,
+// which simulated accounts win in x/market).
+func RandomizedGenState(simState *module.SimulationState) {
+	gs := types.DefaultGenesis()
+	gs.Params = RandomParams(simState.Rand, simState.BondDenom)
+	simState.GenState[types.ModuleName] = simState.Cdc.MustMarshalJSON(gs)
+}
