@@ -70,6 +70,7 @@ import (
 	govclient "github.com/cosmos/cosmos-sdk/x/gov/client"
 	govkeeper "github.com/cosmos/cosmos-sdk/x/gov/keeper"
 	govtypes "github.com/cosmos/cosmos-sdk/x/gov/types"
+	govv1beta1 "github.com/cosmos/cosmos-sdk/x/gov/types/v1beta1"
 	"github.com/cosmos/cosmos-sdk/x/mint"
 	mintkeeper "github.com/cosmos/cosmos-sdk/x/mint/keeper"
 	minttypes "github.com/cosmos/cosmos-sdk/x/mint/types"
@@ -234,6 +235,9 @@ func New(
 	govConfig := govtypes.DefaultConfig()
 	govKeeper := govkeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[govtypes.StoreKey]), app.AccountKeeper,
 		app.BankKeeper, app.StakingKeeper, app.DistrKeeper, app.MsgServiceRouter(), govConfig, authority)
+	// Legacy (v1beta1) content proposals run through this router: without one, every
+	// MsgExecLegacyContent (a text proposal) panics inside the gov keeper.
+	govKeeper.SetLegacyRouter(govv1beta1.NewRouter().AddRoute(govtypes.RouterKey, govv1beta1.ProposalHandler))
 	app.GovKeeper = *govKeeper.SetHooks(govtypes.NewMultiGovHooks())
 
 	evidenceKeeper := evidencekeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[evidencetypes.StoreKey]),
