@@ -410,6 +410,9 @@ func newPricer(p config.Pricing) (bidder.Pricer, error) {
 	return bidder.TablePricer{Denom: app.BondDenom, Table: table}, nil
 }
 
+// simulatedGPUs reports whether the inventory is the simulated DGX H100.
+func (d *Daemon) simulatedGPUs() bool { return d.gpuDriver == config.GPUSourceMockDGXH100 }
+
 func hostname() string {
 	name, err := os.Hostname()
 	if err != nil {

@@ -175,6 +175,9 @@ func (d *Daemon) serveLease(ctx context.Context, leaseID uint64) error {
 	if err != nil {
 		return err
 	}
+	if err := d.adoptChainCheckpoints(rec, onChain); err != nil {
+		return err
+	}
 	nextIndex, chainEnd := uint64(len(onChain)), lease.ResumeStep
 	if n := len(onChain); n > 0 {
 		chainEnd = onChain[n-1].EndStep
@@ -230,6 +233,11 @@ func (d *Daemon) serveLease(ctx context.Context, leaseID uint64) error {
 	}
 	if resumeStep > 0 {
 		run.ResumeFrom = trainer.CheckpointDir(out, resumeStep)
+	}
+	if d.simulatedGPUs() && rt == runtime.Runtime(d.runtimes.container) {
+		// A simulated GPU has no device node: asking the Engine for it
+		// would fail every container.
+		run.GPUs = nil
 	}
 	handle, err := rt.Start(ctx, run)
 	if err != nil {
@@ -343,6 +351,41 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 		"state_root", commitment.State.Root.String(), "state_bytes", commitment.State.Size, "took", time.Since(started).Round(time.Millisecond),
 		"height", res.Height, "tx", res.Hash)
 	return d.recordCheckpoint(record)
+}
+
+// adoptChainCheckpoints records the lease's checkpoints the chain has but the
+// store does not: the sidecar died after broadcasting one and before
+// recording it. Their folders are served again.
+func (d *Daemon) adoptChainCheckpoints(rec store.LeaseRecord, onChain []verifytypes.Checkpoint) error {
+	for _, c := range onChain {
+		var known bool
+		if err := d.store.View(func(tx *store.Tx) (err error) {
+			_, known, err = tx.Checkpoint(c.LeaseId, c.Index)
+			return err
+		}); err != nil {
+			return err
+		}
+		if known {
+			continue
+		}
+		err := d.recordCheckpoint(store.CheckpointRecord{
+			LeaseID: c.LeaseId, Index: c.Index, StartStep: c.StartStep, EndStep: c.EndStep,
+			StateRoot: c.StateRoot, TraceRoot: c.TraceRoot, FinalHash: c.FinalHash,
+			Height: c.SubmittedHeight, Status: checkpointStatus(c.Status),
+		})
+		if err != nil {
+			return err
+		}
+		if _, retained := d.catalog.Lookup(checkpoint.Ref{LeaseID: c.LeaseId, Index: c.Index}); !retained {
+			if err := d.retain(rec, c.EndStep, c.Index); err != nil {
+				d.log.Warn("a checkpoint on chain has no local folder to serve", "lease", c.LeaseId, "index", c.Index, "err", err)
+			} else if c.Status == verifytypes.CHECKPOINT_STATUS_FINAL {
+				d.catalog.MarkFinal(checkpoint.Ref{LeaseID: c.LeaseId, Index: c.Index}, time.Now()) //nolint:errcheck // just added
+			}
+		}
+		d.log.Info("recorded a checkpoint the chain already had", "lease", c.LeaseId, "index", c.Index, "status", c.Status.String())
+	}
+	return nil
 }
 
 func (d *Daemon) recordCheckpoint(cp store.CheckpointRecord) error {

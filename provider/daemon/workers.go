@@ -114,6 +114,13 @@ func (d *Daemon) checkHealth(ctx context.Context) {
 		return
 	}
 	d.metrics.ObserveGPUs(d.inventory.GPUs(), d.modelName, func(uuid string) uint64 { return taken[uuid] })
+	active := 0
+	for _, l := range leases {
+		if l.Status == store.LeaseActive {
+			active++
+		}
+	}
+	d.metrics.SetLeasesActive(active)
 	for _, l := range leases {
 		if l.Status != store.LeaseActive {
 			continue

@@ -33,6 +33,11 @@ const h100Price = 2_000_000 // udepin per GPU-hour
 
 func newWorld(t *testing.T, timeout time.Duration, opts localnet.ProviderOptions) *world {
 	t.Helper()
+	return newWorldOpts(t, timeout, func(*localnet.Node) localnet.ProviderOptions { return opts })
+}
+
+func newWorldOpts(t *testing.T, timeout time.Duration, providerOpts func(*localnet.Node) localnet.ProviderOptions) *world {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real node and a real sidecar")
 	}
@@ -51,6 +56,7 @@ func newWorld(t *testing.T, timeout time.Duration, opts localnet.ProviderOptions
 		t.Fatal(err)
 	}
 	t.Cleanup(node.Stop)
+	opts := providerOpts(node)
 	opts.Home = filepath.Join(t.TempDir(), "provider")
 	opts.Operator, opts.HotKey, opts.Bond = "operator", "hot", "100000000000udepin"
 	if opts.Prices == nil {
