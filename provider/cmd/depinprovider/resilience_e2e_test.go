@@ -391,3 +391,56 @@ func closedPort(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+// TestSidecarTrainsInAContainer serves a container job on the real Docker
+// Engine: the job pins a locally built FROM-scratch training image by
+// digest, the sidecar runs it with the trainer contract's mounts, and its
+// checkpoints are committed, finalized and paid like any other.
+func TestSidecarTrainsInAContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node, a real sidecar and a container")
+	}
+	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		t.Skipf("TestSidecarTrainsInAContainer skipped: no Docker Engine answers here (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	trainerBin := buildTestTrainer(t)
+	ctxDir := t.TempDir()
+	if err := os.Rename(trainerBin, filepath.Join(ctxDir, "trainer")); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := "FROM scratch\nCOPY trainer /trainer\nENTRYPOINT [\"/trainer\", \"--step-delay\", \"5ms\"]\n"
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("depinchain-e2e-trainer:%d", time.Now().UnixNano())
+	if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() }) //nolint:errcheck // best effort
+	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", tag).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := strings.TrimSpace(string(out))
+
+	w := newWorld(t, 5*time.Minute, localnet.ProviderOptions{EditConfig: func(text string) string {
+		return strings.Replace(text, "container = false", "container = true", 1)
+	}})
+	if err := w.provider.Start(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.NewReplacer("example.com/trainer:1", tag, testTrainerDigest, digest).Replace(processJobYAML(60, 20))
+	jobID := w.submitJob(yaml, "500000000udepin")
+	leases := w.waitPaid(jobID)
+	var ls leasesJSON
+	if err := w.provider.REST(w.ctx, "/v1/leases", &ls); err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.Leases) != 1 || ls.Leases[0].Runtime != "container" {
+		t.Fatalf("leases %+v: want one served by the container runtime", ls)
+	}
+	cps, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: leases[0].Id})
+	if err != nil || len(cps.Checkpoints) != 3 {
+		t.Fatalf("checkpoints %v %v, want 3", cps, err)
+	}
+}
