@@ -39,24 +39,26 @@ FUZZ_TIME ?= 10s
 
 all: build
 
-## build: compile depinchaind into build/
+## build: compile depinchaind and the provider sidecar depinprovider into build/
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BUILD_DIR)/depinchaind ./cmd/depinchaind
+	$(GO) build -ldflags '-X main.Version=$(VERSION)' -o $(BUILD_DIR)/depinprovider ./provider/cmd/depinprovider
 
 ## build-prev: the previous release's depinchaind (-tags prev_release, see internal/release) for the upgrade test
 build-prev:
 	$(GO) build -tags prev_release -ldflags '$(LDFLAGS)' -o $(BUILD_DIR)/depinchaind-prev ./cmd/depinchaind
 
-## install: install depinchaind into GOBIN
+## install: install depinchaind and depinprovider into GOBIN
 install:
 	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/depinchaind
+	$(GO) install -ldflags '-X main.Version=$(VERSION)' ./provider/cmd/depinprovider
 
 ## test: everything CI runs: lint, generated-code check, unit, fuzz (briefly) and end-to-end tests
 test: lint proto-check build test-unit test-fuzz test-e2e
 
 # Tests that start nodes share the binary `build` made rather than each building their own.
 test-unit: build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
 
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
 test-e2e: build build-prev
@@ -79,18 +81,20 @@ lint:
 	$(GO) vet ./...
 
 ## bench: benchmarks whose results are ratios against a baseline measured in the same run
-bench:
+bench: build
 	@mkdir -p $(BUILD_DIR)
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkDispute' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./x/shardregistry/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
+		$(GO) test -run '^$$' -bench 'BidLatency' -benchtime 5x ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)
 demo: build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./testutil/demo $(if $(KEEP),-keep)
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./testutil/demo $(if $(KEEP),-keep)
 
 proto-tools:
 	@test -x $(GOBIN)/buf || $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
