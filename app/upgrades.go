@@ -53,7 +53,7 @@ var Upgrades = []Upgrade{
 //
 // The upgrade test's stand-in for the previous release (internal/release)
 // knows no upgrade, which is what makes it halt at the v2 height.
-func (app *App) setUpgrades() {
+func (app *App) setUpgrades(homePath string) {
 	if release.Previous {
 		return
 	}
@@ -61,7 +61,12 @@ func (app *App) setUpgrades() {
 		app.UpgradeKeeper.SetUpgradeHandler(u.Name, u.Handler(app))
 	}
 
-	// The old binary wrote the plan it halted at into data/upgrade-info.json.
+	// The old binary wrote the plan it halted at into <home>/data/upgrade-info.json.
+	// Apps without a home (the CLI's, tests') have no such file, and looking for
+	// it would create ./data in the working directory.
+	if homePath == "" {
+		return
+	}
 	info, err := app.UpgradeKeeper.ReadUpgradeInfoFromDisk()
 	if err != nil {
 		panic(fmt.Errorf("reading the upgrade info: %w", err))
