@@ -1,9 +1,11 @@
-// Command demo starts a single-node depinchain in ./.demo/ and tells the story of one
-// GPU training job as it happens: a provider registers and bonds, an owner submits a
-// job from YAML, the provider bids, the auction closes at its deadline, payment accrues
-// block by block into the lease, the same lease is read over REST and gRPC, and the
-// owner cancels and is refunded. `make demo` runs it; `make demo KEEP=1` (-keep) leaves
-// the chain running until Ctrl-C.
+// Command demo starts a single-node depinchain in ./.demo/ with one GPU provider's
+// sidecar (depinprovider, on the reference runtime: no GPU needed) and tells the story
+// of one training job as it happens: the provider registers the inventory its sidecar
+// reports and grants the sidecar's hot key, an owner submits a job from YAML, the
+// sidecar bids, the auction closes at its deadline, the sidecar trains and commits
+// Merkle-rooted checkpoints, each becomes final after its challenge window, and the
+// payment it releases is withdrawn. `make demo` runs it; `make demo KEEP=1` (-keep)
+// leaves the chain and the sidecar running until Ctrl-C.
 package main
 
 import (
@@ -24,10 +26,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
+
+	sdkmath "cosmossdk.io/math"
+	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 const (
@@ -35,19 +40,16 @@ const (
 	blockTime = time.Second
 	denom     = "udepin"
 
-	// The provider: one host with eight H100s, bonding 100 DEPIN.
-	moniker      = "gpu-farm-1"
-	endpoint     = "https://gpu1.example.com:8443"
-	region       = "eu-west"
+	// The provider: one host with eight H100s (simulated: go-nvml's DGX H100 mock),
+	// bonding 100 DEPIN and asking 1.5 DEPIN per GPU-hour.
 	gpuModel     = "H100-SXM5-80GB"
-	gpuVRAMMiB   = 81920
-	gpuCount     = 8
 	providerBond = "100000000udepin"
+	price        = 1_500_000
 
-	deposit  = "50000000udepin" // 50 DEPIN escrowed by the owner
-	bidPrice = "1500000udepin"  // 1.5 DEPIN per GPU-hour
+	deposit = "50000000udepin" // 50 DEPIN escrowed by the owner
 
-	accrualBlocks = 6
+	// challengeWindow is how many blocks a checkpoint can be challenged (short for the demo).
+	challengeWindow = "8"
 )
 
 // jobYAML is the spec the owner submits. The reference workload is the deterministic
@@ -65,7 +67,7 @@ resources:
   disk_gib: 2000
 workload:
   kind: reference
-total_steps: 10000
+total_steps: 2000
 checkpoint_every: 500
 max_price_per_gpu_hour: 2000000udepin
 max_duration: 24h
@@ -96,6 +98,11 @@ func run(keep bool) int {
 			return 1
 		}
 		os.Setenv("DEPINCHAIND_BINARY", abs)
+	}
+	if bin := os.Getenv("DEPINPROVIDER_BINARY"); bin != "" {
+		if abs, err := filepath.Abs(bin); err == nil {
+			os.Setenv("DEPINPROVIDER_BINARY", abs)
+		}
 	}
 	demoDir := filepath.Join(root, ".demo")
 	if err := os.RemoveAll(demoDir); err != nil {
@@ -141,8 +148,12 @@ func run(keep bool) int {
 	node, err := localnet.Start(ctx, localnet.Options{
 		Home:      home,
 		ChainID:   chainID,
-		Accounts:  map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000},
+		Accounts:  map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000},
 		BlockTime: blockTime,
+		Genesis: func(app map[string]any) error {
+			app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
+			return nil
+		},
 	})
 	if err != nil {
 		return s.fail(ctx, err, home)
@@ -158,17 +169,25 @@ func run(keep bool) int {
 	}
 	defer stop()
 
-	if err := tell(ctx, s, node); err != nil {
+	sidecar, err := tell(ctx, s, node, filepath.Join(demoDir, "provider"))
+	if sidecar != nil {
+		defer sidecar.Stop()
+	}
+	if err != nil {
 		return s.fail(ctx, err, home)
 	}
 
 	if keep {
-		s.keepRunning(ctx, node)
+		s.keepRunning(ctx, node, sidecar)
 	}
+	s.say("Stopping the sidecar...")
+	sidecar.Stop()
 	stop()
 	s.blank()
 	s.say("Everything is left in %s for you to look at:", s.rel(demoDir))
 	s.detail("node log      %s", s.rel(filepath.Join(home, "node.log")))
+	s.detail("sidecar log   %s", s.rel(sidecar.LogPath()))
+	s.detail("sidecar home  %s (config.toml, its store, lease work folders and checkpoints)", s.rel(sidecar.Home))
 	s.detail("this story    %s", s.rel(filepath.Join(demoDir, "demo.log")))
 	s.detail("job spec      %s", s.rel(filepath.Join(demoDir, "job.yaml")))
 	s.detail("chain home    %s (config, data, test keyring)", s.rel(home))
@@ -176,285 +195,244 @@ func run(keep bool) int {
 	return 0
 }
 
-// tell runs the scenario against a started node, narrating every step.
-func tell(ctx context.Context, s *story, n *localnet.Node) error {
+// tell runs the scenario against a started node, narrating every step. It returns
+// the sidecar once started, so the caller stops it on every way out.
+func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (*localnet.Provider, error) {
 	conn, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
-	mq := markettypes.NewQueryClient(conn)
+	mq, vq := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
 	owner, err := n.Address(ctx, "owner")
 	if err != nil {
-		return err
-	}
-	provider, err := n.Address(ctx, "provider")
-	if err != nil {
-		return err
+		return nil, err
 	}
 	h, err := n.Height(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.say("The chain is producing blocks (height %d). Genesis funded two accounts with 1,000 DEPIN each:", h)
+	s.say("The chain is producing blocks (height %d). Genesis funded three accounts:", h)
 	s.detail("owner     %s  (submits and pays for the job)", owner)
-	s.detail("provider  %s  (runs the GPUs)", provider)
+	s.detail("provider  the GPU provider's operator key (cold: bonds, registers, grants)")
+	s.detail("sidecar   the hot key the provider's sidecar signs with, allowed only what it needs")
 	s.detail("1 DEPIN = 1,000,000 udepin; this local chain charges no fees")
 
-	// 1. The provider registers.
-	s.section("1. A GPU provider joins")
-	gpus := fmt.Sprintf(`{"model":"%s","vram_mib":%d,"count":%d}`, gpuModel, gpuVRAMMiB, gpuCount)
-	s.say("%q in %s registers %d x %s (%d GiB each) and bonds %s.", moniker, region, gpuCount, gpuModel, gpuVRAMMiB/1024, depin(providerBond))
-	if _, err := s.tx(ctx, n, "provider", "stakingext", "register-provider", moniker, endpoint, region, providerBond, "--gpus", gpus); err != nil {
-		return err
-	}
-	prov, err := queryProvider(ctx, n, provider)
+	// 1. The provider joins with its sidecar.
+	s.section("1. A GPU provider joins and starts its sidecar")
+	s.say("The operator writes the sidecar's config (`depinprovider init`), registers the GPUs")
+	s.detail("the sidecar reports (`depinprovider gpus`), bonds %s, and grants the sidecar's hot", depin(providerBond))
+	s.detail("key, through x/authz, exactly the messages it sends: bids, checkpoints, dispute moves,")
+	s.detail("withdrawals. This host has no NVIDIA GPU, so the sidecar reads a simulated DGX H100")
+	s.detail("(go-nvml's mock) and trains on the reference runtime, which needs none.")
+	p, err := localnet.SetupProvider(ctx, n, localnet.ProviderOptions{
+		Home: sidecarHome, Operator: "provider", HotKey: "sidecar", Bond: providerBond,
+		Prices: map[string]uint64{gpuModel: price},
+	})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	prov, err := queryProvider(ctx, n, p.Operator)
+	if err != nil {
+		return nil, err
 	}
 	s.say("The provider record on chain:")
 	s.detail("status      %s", strings.TrimPrefix(prov.Status, "PROVIDER_STATUS_"))
 	for _, g := range prov.GPUs {
 		s.detail("GPUs        %s x %s, %s MiB VRAM each", or0(string(g.Count)), g.Model, or0(g.VRAMMiB))
 	}
-	s.detail("endpoint    %s (where challengers will fetch checkpoints and proofs)", prov.Endpoint)
-	s.detail("bond        %s, of which %s locked as collateral", depinCoin(prov.Bond), depinCoin(prov.Locked))
-	s.detail("reputation  %s leases completed, %s failed, %s slashes", or0(prov.Reputation.Completed), or0(prov.Reputation.Failed), or0(prov.Reputation.Slashes))
+	s.detail("endpoint    %s (the sidecar's checkpoint server)", prov.Endpoint)
+	s.detail("bond        %s", depinCoin(prov.Bond))
+	s.say("Starting the sidecar (log: %s)...", s.rel(p.LogPath()))
+	if err := p.Start(ctx); err != nil {
+		return p, err
+	}
+	s.say("The sidecar checked the grants, reconciled with the chain and follows it from block to")
+	s.detail("block; its status API answers at http://%s/v1/status (gRPC on the same port).", p.API)
 
 	// 2. The owner submits a job.
 	s.section("2. A job owner submits a training job")
 	specPath := filepath.Join(s.root, ".demo", "job.yaml")
 	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
-		return err
+		return p, err
 	}
 	s.say("The owner describes the job in %s:", s.rel(specPath))
 	s.block(jobYAML)
 	s.say("...and submits it, escrowing %s:", depin(deposit))
+	ownerBefore, err := balance(ctx, n, owner)
+	if err != nil {
+		return p, err
+	}
 	res, err := s.tx(ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", deposit)
 	if err != nil {
-		return err
+		return p, err
 	}
-	jobID, ok := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	jobIDText, ok := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
 	if !ok {
-		return fmt.Errorf("submit-job: no EventJobCreated in the transaction's events")
+		return p, fmt.Errorf("submit-job: no EventJobCreated in the transaction's events")
 	}
-	jobID = strings.Trim(jobID, `"`)
-	s.say("EventJobCreated announces job %s to every provider sidecar.", jobID)
-	job, err := queryJob(ctx, n, jobID)
+	jobIDText = strings.Trim(jobIDText, `"`)
+	jobID := uint64(mustInt(jobIDText))
+	job, err := queryJob(ctx, n, jobIDText)
 	if err != nil {
-		return err
+		return p, err
 	}
 	deadline := mustInt(job.BiddingDeadline)
-	s.say("Job %s on chain:", jobID)
+	s.say("EventJobCreated announces job %d to every provider sidecar. On chain:", jobID)
 	s.detail("state             %s", strings.TrimPrefix(job.State, "JOB_STATE_"))
-	s.detail("escrow            %s (deposited %s)", depinCoin(job.Escrow), depinCoin(job.Deposited))
+	s.detail("escrow            %s", depinCoin(job.Escrow))
 	s.detail("bidding deadline  end of block %d (submitted in block %d + %s-block window)", deadline, res.Height, job.Spec.BiddingWindowBlocks)
-	s.detail("job seed          %s... (SHA-256 over the including block's hash: fixes data order)", seedHex(job.Seed))
-	// The same parser the CLI uses, and the chain's params, give the collateral a winner locks.
-	spec, err := markettypes.ParseJobSpecYAML([]byte(jobYAML))
-	if err != nil {
-		return err
-	}
-	params, err := mq.Params(ctx, &markettypes.QueryParamsRequest{})
-	if err != nil {
-		return err
-	}
-	s.detail("collateral        a winner locks %s of its bond: collateral_ratio %s of the", depin(spec.RequiredCollateral(params.Params).String()), strings.TrimRight(params.Params.CollateralRatio.String(), "0"))
-	s.detail("                  lease's maximum value (max price x %d GPUs x %s = %s)", spec.Gpu.PerWorker, shortDuration(spec.MaxDuration), depin(spec.MaxLeaseValue().String()))
+	s.detail("job seed          %s... (SHA-256 over the including block's hash: fixes data and weights)", seedHex(job.Seed))
 
-	// 3. The provider bids.
-	s.section("3. The provider bids")
-	s.say("The provider's GPUs satisfy the spec; it offers %s per GPU-hour (the ceiling is %s).", depin(bidPrice), depinCoin(job.Spec.MaxPrice))
-	if _, err := s.tx(ctx, n, "provider", "market", "place-bid", jobID, bidPrice); err != nil {
-		return err
-	}
-	var bids struct {
-		Bids []struct {
-			Provider      string `json:"provider"`
-			Price         coin   `json:"price_per_gpu_hour"`
-			CreatedHeight string `json:"created_height"`
-			Sequence      string `json:"sequence"`
-		} `json:"bids"`
-	}
-	if err := n.Query(ctx, &bids, "market", "bids", jobID); err != nil {
-		return err
-	}
-	s.say("Bids on job %s:", jobID)
-	for _, b := range bids.Bids {
-		name := b.Provider
-		if b.Provider == provider {
-			name = moniker
+	// 3. The sidecar bids on its own.
+	s.section("3. The sidecar bids")
+	var bidHeight int64
+	for bidHeight == 0 {
+		bids, err := mq.Bids(ctx, &markettypes.QueryBidsRequest{JobId: jobID})
+		if err != nil {
+			return p, err
 		}
-		s.detail("%-12s %s per GPU-hour  (placed in block %s, bid #%s)", name, depinCoin(b.Price), b.CreatedHeight, b.Sequence)
+		for _, b := range bids.Bids {
+			bidHeight = b.CreatedHeight
+			s.say("Block %d: the sidecar bid %s per GPU-hour, %d block(s) after the job appeared.",
+				b.CreatedHeight, depin(b.PricePerGpuHour.String()), b.CreatedHeight-res.Height)
+		}
+		if err := sleep(ctx, 150*time.Millisecond); err != nil {
+			return p, err
+		}
 	}
+	var jobs struct {
+		Jobs []struct {
+			JobID    string `json:"job_id"`
+			Decision string `json:"decision"`
+		} `json:"jobs"`
+	}
+	if err := p.REST(ctx, "/v1/jobs", &jobs); err == nil {
+		for _, j := range jobs.Jobs {
+			if j.JobID == jobIDText {
+				s.detail("the sidecar's reasoning (GET /v1/jobs): %s", j.Decision)
+			}
+		}
+	}
+	s.detail("it matched the spec against its free, healthy GPUs and priced them from its table;")
+	s.detail("those GPUs stay reserved for this bid, so it never wins more than it can serve.")
 
 	// 4. The auction closes at the deadline, in EndBlock.
 	s.section("4. The auction closes at the bidding deadline")
 	s.say("No transaction closes the auction: EndBlock of block %d does, from the deadline index.", deadline)
-	last := int64(0)
+	var lease markettypes.Lease
 	for {
-		h, err := fastHeight(ctx, n)
+		leases, err := mq.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil {
-			return err
+			return p, err
 		}
-		if h != last {
-			last = h
-			if h >= deadline {
-				s.say("  block %d committed: bidding is over.", h)
+		if len(leases.Leases) > 0 {
+			lease = leases.Leases[0]
+			break
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return p, err
+		}
+	}
+	s.say("Block %d: lease %d to the sidecar's operator, %d GPUs at %s per GPU-hour;", lease.StartHeight, lease.Id, lease.Gpus, depin(lease.PricePerGpuHour.String()))
+	s.detail("%s of its bond locked as collateral; first checkpoint due by block %d.", depin(lease.Collateral.String()), lease.CheckpointDeadline)
+
+	// 5. Training, checkpoints, finality and payment, as they happen.
+	s.section("5. Training, checkpoints, finality and payment")
+	s.say("The sidecar saw EventLeaseCreated (emitted in EndBlock, so it reads block results, not")
+	s.detail("just transactions), and trains on the reference runtime. Each checkpoint folder is hashed")
+	s.detail("into a Merkle root over its state's 1 MiB chunks and a root over the per-step hash trace,")
+	s.detail("committed with MsgSubmitCheckpoint, and served at its URI to anyone who wants to check.")
+	seen := map[uint64]verifytypes.CheckpointStatus{}
+	var lastStep uint64
+	withdrawn := sdkmath.ZeroInt()
+	for {
+		var ls struct {
+			Leases []struct {
+				LeaseID     string `json:"lease_id"`
+				CurrentStep string `json:"current_step"`
+				TotalSteps  string `json:"total_steps"`
+			} `json:"leases"`
+		}
+		if err := p.REST(ctx, "/v1/leases", &ls); err == nil {
+			for _, l := range ls.Leases {
+				if step := uint64(mustInt(or0(l.CurrentStep))); l.LeaseID == fmt.Sprint(lease.Id) && step > lastStep {
+					lastStep = step
+					s.say("training: step %d of %s", step, l.TotalSteps)
+				}
+			}
+		}
+		cps, err := vq.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
+		if err != nil {
+			return p, err
+		}
+		for _, cp := range cps.Checkpoints {
+			prev, known := seen[cp.Index]
+			switch {
+			case !known:
+				s.say("Block %d: checkpoint %d, steps %d..%d, claims %s of the pending payment.", cp.SubmittedHeight, cp.Index, cp.StartStep, cp.EndStep, depin(cp.Claim.String()))
+				s.detail("state_root %x  trace_root %x", cp.StateRoot[:8], cp.TraceRoot[:8])
+				s.detail("uri %s; challengeable until block %d", cp.Uri, cp.ChallengeDeadline)
+			case prev != cp.Status && cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL:
+				s.say("Checkpoint %d is final: nobody challenged it by block %d, so its claim is released.", cp.Index, cp.ChallengeDeadline)
+			}
+			seen[cp.Index] = cp.Status
+		}
+		lr, err := mq.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: lease.Id})
+		if err != nil {
+			return p, err
+		}
+		if lr.Lease.Withdrawn.Amount.GT(withdrawn) {
+			s.say("The sidecar withdrew %s of released earnings to the operator.", depin(sdk.NewCoin(denom, lr.Lease.Withdrawn.Amount.Sub(withdrawn)).String()))
+			withdrawn = lr.Lease.Withdrawn.Amount
+		}
+		lease = lr.Lease
+		if lease.State != markettypes.LEASE_STATE_ACTIVE && lease.Pending.IsZero() && lease.Withdrawable.IsZero() && len(seen) > 0 {
+			allFinal := true
+			for _, st := range seen {
+				allFinal = allFinal && st == verifytypes.CHECKPOINT_STATUS_FINAL
+			}
+			if allFinal {
 				break
 			}
-			s.say("  block %d committed, %d to go", h, deadline-h)
 		}
-		if err := sleep(ctx, 150*time.Millisecond); err != nil {
-			return err
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return p, err
 		}
-	}
-	var leases struct {
-		Leases []lease `json:"leases"`
-	}
-	if err := n.Query(ctx, &leases, "market", "leases", "--job-id", jobID); err != nil {
-		return err
-	}
-	if len(leases.Leases) == 0 {
-		return fmt.Errorf("the auction of job %s created no lease", jobID)
-	}
-	l := leases.Leases[0]
-	if job, err = queryJob(ctx, n, jobID); err != nil {
-		return err
-	}
-	if prov, err = queryProvider(ctx, n, provider); err != nil {
-		return err
-	}
-	rate := new(big.Int).Mul(bigInt(l.Price.Amount), big.NewInt(mustInt(string(l.GPUs))))
-	s.say("The cheapest eligible bid won. Lease %s:", l.ID)
-	s.detail("job / worker      job %s, worker %s; the job is now %s", l.JobID, or0(string(l.Worker)), strings.TrimPrefix(job.State, "JOB_STATE_"))
-	s.detail("provider          %s (%s)", moniker, l.Provider)
-	s.detail("price             %s per GPU-hour x %s GPUs = %s per hour", depinCoin(l.Price), l.GPUs, depin(rate.String()+denom))
-	s.detail("collateral        %s locked from the bond (bond %s, locked %s)", depinCoin(l.Collateral), depinCoin(prov.Bond), depinCoin(prov.Locked))
-	s.detail("started           block %s at %s", l.StartHeight, clock(l.StartTime))
-	s.detail("next checkpoint   due by the end of block %s", l.CheckpointDeadline)
-	if t, err := time.Parse(time.RFC3339Nano, job.TimeDeadline); err == nil && t.Year() > 1970 {
-		s.detail("escrow runs dry   at %s (in %s at this rate): that one moment is in the", clock(job.TimeDeadline), shortDuration(time.Until(t)))
-		s.detail("                  time-deadline index; no block touches the lease before then")
 	}
 
-	// 5. Payment accrues, settled lazily.
-	s.section("5. Payment accrues block by block")
-	s.say("Nothing is written per block: a lease keeps its rate and start time, and every read")
-	s.detail("settles it up to the latest block time. Lease %s and the job's escrow, read over gRPC", l.ID)
-	s.detail("after each block (amounts in DEPIN):")
-	leaseID := uint64(mustInt(l.ID))
-	jobNum := uint64(mustInt(jobID))
-	s.detail("%-7s %-14s %-24s %s", "block", "block time", "pending (+this block)", "escrow left")
-	last = 0
-	var prevPending *big.Int
-	for i := 0; i < accrualBlocks; {
-		h, err := fastHeight(ctx, n)
-		if err != nil {
-			return err
-		}
-		if h == last {
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
-				return err
-			}
-			continue
-		}
-		var md metadata.MD
-		lr, err := mq.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: leaseID}, grpc.Header(&md))
-		if err != nil {
-			return err
-		}
-		er, err := mq.Escrow(ctx, &markettypes.QueryEscrowRequest{JobId: jobNum})
-		if err != nil {
-			return err
-		}
-		at := h
-		if v := md.Get("x-cosmos-block-height"); len(v) > 0 {
-			fmt.Sscan(v[0], &at)
-		}
-		if at == last {
-			continue
-		}
-		last = at
-		pending := lr.Lease.Pending.Amount.BigInt()
-		delta := ""
-		if prevPending != nil {
-			delta = "(+" + fixed6(new(big.Int).Sub(pending, prevPending)) + ")"
-		}
-		prevPending = pending
-		s.detail("%-7d %-14s %-24s %s", at, lr.Lease.SettledAt.Local().Format("15:04:05.000"),
-			fixed6(pending)+" "+delta, fixed6(er.Unspent.Amount.BigInt()))
-		i++
+	// 6. Done and paid.
+	s.section("6. Done: verified checkpoints, paid")
+	if job, err = queryJob(ctx, n, jobIDText); err != nil {
+		return p, err
 	}
-	s.say("Pending is earned but not yet payable: it becomes withdrawable only once a final")
-	s.detail("checkpoint covers it (committed 0, withdrawable 0 so far).")
-
-	// 6. The same lease over REST and gRPC.
-	s.section("6. The same lease over REST and gRPC")
-	path := "/depinchain/market/v1/leases/" + l.ID
-	body, err := n.REST(ctx, path)
+	ownerAfter, err := balance(ctx, n, owner)
 	if err != nil {
-		return err
+		return p, err
 	}
-	s.say("REST (grpc-gateway): GET %s%s", n.API, path)
-	excerpt, err := leaseExcerpt(body)
-	if err != nil {
-		return err
+	spent := new(big.Int).Sub(ownerBefore, ownerAfter)
+	s.say("Job %d is %s (%s); lease %d closed %s.", jobID, strings.TrimPrefix(job.State, "JOB_STATE_"), job.CloseReason,
+		lease.Id, strings.TrimPrefix(lease.CloseReason.String(), "LEASE_CLOSE_REASON_"))
+	s.detail("accrued     %s while the lease ran; what no checkpoint claimed went back to the escrow", depin(lease.Accrued.String()))
+	s.detail("paid out    %s, every udepin covered by a final checkpoint, withdrawn by the sidecar", depin(lease.Withdrawn.String()))
+	s.detail("owner       spent %s of the %s deposit; the rest came back when the job completed", depin(spent.String()+denom), depin(deposit))
+	if prov, err = queryProvider(ctx, n, p.Operator); err == nil {
+		s.detail("provider    collateral released: bond %s, locked %s; reputation %s completed",
+			depinCoin(prov.Bond), depinCoin(prov.Locked), or0(prov.Reputation.Completed))
 	}
-	s.block(excerpt)
-	s.say("gRPC: the same query is depinchain.market.v1.Query/Lease at %s (section 5 used it).", n.GRPC)
-	s.detail("Every query of every module is on gRPC, and on REST under /depinchain/<module>/v1/...")
-
-	// 7. The owner cancels.
-	s.section("7. The owner cancels the job")
-	before, err := balance(ctx, n, owner)
-	if err != nil {
-		return err
+	path := fmt.Sprintf("/depinchain/market/v1/leases/%d", lease.Id)
+	s.say("The same lease is on REST at %s%s and on gRPC at %s;", n.API, path, n.GRPC)
+	s.detail("the sidecar's own view: `depinprovider status --home %s`:", s.rel(p.Home))
+	if out, err := p.Exec(ctx, "status"); err == nil {
+		s.block(out)
 	}
-	s.say("The owner's balance is %s. The owner cancels job %s:", depin(before.String()+denom), jobID)
-	res, err = s.tx(ctx, n, "owner", "market", "cancel-job", jobID)
-	if err != nil {
-		return err
-	}
-	after, err := balance(ctx, n, owner)
-	if err != nil {
-		return err
-	}
-	var closedLease, closedJob struct {
-		Refunded coin `json:"refunded"`
-	}
-	if v, ok := res.Attr("depinchain.market.v1.EventLeaseClosed", "refunded"); ok {
-		_ = json.Unmarshal([]byte(v), &closedLease.Refunded)
-	}
-	if v, ok := res.Attr("depinchain.market.v1.EventJobClosed", "refunded"); ok {
-		_ = json.Unmarshal([]byte(v), &closedJob.Refunded)
-	}
-	if job, err = queryJob(ctx, n, jobID); err != nil {
-		return err
-	}
-	var lr struct {
-		Lease lease `json:"lease"`
-	}
-	if err := n.Query(ctx, &lr, "market", "lease", l.ID); err != nil {
-		return err
-	}
-	if prov, err = queryProvider(ctx, n, provider); err != nil {
-		return err
-	}
-	s.say("The lease was settled one last time and closed. No checkpoint had claimed its pending")
-	s.detail("%s, so that went back to the escrow, and the whole escrow to the owner:", depinCoin(closedLease.Refunded))
-	s.detail("job %s        %s (%s)", jobID, strings.TrimPrefix(job.State, "JOB_STATE_"), job.CloseReason)
-	s.detail("lease %s      %s, reason %s", l.ID, strings.TrimPrefix(lr.Lease.State, "LEASE_STATE_"), strings.TrimPrefix(lr.Lease.CloseReason, "LEASE_CLOSE_REASON_"))
-	s.detail("refunded     %s (EventJobClosed)", depinCoin(closedJob.Refunded))
-	s.detail("owner        %s -> %s (+%s)", depin(before.String()+denom), depin(after.String()+denom), depin(new(big.Int).Sub(after, before).String()+denom))
-	s.detail("provider     collateral released: bond %s, locked %s", depinCoin(prov.Bond), depinCoin(prov.Locked))
-	s.blank()
-	s.say("Next (not in this demo): the provider posts Merkle-rooted checkpoints to x/verify; once one is final after its challenge window, the pending payment it covers is released.")
-	return nil
+	s.say("A wrong checkpoint would have been challenged and bisected to one step the chain")
+	s.detail("re-executes; see x/verify/README.md and `go test ./cmd/depinchaind -run Verified`.")
+	return p, nil
 }
 
 // keepRunning prints how to reach the chain and waits for Ctrl-C or the node's end.
-func (s *story) keepRunning(ctx context.Context, n *localnet.Node) {
+func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *localnet.Provider) {
 	bin := n.Binary
 	if rel, err := filepath.Rel(s.root, bin); err == nil && !strings.HasPrefix(rel, "..") {
 		bin = rel
@@ -464,14 +442,15 @@ func (s *story) keepRunning(ctx context.Context, n *localnet.Node) {
 	s.detail("RPC    %s", n.RPC)
 	s.detail("REST   %s", n.API)
 	s.detail("gRPC   %s", n.GRPC)
-	s.detail("home   %s (keys owner, provider and validator in its test keyring)", home)
+	s.detail("home   %s (keys owner, provider, sidecar and validator in its test keyring)", home)
+	s.detail("sidecar status API  http://%s/v1/status (also gRPC), metrics at /metrics", p.API)
 	s.say("Try, from the repository root:")
 	s.detail("%s status --home %s", bin, home)
 	s.detail("%s query market jobs --home %s", bin, home)
 	s.detail("%s query market lease 1 --home %s", bin, home)
 	s.detail("%s query stakingext providers --home %s", bin, home)
 	s.detail("%s tx market submit-job --spec .demo/job.yaml --deposit %s --from owner --gas auto --home %s -y", bin, deposit, home)
-	s.detail("%s tx market place-bid 2 %s --from provider --gas auto --home %s -y", bin, bidPrice, home)
+	s.detail("%s status --home %s", s.rel(p.Binary), s.rel(p.Home))
 	s.detail("curl %s/depinchain/market/v1/jobs", n.API)
 	s.say("Press Ctrl-C to stop the chain.")
 	select {
