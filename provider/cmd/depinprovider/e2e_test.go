@@ -21,7 +21,7 @@ import (
 // world is a local chain with a job owner and one provider whose sidecar
 // runs as a real depinprovider process.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	node     *localnet.Node
 	provider *localnet.Provider
@@ -31,12 +31,12 @@ type world struct {
 
 const h100Price = 2_000_000 // udepin per GPU-hour
 
-func newWorld(t *testing.T, timeout time.Duration, opts localnet.ProviderOptions) *world {
+func newWorld(t testing.TB, timeout time.Duration, opts localnet.ProviderOptions) *world {
 	t.Helper()
 	return newWorldOpts(t, timeout, func(*localnet.Node) localnet.ProviderOptions { return opts })
 }
 
-func newWorldOpts(t *testing.T, timeout time.Duration, providerOpts func(*localnet.Node) localnet.ProviderOptions) *world {
+func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localnet.Node) localnet.ProviderOptions) *world {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real node and a real sidecar")
