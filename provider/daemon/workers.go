@@ -154,7 +154,8 @@ func (d *Daemon) withdrawBid(ctx context.Context, jobID uint64, why string) {
 	// A refused withdrawal means the auction already closed: the bid is no
 	// longer open either way, and the follower records how it ended.
 	err = d.store.Update(func(tx *store.Tx) error {
-		if bid, ok, err := tx.Bid(jobID); err != nil || !ok || bid.Status != store.BidPlaced {
+		// The follower may have recorded the withdrawal's event already.
+		if bid, ok, err := tx.Bid(jobID); err != nil || !ok || (bid.Status != store.BidPlaced && bid.Status != store.BidWithdrawn) {
 			return err
 		}
 		if err := d.setBidStatus(tx, jobID, store.BidWithdrawn); err != nil {
