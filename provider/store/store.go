@@ -30,6 +30,8 @@ var (
 	bucketBids        = []byte("bids")
 	bucketLeases      = []byte("leases")
 	bucketCheckpoints = []byte("checkpoints")
+	// bucketVerifications holds the verifier's results.
+	bucketVerifications = []byte("verifications")
 
 	keySchema = []byte("schema")
 	keyCursor = []byte("cursor")
@@ -58,7 +60,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketHandled, bucketJobs, bucketBids, bucketLeases, bucketCheckpoints} {
+		for _, name := range [][]byte{bucketMeta, bucketHandled, bucketJobs, bucketBids, bucketLeases, bucketCheckpoints, bucketVerifications} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
