@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	abci "github.com/cometbft/cometbft/abci/types"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+const (
+	gpuModel = "H100-SXM5-80GB"
+	// maxPrice is the jobs' max price per GPU-hour; bids are below it.
+	maxPrice = 3600
+)
+
+// jobSpecYAML is the spec every load-test job submits: one worker on one GPU
+// running the reference workload, which the tool's providers train with the
+// reference trainer and commit as one checkpoint covering every step.
+const jobSpecYAML = `name: loadtest
+gpu:
+  models: [%s]
+  min_vram_gib: 80
+  per_worker: 1
+workload:
+  kind: reference
+total_steps: %d
+checkpoint_every: %d
+max_price_per_gpu_hour: %dudepin
+max_duration: 1h
+bidding_window_blocks: %d
+`
+
+func jobSpec(steps, biddingWindow uint64) (markettypes.JobSpec, error) {
+	return markettypes.ParseJobSpecYAML([]byte(fmt.Sprintf(jobSpecYAML, gpuModel, steps, steps, maxPrice, biddingWindow)))
+}
+
+// registerProviderMsg registers p with eight H100s and a bond that covers the
+// collateral of far more leases than a run creates.
+func registerProviderMsg(p *account, bond int64) *stakingexttypes.MsgRegisterProvider {
+	return &stakingexttypes.MsgRegisterProvider{
+		Operator: p.address, Moniker: p.String(), Endpoint: fmt.Sprintf("https://%s.loadtest.invalid", p), Region: "local",
+		Gpus: []stakingexttypes.GPUInventory{{Model: gpuModel, VramMib: 80 * 1024, Count: 8}},
+		Bond: sdk.NewInt64Coin(denom, bond),
+	}
+}
+
+// task is market work waiting for a provider: a bid on a job, or the
+// checkpoint of a lease it won.
+type task struct {
+	jobID, leaseID uint64
+	price          int64
+}
+
+// market drives the market phase. Owners submit jobs; each job the chain
+// creates (EventJobCreated in the submit-job result) gives bidsPerJob of the
+// tool's providers a bid to place; each lease a provider wins
+// (EventLeaseCreated in the end-block events) gives it a checkpoint to
+// commit. Workers take provider work first (bids before checkpoints, since
+// bids have a deadline), and submit new jobs when there is none, so the
+// chain always has work while the pipeline keeps moving.
+type market struct {
+	t          *tracker
+	ph         *phase
+	query      markettypes.QueryClient
+	spec       markettypes.JobSpec
+	deposit    sdk.Coin
+	bidsPerJob int
+	msgsPerTx  int
+	// maxBacklog bounds the bids waiting to be sent, counting those that
+	// submitted jobs not yet in a block will create: owners wait while it is
+	// reached, so bids go out well inside the bidding window instead of
+	// piling up behind a burst of jobs.
+	maxBacklog int
+	owners     []*account
+	providers  []*account
+	provByAddr map[string]*account
+
+	mu          sync.Mutex
+	cond        *sync.Cond
+	stopped     bool
+	ownerBusy   []bool
+	nextOwner   int
+	bids        map[*account][]task
+	checkpoints map[*account][]task
+	ready       []*account // providers with work that nobody holds
+	queued      map[*account]bool
+	busy        map[*account]bool
+	jobs        map[uint64]bool // jobs this phase created
+	jobSeq      int
+	// jobsInFlight are submitted jobs not yet in a block; queuedBids the bid
+	// tasks not yet taken by a worker.
+	jobsInFlight, queuedBids int
+	stats                    MarketReport
+	unsent                   map[string]int
+}
+
+func newMarket(t *tracker, query markettypes.QueryClient, spec markettypes.JobSpec, deposit sdk.Coin,
+	bidsPerJob, msgsPerTx, maxBacklog int, owners, providers []*account,
+) *market {
+	m := &market{
+		t: t, query: query, spec: spec, deposit: deposit, bidsPerJob: bidsPerJob, msgsPerTx: msgsPerTx, maxBacklog: maxBacklog,
+		owners: owners, providers: providers, provByAddr: byAddress(providers),
+		ownerBusy: make([]bool, len(owners)), bids: map[*account][]task{}, checkpoints: map[*account][]task{},
+		queued: map[*account]bool{}, busy: map[*account]bool{}, jobs: map[uint64]bool{}, unsent: map[string]int{},
+	}
+	m.cond = sync.NewCond(&m.mu)
+	return m
+}
+
+// work sends one transaction of market work. It returns errStopped once the
+// phase is over.
+func (m *market) work(stop, ctx context.Context) error {
+	a, kind, tasks, err := m.next(stop)
+	if err != nil {
+		return err
+	}
+	defer m.release(a, kind)
+	var msgs []sdk.Msg
+	var done func(int64, *abci.ExecTxResult)
+	switch kind {
+	case kindSubmitJob:
+		for range m.msgsPerTx {
+			msgs = append(msgs, &markettypes.MsgSubmitJob{Owner: a.address, Spec: m.spec, Deposit: m.deposit})
+		}
+		done = m.jobsSubmitted(len(msgs))
+	case kindPlaceBid:
+		for _, tk := range tasks {
+			msgs = append(msgs, &markettypes.MsgPlaceBid{Provider: a.address, JobId: tk.jobID, PricePerGpuHour: sdk.NewInt64Coin(denom, tk.price)})
+		}
+		done = m.count(&m.stats.Bids, len(msgs))
+	case kindCheckpoint:
+		for _, tk := range tasks {
+			msg, err := m.checkpoint(ctx, a, tk)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, msg)
+		}
+		done = m.count(&m.stats.Checkpoints, len(msgs))
+	}
+	accepted, err := m.t.send(stop, ctx, m.ph, a, kind, msgs, done)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if errors.Is(err, errStopped) && kind != kindSubmitJob {
+		m.unsent[string(kind)] += len(tasks)
+	}
+	if !accepted && kind == kindSubmitJob {
+		m.jobsInFlight -= len(msgs) // counted in next
+	}
+	return err
+}
+
+// next waits for an account with work: a provider with bids or checkpoints
+// to send, else a free owner, who submits new jobs.
+func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
+	wake := context.AfterFunc(stop, func() {
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
+	})
+	defer wake()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		if m.stopped || stop.Err() != nil {
+			return nil, "", nil, errStopped
+		}
+		if len(m.ready) > 0 {
+			p := m.ready[0]
+			m.ready = m.ready[1:]
+			m.queued[p] = false
+			m.busy[p] = true
+			if len(m.bids[p]) > 0 {
+				bids := take(m.bids, p, m.msgsPerTx)
+				m.queuedBids -= len(bids)
+				return p, kindPlaceBid, bids, nil
+			}
+			return p, kindCheckpoint, take(m.checkpoints, p, m.msgsPerTx), nil
+		}
+		for i := range m.owners {
+			if (m.jobsInFlight+m.msgsPerTx)*m.bidsPerJob+m.queuedBids > m.maxBacklog {
+				break
+			}
+			idx := (m.nextOwner + i) % len(m.owners)
+			if !m.ownerBusy[idx] {
+				m.ownerBusy[idx] = true
+				m.nextOwner = idx + 1
+				m.jobsInFlight += m.msgsPerTx
+				return m.owners[idx], kindSubmitJob, nil, nil
+			}
+		}
+		m.cond.Wait()
+	}
+}
+
+func take(queues map[*account][]task, p *account, n int) []task {
+	q := queues[p]
+	n = min(n, len(q))
+	out := append([]task(nil), q[:n]...)
+	queues[p] = q[n:]
+	return out
+}
+
+func (m *market) release(a *account, kind msgKind) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if kind == kindSubmitJob {
+		m.ownerBusy[a.index] = false
+	} else {
+		m.busy[a] = false
+		m.enqueue(a)
+	}
+	m.cond.Broadcast()
+}
+
+// enqueue marks p ready if it has work and nobody holds it. m.mu is held.
+func (m *market) enqueue(p *account) {
+	if m.busy[p] || m.queued[p] || len(m.bids[p])+len(m.checkpoints[p]) == 0 {
+		return
+	}
+	m.ready = append(m.ready, p)
+	m.queued[p] = true
+	m.cond.Broadcast()
+}
+
+// stop ends the phase: nothing more is sent, and the work still queued is
+// counted as unsent.
+func (m *market) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	for _, q := range m.bids {
+		m.unsent[string(kindPlaceBid)] += len(q)
+	}
+	for _, q := range m.checkpoints {
+		m.unsent[string(kindCheckpoint)] += len(q)
+	}
+	clear(m.bids)
+	clear(m.checkpoints)
+	m.queuedBids = 0
+	m.ready = nil
+	m.cond.Broadcast()
+}
+
+func (m *market) count(counter *int, n int) func(int64, *abci.ExecTxResult) {
+	return func(_ int64, r *abci.ExecTxResult) {
+		if r != nil && r.Code == 0 {
+			m.mu.Lock()
+			*counter += n
+			m.mu.Unlock()
+		}
+	}
+}
+
+// jobsSubmitted returns the callback of a submit-job transaction of n jobs,
+// which turns the jobs it created into bids.
+func (m *market) jobsSubmitted(n int) func(int64, *abci.ExecTxResult) {
+	return func(h int64, r *abci.ExecTxResult) {
+		m.mu.Lock()
+		m.jobsInFlight -= n
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		if r != nil && r.Code == 0 {
+			m.jobsCreated(r.Events)
+		}
+	}
+}
+
+func (m *market) jobsCreated(events []abci.Event) {
+	for _, ev := range events {
+		msg, ok := typedEvent(ev, "depinchain.market.v1.EventJobCreated")
+		if !ok {
+			continue
+		}
+		created := msg.(*markettypes.EventJobCreated)
+		m.mu.Lock()
+		m.stats.Jobs++
+		m.jobs[created.JobId] = true
+		if m.stopped {
+			m.unsent[string(kindPlaceBid)] += m.bidsPerJob
+			m.mu.Unlock()
+			continue
+		}
+		// Spread the bids over the providers, at prices that differ per bid so
+		// that auctions have a clear winner.
+		for j := range m.bidsPerJob {
+			p := m.providers[(m.jobSeq*m.bidsPerJob+j)%len(m.providers)]
+			price := 1000 + int64((created.JobId*7919+uint64(j)*104729)%(maxPrice-1000))
+			m.bids[p] = append(m.bids[p], task{jobID: created.JobId, price: price})
+			m.queuedBids++
+			m.enqueue(p)
+		}
+		m.jobSeq++
+		m.mu.Unlock()
+	}
+}
+
+// finalized turns leases the auctions gave the tool's providers into
+// checkpoints to commit.
+func (m *market) finalized(_ int64, events []abci.Event) {
+	for _, ev := range events {
+		msg, ok := typedEvent(ev, "depinchain.market.v1.EventLeaseCreated")
+		if !ok {
+			continue
+		}
+		lease := msg.(*markettypes.EventLeaseCreated)
+		m.mu.Lock()
+		if m.jobs[lease.JobId] {
+			m.stats.Leases++
+			if p, ours := m.provByAddr[lease.Provider]; ours {
+				m.stats.OurLeases++
+				if m.stopped {
+					m.unsent[string(kindCheckpoint)]++
+				} else {
+					m.checkpoints[p] = append(m.checkpoints[p], task{jobID: lease.JobId, leaseID: lease.LeaseId})
+					m.enqueue(p)
+				}
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (m *market) report() (MarketReport, map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats, m.unsent
+}
+
+// checkpoint is the honest commitment of a lease's work: the provider runs
+// the reference trainer over the job's steps from the job's seed, as the
+// sidecar would, and commits the trace root, the final hash with its proof,
+// and the state root of the final checkpoint.
+func (m *market) checkpoint(ctx context.Context, p *account, tk task) (*verifytypes.MsgSubmitCheckpoint, error) {
+	res, err := m.query.Job(ctx, &markettypes.QueryJobRequest{JobId: tk.jobID})
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", tk.jobID, err)
+	}
+	job := res.Job
+	data, err := verifytypes.JobTrainingData(job)
+	if err != nil {
+		return nil, err
+	}
+	state, err := reftrainer.Init(verifytypes.ReferenceConfig(job.Seed))
+	if err != nil {
+		return nil, err
+	}
+	hashes := []merkle.Hash{state.Hash()}
+	var loss int32
+	steps := min(job.Spec.CheckpointInterval, job.Spec.TotalSteps)
+	final, err := reftrainer.Run(state, data.Bytes, job.Seed, steps, func(_ uint64, h [32]byte, sm reftrainer.StepMetrics) error {
+		hashes = append(hashes, h)
+		loss = sm.MeanLoss
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	trace := verifytypes.NewTrace(0, hashes)
+	finalHash, proof, err := trace.Open(trace.End())
+	if err != nil {
+		return nil, err
+	}
+	root := trace.Root()
+	stateRoot := merkle.RootOfBytes(final.Encode(), verifytypes.CheckpointChunkSize)
+	return &verifytypes.MsgSubmitCheckpoint{
+		Provider: p.address, LeaseId: tk.leaseID, Index: 0, StartStep: 0, EndStep: trace.End(),
+		StateRoot: stateRoot[:], TraceRoot: root[:], FinalHash: finalHash[:], FinalHashProof: proof,
+		Uri:     fmt.Sprintf("https://%s.loadtest.invalid/ckpt/%d/0", p, tk.leaseID),
+		Metrics: []verifytypes.Metric{{Name: "loss", Value: reftrainer.FormatQ16(loss)}},
+	}, nil
+}
