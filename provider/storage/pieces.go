@@ -1,0 +1,324 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/x/shardregistry/types"
+	"github.com/depinchain/depinchain/x/verify/merkle"
+)
+
+// PiecePath is where a piece's file lives under the pieces folder: the
+// dataset's folder is what `depinchaind dataset build --out` writes, so an
+// operator places a build's output (or only the piece files it will hold) at
+// <pieces dir>/<dataset id>/pieces/sSSSSSS-pPPP.piece.
+func PiecePath(piecesDir, datasetID string, shard, piece uint32) string {
+	return filepath.Join(piecesDir, datasetID, manifest.PieceFile(shard, piece))
+}
+
+// localPiece is a piece file found under the pieces folder.
+type localPiece struct {
+	shard, piece uint32
+}
+
+// localDatasets lists the folders of the pieces folder named like dataset ids.
+func localDatasets(piecesDir string) ([]string, error) {
+	entries, err := os.ReadDir(piecesDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && types.ValidateDatasetID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// localPieces lists the piece files of a dataset folder, in file name order
+// (shard, then piece). Files not named like pieces are ignored.
+func localPieces(piecesDir, datasetID string) ([]localPiece, error) {
+	entries, err := os.ReadDir(filepath.Join(piecesDir, datasetID, manifest.PiecesDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []localPiece
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if p, ok := parsePieceName(e.Name()); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// parsePieceName reads "s000012-p003.piece" as shard 12, piece 3.
+func parsePieceName(name string) (localPiece, bool) {
+	var shard, piece uint32
+	if n, err := fmt.Sscanf(name, "s%06d-p%03d.piece", &shard, &piece); err != nil || n != 2 {
+		return localPiece{}, false
+	}
+	// Sscanf accepts more digits and leading signs; only Build's exact names count.
+	if filepath.Base(manifest.PieceFile(shard, piece)) != name {
+		return localPiece{}, false
+	}
+	return localPiece{shard: shard, piece: piece}, true
+}
+
+// pieceProblem is what is wrong with a local copy of a piece: missing, the
+// wrong size, or bytes whose Merkle root is not the registered one.
+type pieceProblem struct {
+	msg string
+}
+
+func (p *pieceProblem) Error() string { return p.msg }
+
+// isPieceProblem reports whether err says the local copy is bad (as opposed
+// to a read error worth retrying).
+func isPieceProblem(err error) bool {
+	var p *pieceProblem
+	return errors.As(err, &p)
+}
+
+// checkPieceFile hashes the file at path into its Merkle root and compares
+// it and the size with what the chain registered. The file is streamed, so
+// memory does not grow with the piece.
+func checkPieceFile(path string, size uint64, chunkSize uint32, root []byte) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &pieceProblem{"piece file missing: " + path}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if uint64(info.Size()) != size {
+		return &pieceProblem{fmt.Sprintf("piece file %s is %d bytes, the piece is %d", path, info.Size(), size)}
+	}
+	got, n, err := merkle.StreamRoot(f, int(chunkSize))
+	if err != nil {
+		return err
+	}
+	if n != types.ChunkCount(size, chunkSize) || !bytes.Equal(got[:], root) {
+		return &pieceProblem{fmt.Sprintf("piece file %s does not match its registered root %x", path, root)}
+	}
+	return nil
+}
+
+// inMemoryProofLimit is the largest piece proved from memory; larger pieces
+// are read once per challenged chunk instead of held whole. (A variable so
+// tests can take the other path.)
+var inMemoryProofLimit uint64 = 64 << 20
+
+// provePieceFile answers challenge c from the file at path and checks every
+// answer against the piece's root (which the challenge names by its CID)
+// before it is sent: a piece whose challenged chunks do not verify is
+// reported as a pieceProblem, never submitted.
+func provePieceFile(path string, c types.Challenge) ([]types.ChunkProof, error) {
+	root, err := types.ParsePieceCID(c.PieceCid)
+	if err != nil {
+		return nil, fmt.Errorf("challenge names piece %q: %w", c.PieceCid, err)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &pieceProblem{"piece file missing: " + path}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if uint64(info.Size()) != c.PieceSize {
+		return nil, &pieceProblem{fmt.Sprintf("piece file %s is %d bytes, the piece is %d", path, info.Size(), c.PieceSize)}
+	}
+	var proofs []types.ChunkProof
+	if c.PieceSize <= inMemoryProofLimit {
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return nil, err
+		}
+		if proofs, err = manifest.Prove(data, c.ChunkSize, c.ChunkIndices); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, idx := range c.ChunkIndices {
+			chunk, path, err := merkle.ProofFromReaderAt(f, info.Size(), int(c.ChunkSize), idx)
+			if err != nil {
+				return nil, err
+			}
+			p := types.ChunkProof{Index: idx, Chunk: chunk}
+			for _, h := range path {
+				p.Proof = append(p.Proof, bytes.Clone(h[:]))
+			}
+			proofs = append(proofs, p)
+		}
+	}
+	if err := verifyProofs(root, c.ChunkCount, proofs); err != nil {
+		return nil, &pieceProblem{fmt.Sprintf("piece file %s: %v", path, err)}
+	}
+	return proofs, nil
+}
+
+// verifyProofs checks proofs as the chain will: each chunk's inclusion
+// proof against root in a tree of chunkCount leaves.
+func verifyProofs(rootBytes []byte, chunkCount uint64, proofs []types.ChunkProof) error {
+	root, err := merkle.HashFromBytes(rootBytes)
+	if err != nil {
+		return err
+	}
+	for _, p := range proofs {
+		path := make([]merkle.Hash, len(p.Proof))
+		for i, h := range p.Proof {
+			if path[i], err = merkle.HashFromBytes(h); err != nil {
+				return err
+			}
+		}
+		if err := merkle.VerifyInclusion(root, p.Index, chunkCount, merkle.LeafHash(p.Chunk), path); err != nil {
+			return fmt.Errorf("chunk %d does not verify against the registered root: %w", p.Index, err)
+		}
+	}
+	return nil
+}
+
+// writePieceFile writes data to path atomically (a temporary file renamed
+// into place), so a crash never leaves a half-written piece that looks whole.
+func writePieceFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".rebuilt-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// NewPieceHandler serves the piece files under piecesDir to other storage
+// providers rebuilding a lost piece:
+//
+//	GET /pieces/{dataset}/{shard}/{piece}   the piece's bytes (Range requests supported)
+//
+// Anything served is checked by its receiver against the root registered on
+// chain, so the handler does not re-hash what it serves. The daemon mounts it
+// on the public server whose URL the provider registered as its endpoint.
+func NewPieceHandler(piecesDir string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+pieceRoute, func(w http.ResponseWriter, req *http.Request) {
+		id := req.PathValue("dataset")
+		shard, err1 := strconv.ParseUint(req.PathValue("shard"), 10, 32)
+		piece, err2 := strconv.ParseUint(req.PathValue("piece"), 10, 32)
+		if types.ValidateDatasetID(id) != nil || err1 != nil || err2 != nil {
+			http.Error(w, "want /pieces/{dataset id}/{shard}/{piece}", http.StatusBadRequest)
+			return
+		}
+		path := PiecePath(piecesDir, id, uint32(shard), uint32(piece))
+		f, err := os.Open(path)
+		if err != nil {
+			http.Error(w, "no such piece here", http.StatusNotFound)
+			return
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil || !info.Mode().IsRegular() {
+			http.Error(w, "no such piece here", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, req, "", info.ModTime(), f)
+	})
+	return mux
+}
+
+// pieceRoute is the handler's pattern; PieceURL builds its URLs.
+const pieceRoute = "/pieces/{dataset}/{shard}/{piece}"
+
+// PieceURL is where the provider whose registered endpoint is endpoint serves
+// a piece.
+func PieceURL(endpoint, datasetID string, shard, piece uint32) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("endpoint %q is not an http(s) URL", endpoint)
+	}
+	return u.JoinPath("pieces", datasetID, strconv.FormatUint(uint64(shard), 10), strconv.FormatUint(uint64(piece), 10)).String(), nil
+}
+
+// PieceFetcher downloads a piece of size bytes from the provider whose
+// registered endpoint is endpoint. What it returns is checked against the
+// piece's root before use, so it need not be trusted.
+type PieceFetcher func(ctx context.Context, endpoint, datasetID string, shard, piece uint32, size uint64) ([]byte, error)
+
+// HTTPFetcher fetches pieces from other providers' NewPieceHandler with
+// client (http.DefaultClient when nil), each download bounded by timeout.
+func HTTPFetcher(client *http.Client, timeout time.Duration) PieceFetcher {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return func(ctx context.Context, endpoint, datasetID string, shard, piece uint32, size uint64) ([]byte, error) {
+		u, err := PieceURL(endpoint, datasetID, shard, piece)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %s", u, res.Status)
+		}
+		// Never read more than the piece can be: a holder cannot make us
+		// buffer an endless body.
+		data, err := io.ReadAll(io.LimitReader(res.Body, int64(size)+1))
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", u, err)
+		}
+		if uint64(len(data)) != size {
+			return nil, fmt.Errorf("GET %s: %d bytes, the piece is %d", u, len(data), size)
+		}
+		return data, nil
+	}
+}

@@ -1,0 +1,568 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/depinchain/depinchain/provider/store"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/x/shardregistry/types"
+	"github.com/depinchain/depinchain/x/verify/merkle"
+)
+
+// shardInfo is what the chain registered about a shard; datasets are
+// immutable, so it is read once.
+type shardInfo struct {
+	datasetID string
+	enc       types.Encoding
+	chunkSize uint32
+	shard     types.Shard
+}
+
+// shardInfo returns a shard's registration, from the cache when it was read before.
+func (r *Role) shardInfo(ctx context.Context, datasetID string, shard uint32) (*shardInfo, error) {
+	key := shardKey{datasetID, shard}
+	r.mu.Lock()
+	info, ok := r.shards[key]
+	r.mu.Unlock()
+	if ok {
+		return info, nil
+	}
+	ds, err := r.query.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: datasetID})
+	if err != nil {
+		return nil, err
+	}
+	sh, err := r.query.Shard(ctx, &types.QueryShardRequest{DatasetId: datasetID, Index: shard})
+	if err != nil {
+		return nil, err
+	}
+	info = &shardInfo{datasetID: datasetID, enc: ds.Dataset.Encoding, chunkSize: ds.Dataset.ChunkSize, shard: types.Shard{
+		DatasetId: datasetID, Index: sh.Shard.Index, SampleStart: sh.Shard.SampleStart, SampleEnd: sh.Shard.SampleEnd,
+		SizeBytes: sh.Shard.SizeBytes,
+	}}
+	for _, p := range sh.Shard.Pieces {
+		info.shard.Pieces = append(info.shard.Pieces, p.Piece)
+	}
+	r.mu.Lock()
+	r.shards[key] = info
+	r.mu.Unlock()
+	return info, nil
+}
+
+// rebuildPiece returns piece target of a shard, rebuilt from the other
+// pieces in have (have[i] is piece i, nil when missing): manifest.Rebuild
+// checks each against its root and reconstructs the shard's bytes from any
+// k intact ones, which are then encoded again and cut to the wanted piece.
+// The result is checked against its registered root.
+func rebuildPiece(info *shardInfo, have [][]byte, target uint32) ([]byte, error) {
+	if int(target) >= len(info.shard.Pieces) {
+		return nil, fmt.Errorf("shard %d has pieces 0..%d, not %d", info.shard.Index, len(info.shard.Pieces)-1, target)
+	}
+	m := &manifest.Manifest{
+		Version: manifest.FormatVersion, ID: info.datasetID, ChunkSize: info.chunkSize,
+		Encoding: manifest.EncodingToJSON(info.enc),
+		// Rebuild reads only the shard it rebuilds; the ones before it stay empty.
+		Shards: make([]manifest.Shard, info.shard.Index+1),
+	}
+	s := manifest.Shard{Index: info.shard.Index, SampleStart: info.shard.SampleStart, SampleEnd: info.shard.SampleEnd, Size: info.shard.SizeBytes}
+	for _, p := range info.shard.Pieces {
+		s.Pieces = append(s.Pieces, manifest.Piece{Index: p.Index, Root: hex.EncodeToString(p.Root), Size: p.SizeBytes, Chunks: p.ChunkCount})
+	}
+	m.Shards[info.shard.Index] = s
+	data, err := m.Rebuild(info.shard.Index, have)
+	if err != nil {
+		return nil, err
+	}
+	pieces, err := manifest.EncodePieces(info.enc, data)
+	if err != nil {
+		return nil, err
+	}
+	piece := pieces[target]
+	want := info.shard.Pieces[target]
+	if uint64(len(piece)) != want.SizeBytes {
+		return nil, fmt.Errorf("rebuilt piece %d is %d bytes, the piece is %d", target, len(piece), want.SizeBytes)
+	}
+	if root := merkle.RootOfBytes(piece, int(info.chunkSize)); !bytes.Equal(root[:], want.Root) {
+		return nil, fmt.Errorf("rebuilt piece %d does not match its registered root", target)
+	}
+	return piece, nil
+}
+
+// rebuild gathers enough intact pieces of a shard to rebuild piece target:
+// local files first, then downloads from the active holders in replicas
+// (the operator excluded), each checked against its root; a holder that
+// fails or sends wrong bytes is skipped. Under replicas, the piece itself is
+// what is gathered.
+func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
+	need := int(info.enc.MinLive())
+	have := make([][]byte, len(info.shard.Pieces))
+	var sources []uint32
+	for i := range info.shard.Pieces {
+		if uint32(i) != target || !info.enc.IsReedSolomon() {
+			sources = append(sources, uint32(i))
+		}
+	}
+	n := 0
+	for _, i := range sources {
+		if n >= need {
+			break
+		}
+		p := info.shard.Pieces[i]
+		path := PiecePath(r.opts.PiecesDir, info.datasetID, info.shard.Index, i)
+		if checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root) != nil {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		have[i] = data
+		n++
+	}
+	holders := map[uint32][]string{}
+	for _, rep := range replicas {
+		if rep.Status == types.REPLICA_STATUS_ACTIVE && rep.Holder != r.opts.Operator {
+			holders[rep.Piece] = append(holders[rep.Piece], rep.Holder)
+		}
+	}
+	var failures []error
+	for _, i := range sources {
+		if n >= need {
+			break
+		}
+		if have[i] != nil {
+			continue
+		}
+		p := info.shard.Pieces[i]
+		for _, holder := range holders[i] {
+			data, err := r.download(ctx, holder, info, p)
+			if err != nil {
+				failures = append(failures, fmt.Errorf("piece %d from %s: %w", i, holder, err))
+				continue
+			}
+			have[i] = data
+			n++
+			break
+		}
+	}
+	if n < need {
+		err := fmt.Errorf("%w: shard %d of %s: %d of the %d pieces needed are available locally or from their holders",
+			manifest.ErrNotEnoughPieces, info.shard.Index, info.datasetID, n, need)
+		return nil, errors.Join(append([]error{err}, failures...)...)
+	}
+	return rebuildPiece(info, have, target)
+}
+
+// download fetches a piece from a holder's registered endpoint and checks it.
+func (r *Role) download(ctx context.Context, holder string, info *shardInfo, p types.Piece) ([]byte, error) {
+	url, err := r.endpointOf(ctx, holder)
+	if err != nil {
+		return nil, err
+	}
+	data, err := r.fetch(ctx, url, info.datasetID, info.shard.Index, p.Index, p.SizeBytes)
+	if err != nil {
+		return nil, err
+	}
+	if root := merkle.RootOfBytes(data, int(info.chunkSize)); uint64(len(data)) != p.SizeBytes || !bytes.Equal(root[:], p.Root) {
+		return nil, errors.New("the bytes served do not match the registered root")
+	}
+	return data, nil
+}
+
+// endpointTTL is how long a provider's registered endpoint is cached.
+const endpointTTL = 10 * time.Minute
+
+func (r *Role) endpointOf(ctx context.Context, holder string) (string, error) {
+	r.mu.Lock()
+	e, ok := r.endpoints[holder]
+	r.mu.Unlock()
+	if ok && time.Since(e.read) < endpointTTL {
+		return e.url, nil
+	}
+	res, err := r.providers.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: holder})
+	if err != nil {
+		return "", fmt.Errorf("reading provider %s: %w", holder, err)
+	}
+	r.mu.Lock()
+	r.endpoints[holder] = endpoint{url: res.Provider.Endpoint, read: time.Now()}
+	r.mu.Unlock()
+	return res.Provider.Endpoint, nil
+}
+
+// repairAllowed reports whether Repair may rebuild pieces of a dataset.
+func (r *Role) repairAllowed(datasetID string) bool {
+	return len(r.opts.RepairDatasets) == 0 || slices.Contains(r.opts.RepairDatasets, datasetID)
+}
+
+// slotLoop fills queued slots: local pieces to claim and, with Repair on,
+// repair slots to rebuild. Every CheckInterval it lists them again in case
+// an event was missed.
+func (r *Role) slotLoop(ctx context.Context) {
+	ticker := time.NewTicker(r.opts.CheckInterval)
+	defer ticker.Stop()
+	for {
+		r.fillQueued(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.repairWake:
+		case <-ticker.C:
+			if r.opts.ClaimLocal {
+				if err := r.queueLocalDatasets(); err != nil {
+					r.noteError("listing the pieces folder", err)
+				}
+			}
+			if r.opts.Repair {
+				if err := r.queueRepairSlots(ctx); err != nil {
+					r.noteError("listing repair slots", err)
+				}
+			}
+		}
+	}
+}
+
+// queueLocalDatasets queues every dataset folder of the pieces folder for a
+// look at which of its pieces have open slots.
+func (r *Role) queueLocalDatasets() error {
+	ids, err := localDatasets(r.opts.PiecesDir)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		r.scan[id] = true
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// queueRepairSlots queues every open slot of the datasets Repair may rebuild.
+func (r *Role) queueRepairSlots(ctx context.Context) error {
+	datasets := r.opts.RepairDatasets
+	if len(datasets) == 0 {
+		datasets = []string{""} // all of them
+	}
+	for _, id := range datasets {
+		slots, err := r.openSlots(ctx, id)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		for _, k := range slots {
+			r.addCandidate(k)
+		}
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// openSlots lists the open slots of a dataset ("" for all datasets).
+func (r *Role) openSlots(ctx context.Context, datasetID string) ([]slotKey, error) {
+	var out []slotKey
+	req := &types.QueryRepairSlotsRequest{DatasetId: datasetID}
+	for {
+		res, err := r.query.RepairSlots(ctx, req)
+		if err != nil {
+			if isNotFound(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		for _, s := range res.Slots {
+			out = append(out, slotKey{s.DatasetId, s.Shard, s.Piece.Piece.Index})
+		}
+		if res.Pagination == nil || len(res.Pagination.NextKey) == 0 {
+			return out, nil
+		}
+		req.Pagination = nextPage(res.Pagination.NextKey)
+	}
+}
+
+// fillQueued looks at queued datasets for local pieces with open slots, then
+// tries to fill every queued slot, in (dataset, shard, piece) order.
+func (r *Role) fillQueued(ctx context.Context) {
+	r.mu.Lock()
+	var scan []string
+	for id := range r.scan {
+		scan = append(scan, id)
+	}
+	clear(r.scan)
+	r.mu.Unlock()
+	slices.Sort(scan)
+	for _, id := range scan {
+		slots, err := r.localOpenSlots(ctx, id)
+		if err != nil {
+			r.noteError("listing open slots of "+id, err)
+			continue
+		}
+		r.mu.Lock()
+		for _, k := range slots {
+			r.addCandidate(k)
+		}
+		r.mu.Unlock()
+	}
+
+	now := time.Now()
+	r.mu.Lock()
+	var todo []slotKey
+	for k := range r.candidates {
+		if now.After(r.retryAt[k]) {
+			todo = append(todo, k)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(todo, func(a, b slotKey) int {
+		return cmp.Or(cmp.Compare(a.dataset, b.dataset), cmp.Compare(a.shard, b.shard), cmp.Compare(a.piece, b.piece))
+	})
+	for _, k := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		_, err := r.fillSlot(ctx, k, r.opts.Repair)
+		r.mu.Lock()
+		if err != nil && !errors.Is(err, errNothingToDo) {
+			// Try again after a while (a holder may come back, a bond may grow).
+			r.retryAt[k] = time.Now().Add(r.opts.CheckInterval)
+		} else {
+			delete(r.candidates, k)
+			delete(r.retryAt, k)
+		}
+		r.mu.Unlock()
+		switch {
+		case err == nil, errors.Is(err, errNothingToDo):
+		case errors.Is(err, manifest.ErrNotEnoughPieces):
+			// Usual for a dataset whose pieces are still being claimed, or
+			// one whose holders are away: not a fault of this provider.
+			r.log.Debug("cannot rebuild a piece yet", "dataset", k.dataset, "shard", k.shard, "piece", k.piece, "err", err)
+		default:
+			r.noteError(fmt.Sprintf("filling the slot of %s shard %d piece %d", k.dataset, k.shard, k.piece), err)
+		}
+	}
+}
+
+// localOpenSlots lists the open slots of a dataset whose piece files are in
+// the pieces folder.
+func (r *Role) localOpenSlots(ctx context.Context, datasetID string) ([]slotKey, error) {
+	files, err := localPieces(r.opts.PiecesDir, datasetID)
+	if err != nil || len(files) == 0 {
+		return nil, err
+	}
+	open, err := r.openSlots(ctx, datasetID)
+	if err != nil {
+		return nil, err
+	}
+	isOpen := map[slotKey]bool{}
+	for _, k := range open {
+		isOpen[k] = true
+	}
+	var out []slotKey
+	for _, f := range files {
+		if k := (slotKey{datasetID, f.shard, f.piece}); isOpen[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// errNothingToDo means a slot needs nothing from this provider: it is
+// filled, the operator already holds a piece of the shard, or there is no
+// local copy and rebuilding is not allowed.
+var errNothingToDo = errors.New("nothing to do for this slot")
+
+// Claim is a replica the role claimed.
+type Claim struct {
+	ReplicaID uint64 `json:"replica_id"`
+	DatasetID string `json:"dataset_id"`
+	Shard     uint32 `json:"shard"`
+	Piece     uint32 `json:"piece"`
+	Height    int64  `json:"height"`
+	// Repaired is true when the piece was rebuilt from other pieces.
+	Repaired bool `json:"repaired"`
+}
+
+// fillSlot claims one open slot: from the local copy when it is intact, or,
+// when rebuild is true, after rebuilding the piece from other pieces.
+func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, error) {
+	if r.holdsShard(k.dataset, k.shard) {
+		return nil, errNothingToDo
+	}
+	info, err := r.shardInfo(ctx, k.dataset, k.shard)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, errNothingToDo
+		}
+		return nil, err
+	}
+	if int(k.piece) >= len(info.shard.Pieces) {
+		return nil, errNothingToDo
+	}
+	// Fresh: who holds what now.
+	sh, err := r.query.Shard(ctx, &types.QueryShardRequest{DatasetId: k.dataset, Index: k.shard})
+	if err != nil {
+		return nil, err
+	}
+	view := sh.Shard.Pieces[k.piece]
+	if view.LiveHolders >= view.RequiredHolders {
+		return nil, errNothingToDo
+	}
+	for _, rep := range sh.Replicas {
+		if rep.Holder == r.opts.Operator && rep.Status == types.REPLICA_STATUS_ACTIVE {
+			return nil, errNothingToDo // a holder keeps at most one piece of a shard
+		}
+	}
+	p := info.shard.Pieces[k.piece]
+	path := PiecePath(r.opts.PiecesDir, k.dataset, k.shard, k.piece)
+	repaired := false
+	if err := checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root); err != nil {
+		if !isPieceProblem(err) {
+			return nil, err
+		}
+		if !rebuild || !r.repairAllowed(k.dataset) {
+			return nil, errNothingToDo
+		}
+		data, err := r.rebuild(ctx, info, sh.Replicas, k.piece)
+		if err != nil {
+			if !errors.Is(err, manifest.ErrNotEnoughPieces) {
+				r.mu.Lock()
+				r.counters.repairFailures++
+				r.mu.Unlock()
+			}
+			return nil, fmt.Errorf("rebuilding: %w", err)
+		}
+		if err := writePieceFile(path, data); err != nil {
+			return nil, err
+		}
+		repaired = true
+		r.log.Info("piece rebuilt for a repair slot", "dataset", k.dataset, "shard", k.shard, "piece", k.piece, "bytes", len(data))
+	}
+	return r.claim(ctx, info, k.piece, repaired)
+}
+
+// holdsShard reports whether the operator holds a piece of the shard.
+func (r *Role) holdsShard(datasetID string, shard uint32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.held {
+		if h.rep.DatasetId == datasetID && h.rep.Shard == shard {
+			return true
+		}
+	}
+	return false
+}
+
+// claimAttempts bounds retries of a claim that landed in the next period.
+const claimAttempts = 3
+
+// claim proves the current period's claim challenge from the piece file and
+// submits the claim; a claim that lands after the period turned is proved
+// again for the new period.
+func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaired bool) (*Claim, error) {
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	path := PiecePath(r.opts.PiecesDir, info.datasetID, info.shard.Index, piece)
+	var lastErr error
+	for attempt := 0; attempt < claimAttempts; attempt++ {
+		res, err := r.query.ClaimChallenge(ctx, &types.QueryClaimChallengeRequest{
+			DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Holder: r.opts.Operator,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c := res.Challenge
+		if c.Deadline <= res.Height+1 {
+			// The period ends with the next block: the claim would land in the
+			// next one. Prove that one instead.
+			if err := r.waitPast(ctx, c.Deadline); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		proofs, err := provePieceFile(path, c)
+		if err != nil {
+			return nil, err
+		}
+		txRes, err := r.submit(ctx, &types.MsgClaimReplica{
+			Holder: r.opts.Operator, DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Period: c.Period, Proofs: proofs,
+		})
+		if chainErrIs(err, types.ErrWrongPeriod) {
+			lastErr = err
+			continue
+		}
+		if chainErrIs(err, types.ErrNoOpenSlot) || chainErrIs(err, types.ErrAlreadyHolder) {
+			return nil, errNothingToDo
+		}
+		if err != nil {
+			return nil, err
+		}
+		ev, ok := findEvent[*types.EventReplicaClaimed](txRes.Events)
+		if !ok {
+			return nil, fmt.Errorf("claim %s has no EventReplicaClaimed", txRes.Hash)
+		}
+		if err := r.withRecords(func(rt *recordTx) error {
+			return rt.edit(ev.ReplicaId, func(rec *store.StorageReplicaRecord) {
+				rec.DatasetID, rec.Shard, rec.Piece = info.datasetID, info.shard.Index, piece
+				rec.ClaimedHeight, rec.ClaimTx, rec.Repaired = txRes.Height, txRes.Hash, repaired
+				rec.NoteProof(c.Period, true)
+			})
+		}); err != nil {
+			r.noteError("recording a claim", err)
+		}
+		r.mu.Lock()
+		if _, ok := r.held[ev.ReplicaId]; !ok {
+			r.held[ev.ReplicaId] = &heldReplica{stale: true, rep: types.Replica{
+				Id: ev.ReplicaId, DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Holder: r.opts.Operator,
+				Status: types.REPLICA_STATUS_ACTIVE, NextPeriod: ev.NextPeriod, NextDeadline: ev.NextDeadline,
+			}}
+		}
+		r.mu.Unlock()
+		poke(r.wake)
+		r.log.Info("replica claimed", "replica", ev.ReplicaId, "dataset", info.datasetID, "shard", info.shard.Index, "piece", piece,
+			"repaired", repaired, "collateral", ev.Collateral.String(), "next_deadline", ev.NextDeadline, "height", txRes.Height)
+		return &Claim{ReplicaID: ev.ReplicaId, DatasetID: info.datasetID, Shard: info.shard.Index, Piece: piece, Height: txRes.Height, Repaired: repaired}, nil
+	}
+	return nil, fmt.Errorf("the claim kept landing in a later period: %w", lastErr)
+}
+
+// ClaimLocal claims every open slot of a piece whose intact file is in the
+// pieces folder, at most one piece per shard (the chain's rule), in
+// (dataset, shard, piece) order, and returns what it claimed. Slots it cannot
+// take (filled meanwhile, a shard it already holds) are skipped; other
+// failures are returned together after the rest were tried. Run does the
+// same by itself when ClaimLocal is set; this is for a one-off claim.
+func (r *Role) ClaimLocal(ctx context.Context) ([]Claim, error) {
+	if _, err := r.readHeight(ctx); err != nil {
+		return nil, err
+	}
+	ids, err := localDatasets(r.opts.PiecesDir)
+	if err != nil {
+		return nil, err
+	}
+	var claims []Claim
+	var errs []error
+	for _, id := range ids {
+		slots, err := r.localOpenSlots(ctx, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			continue
+		}
+		for _, k := range slots {
+			c, err := r.fillSlot(ctx, k, false)
+			switch {
+			case errors.Is(err, errNothingToDo):
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s shard %d piece %d: %w", k.dataset, k.shard, k.piece, err))
+			default:
+				claims = append(claims, *c)
+			}
+		}
+	}
+	return claims, errors.Join(errs...)
+}
