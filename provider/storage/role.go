@@ -44,14 +44,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/cosmos/cosmos-sdk/types/bech32"
 	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/bech32"
 	grpctypes "github.com/cosmos/cosmos-sdk/types/grpc"
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/store"
-	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 // RequiredGrants are the messages the storage role sends on the operator's

@@ -23,9 +23,9 @@ import (
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/testutil/localnet"
-	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 const datasetID = "role-corpus"

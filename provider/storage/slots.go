@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/provider/store"
-	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	"github.com/depinchain/depinchain/x/verify/merkle"
 )
 
