@@ -39,8 +39,25 @@ func PrevBinary() (string, error) { return prevChainBinary.path() }
 // honouring DEPINPROVIDER_BINARY the same way.
 func ProviderBinary() (string, error) { return providerBinary.path() }
 
+// StaticBinary returns the path of a statically linked depinchaind, which a
+// FROM-scratch container image can run (see BuildImage). It honours
+// DEPINCHAIND_STATIC_BINARY (`make build-static`), then takes Binary() if that
+// is already static, and otherwise links one into build/ from the same
+// compiled packages as Binary() (cgo on, glibc linked in statically), so it
+// costs a link, not a second compile of the SDK as CGO_ENABLED=0 would.
+func StaticBinary() (string, error) {
+	if os.Getenv(staticChainBinary.env) == "" {
+		if bin, err := Binary(); err == nil && isStatic(bin) == nil {
+			return bin, nil
+		}
+	}
+	return staticChainBinary.path()
+}
+
 var (
-	chainBinary     = &binary{env: "DEPINCHAIND_BINARY", name: "depinchaind", pkg: "./cmd/depinchaind"}
+	chainBinary       = &binary{env: "DEPINCHAIND_BINARY", name: "depinchaind", pkg: "./cmd/depinchaind"}
+	staticChainBinary = &binary{env: "DEPINCHAIND_STATIC_BINARY", name: "depinchaind-static", pkg: "./cmd/depinchaind",
+		ldflags: "-linkmode external -extldflags -static"}
 	prevChainBinary = &binary{env: "DEPINCHAIND_PREV_BINARY", name: "depinchaind-prev", pkg: "./cmd/depinchaind", tags: "prev_release"}
 	providerBinary  = &binary{env: "DEPINPROVIDER_BINARY", name: "depinprovider", pkg: "./provider/cmd/depinprovider"}
 )
@@ -48,8 +65,8 @@ var (
 // binary is a command of this module, built at most once per test process.
 type binary struct {
 	env, name, pkg string
-	// tags are the build tags, if any.
-	tags string
+	// tags are the build tags and ldflags the linker flags, if any.
+	tags, ldflags string
 
 	once  sync.Once
 	built string
@@ -67,7 +84,7 @@ func (b *binary) path() (string, error) {
 			return
 		}
 		b.built = filepath.Join(root, "build", b.name)
-		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", b.built, b.pkg)
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-ldflags", b.ldflags, "-o", b.built, b.pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("building %s: %w\n%s", b.name, err, out)
