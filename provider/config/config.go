@@ -24,6 +24,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/bech32"
 
 	"github.com/depinchain/depinchain/app"
+	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
 // Config is the whole configuration file.
@@ -37,6 +38,7 @@ type Config struct {
 	Checkpoints Checkpoints `toml:"checkpoints"`
 	API         API         `toml:"api"`
 	Verifier    Verifier    `toml:"verifier"`
+	StorageRole StorageRole `toml:"storage_role"`
 }
 
 // Chain says which node the sidecar follows and how it pays for transactions.
@@ -182,6 +184,25 @@ type Verifier struct {
 	Seed uint64 `toml:"seed"`
 }
 
+// StorageRole configures the storage role (package provider/storage): holding
+// pieces of datasets registered in x/shardregistry and answering their
+// storage challenges.
+type StorageRole struct {
+	Enabled bool `toml:"enabled"`
+	// PiecesDir holds the piece files, one folder per dataset id laid out as
+	// `depinchaind dataset build --out` writes it.
+	PiecesDir string `toml:"pieces_dir"`
+	// ClaimLocal claims open slots of the pieces found in PiecesDir.
+	ClaimLocal bool `toml:"claim_local"`
+	// Repair claims repair slots by rebuilding pieces from other pieces of
+	// their shard, and rebuilds lost held pieces before declaring a fault.
+	Repair bool `toml:"repair"`
+	// RepairDatasets limits Repair to these dataset ids; empty means any.
+	RepairDatasets []string `toml:"repair_datasets"`
+	// CheckInterval is how often every held piece file is hashed in full.
+	CheckInterval Duration `toml:"check_interval"`
+}
+
 // Keyring backends the sidecar can open without a terminal prompt loop.
 const (
 	KeyringBackendTest = "test"
@@ -235,6 +256,11 @@ func Default() *Config {
 			Policy:     PolicySample,
 			SampleRate: 0.1,
 		},
+		StorageRole: StorageRole{
+			PiecesDir:     "pieces",
+			ClaimLocal:    true,
+			CheckInterval: Duration{time.Hour},
+		},
 	}
 }
 
@@ -267,6 +293,9 @@ func Load(path string) (*Config, error) {
 	}
 	if len(cfg.Runtimes.Trainers) == 0 {
 		cfg.Runtimes.Trainers = nil
+	}
+	if len(cfg.StorageRole.RepairDatasets) == 0 {
+		cfg.StorageRole.RepairDatasets = nil
 	}
 	cfg.resolvePaths(filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
@@ -329,7 +358,7 @@ func tomlTypeName(goType string) string {
 }
 
 func (c *Config) resolvePaths(base string) {
-	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir} {
+	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}
@@ -463,6 +492,22 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("verifier.policy", "must be %q or %q, got %q", PolicyAll, PolicySample, c.Verifier.Policy)
+	}
+
+	if c.StorageRole.Enabled && strings.TrimSpace(c.StorageRole.PiecesDir) == "" {
+		bad("storage_role.pieces_dir", "must be set when the storage role is enabled")
+	}
+	seen := map[string]bool{}
+	for _, id := range c.StorageRole.RepairDatasets {
+		if err := shardregistrytypes.ValidateDatasetID(id); err != nil {
+			bad("storage_role.repair_datasets", "%q is not a dataset id (3 to 64 of a-z, 0-9, '-')", id)
+		} else if seen[id] {
+			bad("storage_role.repair_datasets", "%q is listed twice", id)
+		}
+		seen[id] = true
+	}
+	if c.StorageRole.CheckInterval.Duration < time.Second {
+		bad("storage_role.check_interval", "must be at least 1s, got %s", c.StorageRole.CheckInterval)
 	}
 	return errors.Join(errs...)
 }

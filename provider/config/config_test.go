@@ -56,6 +56,9 @@ func TestWriteDefaultLoadsBackAsDefault(t *testing.T) {
 	if got.Storage.DataDir != filepath.Join(dir, "data") {
 		t.Fatalf("data_dir not resolved against the file's folder: %q", got.Storage.DataDir)
 	}
+	if got.StorageRole.PiecesDir != filepath.Join(dir, "pieces") {
+		t.Fatalf("storage_role.pieces_dir not resolved against the file's folder: %q", got.StorageRole.PiecesDir)
+	}
 
 	if err := WriteDefault(path); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("second WriteDefault: want an existing-file error, got %v", err)
@@ -83,6 +86,8 @@ func TestRenderRoundTripsEverySetting(t *testing.T) {
 	c.Checkpoints = Checkpoints{Listen: "0.0.0.0:9001", PublicURL: "https://gpu1.example.com:9001", Retention: Duration{90 * time.Minute}}
 	c.API = API{Listen: "0.0.0.0:9000", Metrics: false}
 	c.Verifier = Verifier{Enabled: true, Policy: PolicyAll, SampleRate: 0.25, Seed: 42}
+	c.StorageRole = StorageRole{Enabled: true, PiecesDir: "/srv/pieces", ClaimLocal: false, Repair: true,
+		RepairDatasets: []string{"wiki-en-2026", "code-v2"}, CheckInterval: Duration{20 * time.Minute}}
 
 	text, err := c.Render()
 	if err != nil {
@@ -230,6 +235,10 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"verifier.policy", func(c *Config) { c.Verifier.Policy = "some" }},
 		{"verifier.sample_rate", func(c *Config) { c.Verifier.SampleRate = 1.5 }},
 		{"verifier.sample_rate", func(c *Config) { c.Verifier.SampleRate = 0 }},
+		{"storage_role.pieces_dir", func(c *Config) { c.StorageRole.Enabled, c.StorageRole.PiecesDir = true, "" }},
+		{"storage_role.repair_datasets", func(c *Config) { c.StorageRole.RepairDatasets = []string{"Wiki_EN"} }},
+		{"storage_role.repair_datasets", func(c *Config) { c.StorageRole.RepairDatasets = []string{"wiki", "wiki"} }},
+		{"storage_role.check_interval", func(c *Config) { c.StorageRole.CheckInterval = Duration{time.Millisecond} }},
 	}
 	for _, tc := range cases {
 		c := Default()

@@ -142,6 +142,31 @@ sample_rate = {{f .Verifier.SampleRate}}
 # Seed of the sampling: verifiers with different seeds check different
 # checkpoints.
 seed = {{.Verifier.Seed}}
+
+[storage_role]
+# Hold pieces of datasets registered on chain and answer their storage
+# challenges before each deadline. With a hot key, the operator grants it
+# MsgClaimReplica, MsgSubmitStorageProof and MsgDeclareFault
+# (/depinchain.shardregistry.v1.*).
+enabled = {{.StorageRole.Enabled}}
+# Piece files, one folder per dataset id as 'depinchaind dataset build --out'
+# writes it: <pieces_dir>/<dataset id>/pieces/sSSSSSS-pPPP.piece.
+pieces_dir = {{q .StorageRole.PiecesDir}}
+# Claim open slots of the pieces found in pieces_dir, at most one piece per
+# shard: at start, when a dataset is registered and when a slot reopens. Each
+# claim locks collateral from the provider's bond.
+claim_local = {{.StorageRole.ClaimLocal}}
+# Claim repair slots of pieces not held here by rebuilding them from k other
+# pieces of their shard (local files, or downloaded from their holders and
+# checked against the roots on chain); also rebuild a lost held piece before
+# declaring it faulty. Takes disk space and collateral.
+repair = {{.StorageRole.Repair}}
+# Datasets repair may rebuild pieces of; empty means any dataset.
+repair_datasets = {{strs .StorageRole.RepairDatasets}}
+# How often every held piece file is hashed in full (a missing or corrupt one
+# is rebuilt or declared faulty, a smaller slash than missed deadlines), and
+# open slots are listed again in case an event was missed.
+check_interval = {{q .StorageRole.CheckInterval.String}}
 `
 
 var tmpl = template.Must(template.New("config").Funcs(template.FuncMap{
