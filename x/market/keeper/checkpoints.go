@@ -29,6 +29,12 @@ func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.
 	if lease.State != types.LEASE_STATE_ACTIVE {
 		return sdk.Coin{}, errorsmod.Wrapf(types.ErrLeaseNotActive, "lease %d is %s", leaseID, lease.CloseReason)
 	}
+	// EndBlock closes a lease that missed its deadline, but at most max_deadlines_per_block
+	// entries per block: a lease still waiting for its turn is lost all the same, and a late
+	// checkpoint must not move its deadline and rescue it.
+	if sdkCtx.BlockHeight() > lease.CheckpointDeadline {
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrCheckpointDeadlinePassed, "lease %d had to checkpoint by height %d", leaseID, lease.CheckpointDeadline)
+	}
 	job, err := k.GetJob(ctx, lease.JobId)
 	if err != nil {
 		return sdk.Coin{}, err

@@ -230,3 +230,40 @@ func TestCancelLeasedJobSettlesByFinality(t *testing.T) {
 		})
 	}
 }
+
+// A lease whose checkpoint deadline has passed is lost even while EndBlock's per-block cap
+// keeps its deadline entry waiting: a late checkpoint must not move the deadline and
+// rescue it from the non-performance close, slash and jail. (Found by the app
+// simulation: with max_deadlines_per_block 1, a provider checkpointed a lease one block
+// after its deadline and OnCheckpointSubmitted replaced the waiting entry.)
+func TestLateCheckpointCannotRescueLeaseWaitingBehindDeadlineCap(t *testing.T) {
+	e := newEnv(t)
+	alice := e.registerProvider("alice")
+	_, l := e.leaseJob(alice, 1000)
+	e.setParams(func(p *types.Params) { p.MaxDeadlinesPerBlock = 1 })
+
+	// Another job's auction closes at the lease's deadline height and, coming first in
+	// EndBlock's order, takes the block's only deadline slot.
+	deadline := l.CheckpointDeadline
+	for e.Ctx.BlockHeight() < deadline-bidWindow {
+		e.nextBlock(blockTime)
+	}
+	other := e.submitJob()
+	require.Equal(t, deadline, e.job(other).BiddingDeadline)
+	for e.Ctx.BlockHeight() <= deadline {
+		e.nextBlock(blockTime)
+	}
+	require.Equal(t, types.JOB_STATE_EXPIRED, e.job(other).State, "the auction took the slot")
+	require.Equal(t, types.LEASE_STATE_ACTIVE, e.lease(l.Id).State, "the lease's deadline entry waits for the next block")
+
+	e.requireRejected(types.ErrCheckpointDeadlinePassed, func() error {
+		_, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id)
+		return err
+	})
+
+	e.nextBlock(blockTime)
+	l = e.lease(l.Id)
+	require.Equal(t, types.LEASE_STATE_CLOSED, l.State)
+	require.Equal(t, types.LEASE_CLOSE_REASON_NON_PERFORMANCE, l.CloseReason)
+	require.Equal(t, stakingexttypes.PROVIDER_STATUS_JAILED, e.provider(alice).Status)
+}

@@ -25,4 +25,7 @@ var (
 	ErrBiddingClosed        = errors.Register(ModuleName, 20, "bidding deadline has passed")
 	ErrInsufficientCommit   = errors.Register(ModuleName, 21, "release exceeds committed payment")
 	ErrBlockHashUnavailable = errors.Register(ModuleName, 22, "block hash not retained")
+	// ErrCheckpointDeadlinePassed: the lease missed its checkpoint deadline; it is lost even
+	// while EndBlock's per-block cap has not closed it yet.
+	ErrCheckpointDeadlinePassed = errors.Register(ModuleName, 23, "lease missed its checkpoint deadline")
 )
