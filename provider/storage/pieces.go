@@ -99,14 +99,30 @@ func isPieceProblem(err error) bool {
 	return errors.As(err, &p)
 }
 
+// errNoPiecesFolder means a dataset's pieces folder is not there at all.
+var errNoPiecesFolder = errors.New("no pieces folder")
+
+// openPiece opens a piece file. A file missing from its dataset's pieces
+// folder is a lost piece (a pieceProblem); a missing folder is not: an
+// unmounted disk or a mistyped pieces_dir must not make the role declare
+// every piece it holds lost, so it is reported as an ordinary error and the
+// operator has until the deadlines to fix it.
+func openPiece(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, dirErr := os.Stat(filepath.Dir(path)); dirErr != nil {
+			return nil, fmt.Errorf("%w: %s (is the disk mounted?): %w", errNoPiecesFolder, filepath.Dir(path), dirErr)
+		}
+		return nil, &pieceProblem{"piece file missing: " + path}
+	}
+	return f, err
+}
+
 // checkPieceFile hashes the file at path into its Merkle root and compares
 // it and the size with what the chain registered. The file is streamed, so
 // memory does not grow with the piece.
 func checkPieceFile(path string, size uint64, chunkSize uint32, root []byte) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &pieceProblem{"piece file missing: " + path}
-	}
+	f, err := openPiece(path)
 	if err != nil {
 		return err
 	}
@@ -142,10 +158,7 @@ func provePieceFile(path string, c types.Challenge) ([]types.ChunkProof, error) 
 	if err != nil {
 		return nil, fmt.Errorf("challenge names piece %q: %w", c.PieceCid, err)
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &pieceProblem{"piece file missing: " + path}
-	}
+	f, err := openPiece(path)
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,19 @@ func TestCheckPieceFileFindsMissingShortAndCorruptPieces(t *testing.T) {
 	if err := checkPieceFile(path, p.Size, m.ChunkSize, root); !isPieceProblem(err) || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing piece: %v", err)
 	}
+
+	// A whole folder gone is not a lost piece but a set-up problem (an
+	// unmounted disk): the role must not declare every piece lost.
+	if err := os.RemoveAll(filepath.Dir(path)); err != nil {
+		t.Fatal(err)
+	}
+	other := PiecePath(piecesDir, "unit-corpus", 0, 0)
+	if err := checkPieceFile(other, p.Size, m.ChunkSize, root); isPieceProblem(err) || !errors.Is(err, errNoPiecesFolder) {
+		t.Errorf("missing folder: want errNoPiecesFolder, not a piece problem: %v", err)
+	}
+	if _, err := provePieceFile(other, types.Challenge{PieceCid: p.CID, PieceSize: p.Size, ChunkSize: m.ChunkSize}); isPieceProblem(err) || err == nil {
+		t.Errorf("missing folder, proving: %v", err)
+	}
 }
 
 func TestProvePieceFileAnswersAndChecksBeforeSending(t *testing.T) {

@@ -371,8 +371,14 @@ func (r *Role) settle(ctx context.Context, id uint64) error {
 		return fmt.Errorf("reading replica %d: %w", id, err)
 	}
 	return r.withRecords(func(rt *recordTx) error {
-		if err != nil { // released replicas are deleted
+		switch {
+		case err != nil: // released replicas are deleted
+			if _, ok, err := rt.get(id); err != nil || !ok {
+				return err
+			}
 			return rt.end(id, store.StorageReplicaReleased, "", 0)
+		case res.Replica.Holder != r.opts.Operator:
+			return nil
 		}
 		return rt.mergeChain(res.Replica)
 	})

@@ -338,7 +338,7 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 	eventually(t, 30*time.Second, "h4 answers the repaired replica's next challenge", func() bool {
 		res, err := q.Replica(ctx, &types.QueryReplicaRequest{ReplicaId: repaired.Id})
 		must(t, err)
-		return res.Replica.ProofsAccepted >= 2
+		return res.Replica.ProofsAccepted >= 2 && holders["h4"].role.Status().Counters.ChallengesAnswered >= 1
 	})
 	for _, name := range []string{"h1", "h2", "h3", "h4"} {
 		for _, rep := range heldBy(name) {

@@ -422,7 +422,7 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 	path := PiecePath(r.opts.PiecesDir, k.dataset, k.shard, k.piece)
 	repaired := false
 	if err := checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root); err != nil {
-		if !isPieceProblem(err) {
+		if !isPieceProblem(err) && !errors.Is(err, errNoPiecesFolder) {
 			return nil, err
 		}
 		if !rebuild || !r.repairAllowed(k.dataset) {
@@ -443,7 +443,13 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 		repaired = true
 		r.log.Info("piece rebuilt for a repair slot", "dataset", k.dataset, "shard", k.shard, "piece", k.piece, "bytes", len(data))
 	}
-	return r.claim(ctx, info, k.piece, repaired)
+	c, err := r.claim(ctx, info, k.piece, repaired)
+	if repaired && errors.Is(err, errNothingToDo) {
+		// Someone else filled the slot meanwhile: the rebuilt copy is not
+		// needed (a failure for another reason keeps it for the next try).
+		os.Remove(path) //nolint:errcheck // best effort; an orphan file costs only disk
+	}
+	return c, err
 }
 
 // holdsShard reports whether the operator holds a piece of the shard.
