@@ -48,7 +48,10 @@ type holder struct {
 // of the collateral, the slot reopens), and a fourth provider with Repair on,
 // holding nothing, rebuilds the piece from the two other pieces it downloads
 // from their holders' piece servers, claims the slot and answers the repaired
-// replica's next challenge. The roles learn of events from a real Follower.
+// replica's next challenge. Last, a provider with Repair on finds one of its
+// pieces corrupt and rebuilds it in place from its shard's other holders
+// rather than declaring a fault. The roles learn of events from a real
+// Follower.
 func TestStorageRoleAgainstARealChain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node")
@@ -332,6 +335,27 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 		t.Fatalf("h2 (already a holder of shard 0) claimed more: %+v", st.Counters)
 	}
 	t.Logf("repaired at %s", time.Since(start).Round(time.Millisecond))
+
+	// h2 (Repair on) finds one of its pieces corrupt: it rebuilds it in place
+	// from h1's and h3's pieces of the shard instead of declaring a fault.
+	corruptPath := storage.PiecePath(holders["h2"].piecesDir, datasetID, 1, 1)
+	good, err := os.ReadFile(corruptPath)
+	must(t, err)
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0x55
+	must(t, os.WriteFile(corruptPath, bad, 0o644))
+	eventually(t, 20*time.Second, "h2 rebuilds its corrupt piece", func() bool {
+		return holders["h2"].role.Status().Counters.Restores == 1
+	})
+	restored, err := os.ReadFile(corruptPath)
+	must(t, err)
+	if !bytes.Equal(restored, good) {
+		t.Fatal("h2's restored piece differs from the original")
+	}
+	if st := holders["h2"].role.Status(); st.Counters.FaultsDeclared != 0 || st.Counters.PiecesHeld != 2 {
+		t.Fatalf("h2 after restoring its piece: %+v", st.Counters)
+	}
+	t.Logf("restored at %s", time.Since(start).Round(time.Millisecond))
 
 	// The repaired replica answers its next challenge, and h1 keeps answering
 	// for the piece it still has.
