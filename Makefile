@@ -75,6 +75,16 @@ test-fuzz:
 test-long:
 	$(GO) test -count=1 -timeout 2h -tags long ./...
 
+## test-sim-long: the app simulation at length (full run with invariants, determinism, import/export);
+## `go test ./app/` runs the same tests short. SIM_SEEDS seeds of SIM_BLOCKS blocks of about SIM_BLOCK_SIZE operations.
+SIM_BLOCKS     ?= 500
+SIM_BLOCK_SIZE ?= 50
+SIM_SEEDS      ?= 4
+.PHONY: test-sim-long
+test-sim-long:
+	$(GO) test -count=1 -timeout 8h -v -run 'TestFullAppSimulation|TestAppStateDeterminism|TestAppImportExport' ./app/ \
+		-NumBlocks=$(SIM_BLOCKS) -BlockSize=$(SIM_BLOCK_SIZE) -NumSeeds=$(SIM_SEEDS)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\(\.gw\)\?\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

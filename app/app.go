@@ -267,10 +267,10 @@ func New(
 		evidence.NewAppModule(app.EvidenceKeeper),
 		authzmodule.NewAppModule(appCodec, app.AuthzKeeper, app.AccountKeeper, app.BankKeeper, app.interfaceRegistry),
 		consensus.NewAppModule(appCodec, app.ConsensusParamsKeeper),
-		stakingext.NewAppModule(appCodec, app.StakingExtKeeper),
-		market.NewAppModule(appCodec, app.MarketKeeper),
-		verify.NewAppModule(appCodec, app.VerifyKeeper),
-		shardregistry.NewAppModule(appCodec, app.ShardKeeper),
+		stakingext.NewAppModule(appCodec, app.StakingExtKeeper, app.AccountKeeper, app.BankKeeper),
+		market.NewAppModule(appCodec, app.MarketKeeper, app.AccountKeeper, app.BankKeeper, app.StakingExtKeeper, app.ShardKeeper),
+		verify.NewAppModule(appCodec, app.VerifyKeeper, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.ShardKeeper),
+		shardregistry.NewAppModule(appCodec, app.ShardKeeper, app.AccountKeeper, app.BankKeeper, app.StakingExtKeeper),
 	)
 
 	app.BasicModuleManager = module.NewBasicManagerFromManager(app.ModuleManager,
@@ -324,7 +324,10 @@ func New(
 	}
 	reflectionv1.RegisterReflectionServiceServer(app.GRPCQueryRouter(), reflectionSvc)
 
-	app.sm = module.NewSimulationManagerFromAppModules(app.ModuleManager.Modules, map[string]module.AppModuleSimulation{})
+	// x/auth's simulation needs a genesis-accounts generator (simulation.go).
+	app.sm = module.NewSimulationManagerFromAppModules(app.ModuleManager.Modules, map[string]module.AppModuleSimulation{
+		authtypes.ModuleName: auth.NewAppModule(appCodec, app.AccountKeeper, randomGenesisAccounts, nil),
+	})
 	app.sm.RegisterStoreDecoders()
 
 	app.MountKVStores(keys)

@@ -17,10 +17,15 @@ import (
 	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/market/client/cli"
 	"github.com/depinchain/depinchain/x/market/keeper"
+	"github.com/depinchain/depinchain/x/market/simulation"
 	"github.com/depinchain/depinchain/x/market/types"
+	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
+	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
@@ -35,17 +40,29 @@ var (
 	_ appmodule.AppModule        = AppModule{}
 	_ appmodule.HasBeginBlocker  = AppModule{}
 	_ appmodule.HasEndBlocker    = AppModule{}
+
+	_ module.AppModuleSimulation = AppModule{}
+	_ module.HasProposalMsgs     = AppModule{}
 )
 
 // AppModule implements the x/market module.
 type AppModule struct {
 	cdc    codec.Codec
 	keeper keeper.Keeper
+	// The simulation signs with the account and bank keepers, finds bidders in
+	// x/stakingext and datasets for jobs in x/shardregistry.
+	accountKeeper    simutil.AccountKeeper
+	bankKeeper       simutil.BankKeeper
+	stakingExtKeeper stakingextkeeper.Keeper
+	shardKeeper      shardkeeper.Keeper
 }
 
-// NewAppModule creates the module.
-func NewAppModule(cdc codec.Codec, k keeper.Keeper) AppModule {
-	return AppModule{cdc: cdc, keeper: k}
+// NewAppModule creates the module. The account, bank, x/stakingext and
+// x/shardregistry keepers serve the simulation's operations.
+func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper,
+	sk stakingextkeeper.Keeper, shk shardkeeper.Keeper,
+) AppModule {
+	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, stakingExtKeeper: sk, shardKeeper: shk}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -124,3 +141,27 @@ func (am AppModule) BeginBlock(ctx context.Context) error { return am.keeper.Beg
 
 // EndBlock processes due auctions and deadlines.
 func (am AppModule) EndBlock(ctx context.Context) error { return am.keeper.EndBlocker(ctx) }
+
+// GenerateGenesisState implements module.AppModuleSimulation: random params.
+func (AppModule) GenerateGenesisState(simState *module.SimulationState) {
+	simulation.RandomizedGenState(simState)
+}
+
+// RegisterStoreDecoder implements module.AppModuleSimulation: store entries are decoded
+// through the collections schema.
+func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
+	sdr[types.StoreKey] = simtypes.NewStoreDecoderFuncFromCollectionsSchema(am.keeper.Schema)
+}
+
+// WeightedOperations implements module.AppModuleSimulation: an operation per message.
+func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
+	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
+		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
+		StakingExt: am.stakingExtKeeper, Shards: am.shardKeeper,
+	})
+}
+
+// ProposalMsgs implements module.HasProposalMsgs: governance changes the params.
+func (am AppModule) ProposalMsgs(module.SimulationState) []simtypes.WeightedProposalMsg {
+	return simulation.ProposalMsgs(am.keeper)
+}

@@ -19,10 +19,14 @@ import (
 	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/shardregistry/client/cli"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
+	"github.com/depinchain/depinchain/x/shardregistry/simulation"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
@@ -35,17 +39,26 @@ var (
 	_ module.HasConsensusVersion = AppModule{}
 	_ appmodule.AppModule        = AppModule{}
 	_ appmodule.HasEndBlocker    = AppModule{}
+
+	_ module.AppModuleSimulation = AppModule{}
+	_ module.HasProposalMsgs     = AppModule{}
 )
 
 // AppModule implements the x/shardregistry module.
 type AppModule struct {
 	cdc    codec.Codec
 	keeper keeper.Keeper
+	// The simulation signs with the account and bank keepers and picks storage
+	// providers from x/stakingext.
+	accountKeeper    simutil.AccountKeeper
+	bankKeeper       simutil.BankKeeper
+	stakingExtKeeper stakingextkeeper.Keeper
 }
 
-// NewAppModule creates the module.
-func NewAppModule(cdc codec.Codec, k keeper.Keeper) AppModule {
-	return AppModule{cdc: cdc, keeper: k}
+// NewAppModule creates the module. The account, bank and x/stakingext keepers serve the
+// simulation's operations.
+func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper, sk stakingextkeeper.Keeper) AppModule {
+	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, stakingExtKeeper: sk}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -123,4 +136,28 @@ func (am AppModule) ExportGenesis(ctx sdk.Context, cdc codec.JSONCodec) json.Raw
 func (am AppModule) EndBlock(ctx context.Context) error {
 	_, err := am.keeper.EndBlocker(ctx)
 	return err
+}
+
+// GenerateGenesisState implements module.AppModuleSimulation: random params and a few
+// registered datasets (see simulation.RandomizedGenState).
+func (AppModule) GenerateGenesisState(simState *module.SimulationState) {
+	simulation.RandomizedGenState(simState)
+}
+
+// RegisterStoreDecoder implements module.AppModuleSimulation: store entries are decoded
+// through the collections schema.
+func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
+	sdr[types.StoreKey] = simtypes.NewStoreDecoderFuncFromCollectionsSchema(am.keeper.Schema)
+}
+
+// WeightedOperations implements module.AppModuleSimulation: an operation per message.
+func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
+	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
+		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper, StakingExt: am.stakingExtKeeper,
+	})
+}
+
+// ProposalMsgs implements module.HasProposalMsgs: governance changes the params.
+func (am AppModule) ProposalMsgs(module.SimulationState) []simtypes.WeightedProposalMsg {
+	return simulation.ProposalMsgs(am.keeper)
 }

@@ -18,8 +18,11 @@ import (
 	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/staking_ext/keeper"
+	"github.com/depinchain/depinchain/x/staking_ext/simulation"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -33,18 +36,26 @@ var (
 	_ module.HasConsensusVersion = AppModule{}
 	_ appmodule.AppModule        = AppModule{}
 	_ appmodule.HasEndBlocker    = AppModule{}
+
+	_ module.AppModuleSimulation = AppModule{}
+	_ module.HasProposalMsgs     = AppModule{}
 )
 
 // AppModule wires the keeper into the app: services, genesis and EndBlock.
 type AppModule struct {
 	keeper keeper.Keeper
+	// accountKeeper and bankKeeper are used by the simulation only, to sign and fund
+	// simulated transactions.
+	accountKeeper simutil.AccountKeeper
+	bankKeeper    simutil.BankKeeper
 }
 
 // NewAppModule returns the module. The codec argument is not kept, as the
 // genesis methods get the app's JSON codec passed in; it keeps the
-// constructor shape of the SDK's modules, which app.go follows.
-func NewAppModule(_ codec.Codec, keeper keeper.Keeper) AppModule {
-	return AppModule{keeper: keeper}
+// constructor shape of the SDK's modules, which app.go follows. The account
+// and bank keepers serve the simulation's operations.
+func NewAppModule(_ codec.Codec, keeper keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper) AppModule {
+	return AppModule{keeper: keeper, accountKeeper: ak, bankKeeper: bk}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -118,3 +129,27 @@ func (am AppModule) EndBlock(ctx context.Context) error {
 
 // ConsensusVersion implements module.HasConsensusVersion.
 func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+
+// GenerateGenesisState implements module.AppModuleSimulation: random params and bonded
+// providers (see simulation.RandomizedGenState).
+func (AppModule) GenerateGenesisState(simState *module.SimulationState) {
+	simulation.RandomizedGenState(simState)
+}
+
+// RegisterStoreDecoder implements module.AppModuleSimulation: store entries are decoded
+// through the collections schema.
+func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
+	sdr[types.StoreKey] = simtypes.NewStoreDecoderFuncFromCollectionsSchema(am.keeper.Schema)
+}
+
+// WeightedOperations implements module.AppModuleSimulation: an operation per message.
+func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
+	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
+		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
+	})
+}
+
+// ProposalMsgs implements module.HasProposalMsgs: governance changes the params.
+func (am AppModule) ProposalMsgs(module.SimulationState) []simtypes.WeightedProposalMsg {
+	return simulation.ProposalMsgs(am.keeper)
+}

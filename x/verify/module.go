@@ -17,9 +17,14 @@ import (
 	codectypes "github.com/cosmos/cosmos-sdk/codec/types"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
+	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	"github.com/depinchain/depinchain/x/verify/client/cli"
 	"github.com/depinchain/depinchain/x/verify/keeper"
+	"github.com/depinchain/depinchain/x/verify/simulation"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -33,17 +38,29 @@ var (
 	_ module.HasConsensusVersion = AppModule{}
 	_ appmodule.AppModule        = AppModule{}
 	_ appmodule.HasEndBlocker    = AppModule{}
+
+	_ module.AppModuleSimulation = AppModule{}
+	_ module.HasProposalMsgs     = AppModule{}
 )
 
 // AppModule implements the x/verify module.
 type AppModule struct {
 	cdc    codec.Codec
 	keeper keeper.Keeper
+	// The simulation signs with the account and bank keepers, finds leases and jobs in
+	// x/market and rebuilds dataset-backed training streams from x/shardregistry.
+	accountKeeper simutil.AccountKeeper
+	bankKeeper    simutil.BankKeeper
+	marketKeeper  marketkeeper.Keeper
+	shardKeeper   shardkeeper.Keeper
 }
 
-// NewAppModule creates the module.
-func NewAppModule(cdc codec.Codec, k keeper.Keeper) AppModule {
-	return AppModule{cdc: cdc, keeper: k}
+// NewAppModule creates the module. The account, bank, x/market and x/shardregistry
+// keepers serve the simulation's operations.
+func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper,
+	mk marketkeeper.Keeper, shk shardkeeper.Keeper,
+) AppModule {
+	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, marketKeeper: mk, shardKeeper: shk}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -118,3 +135,27 @@ func (am AppModule) ExportGenesis(ctx sdk.Context, cdc codec.JSONCodec) json.Raw
 
 // EndBlock finalizes checkpoints and times out dispute moves.
 func (am AppModule) EndBlock(ctx context.Context) error { return am.keeper.EndBlocker(ctx) }
+
+// GenerateGenesisState implements module.AppModuleSimulation: random params.
+func (AppModule) GenerateGenesisState(simState *module.SimulationState) {
+	simulation.RandomizedGenState(simState)
+}
+
+// RegisterStoreDecoder implements module.AppModuleSimulation: store entries are decoded
+// through the collections schema.
+func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
+	sdr[types.StoreKey] = simtypes.NewStoreDecoderFuncFromCollectionsSchema(am.keeper.Schema)
+}
+
+// WeightedOperations implements module.AppModuleSimulation: an operation per message.
+func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
+	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
+		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
+		Market: am.marketKeeper, Shards: am.shardKeeper,
+	})
+}
+
+// ProposalMsgs implements module.HasProposalMsgs: governance changes the params.
+func (am AppModule) ProposalMsgs(module.SimulationState) []simtypes.WeightedProposalMsg {
+	return simulation.ProposalMsgs(am.keeper)
+}

@@ -24,6 +24,11 @@ import (
 // block hash retention stays above x/shardregistry's simulated period.
 func RandomParams(r *rand.Rand, denom string) types.Params {
 	minWindow := uint64(1 + r.Intn(3))
+	// Often a tiny cap, so that due entries queue up behind it and wait for later blocks.
+	capPerBlock := uint32(1 + r.Intn(50))
+	if r.Intn(3) == 0 {
+		capPerBlock = uint32(1 + r.Intn(2))
+	}
 	return types.Params{
 		Denom:                           denom,
 		CollateralRatio:                 math.LegacyNewDecWithPrec(r.Int63n(51), 2),
@@ -33,7 +38,7 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 		MaxBiddingWindowBlocks:          minWindow + uint64(r.Intn(20)),
 		MaxWorkers:                      uint32(1 + r.Intn(4)),
 		MaxBidsPerJob:                   uint32(1 + r.Intn(20)),
-		MaxDeadlinesPerBlock:            uint32(1 + r.Intn(50)),
+		MaxDeadlinesPerBlock:            capPerBlock,
 		MinDeposit:                      sdk.NewInt64Coin(denom, 1+r.Int63n(1000)),
 		BlockHashRetention:              uint64(50 + r.Intn(951)),
 		NonPerformanceJailDuration:      time.Duration(r.Int63n(6*3600)) * time.Second,

@@ -30,7 +30,7 @@ const (
 
 	DefaultWeightMsgRegisterDataset    = 8
 	DefaultWeightMsgClaimReplica       = 40
-	DefaultWeightMsgSubmitStorageProof = 80
+	DefaultWeightMsgSubmitStorageProof = 120
 	DefaultWeightMsgReleaseReplica     = 5
 	DefaultWeightMsgDeclareFault       = 3
 )
@@ -277,6 +277,14 @@ func SimulateMsgSubmitStorageProof(d Deps) simtypes.Operation {
 		rep, ok := simutil.Pick(r, due)
 		if !ok {
 			return o.NoOp(msg, "no replica with an open challenge")
+		}
+		if r.Intn(2) == 0 {
+			// A diligent holder answers what is due soonest.
+			for _, d := range due {
+				if d.NextDeadline < rep.NextDeadline {
+					rep = d
+				}
+			}
 		}
 		holder, ok := o.Account(rep.Holder)
 		if !ok {

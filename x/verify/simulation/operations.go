@@ -203,6 +203,11 @@ func SimulateMsgSubmitCheckpoint(d Deps) simtypes.Operation {
 			committed = traces[1]
 		}
 		*msg = checkpointMsg(lease.Provider, lease.Id, index, committed.trace, params, r)
+		if ctx.BlockHeight() > lease.CheckpointDeadline {
+			// Missed: EndBlock's per-block cap has not reached the lease's deadline entry yet,
+			// but a late checkpoint must not rescue it.
+			return o.DeliverInvalid(provider, msg, markettypes.ErrCheckpointDeadlinePassed, "checkpoint after the lease's checkpoint deadline")
+		}
 
 		if simutil.Chance(r, 10) {
 			switch r.Intn(4) {
