@@ -43,7 +43,7 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 	res := &statusv1.StatusResponse{
 		Version: d.version, ChainId: d.cfg.Chain.ChainID, Operator: d.operator, HotKey: d.submitter.HotKeyAddress(),
 		StartedAt: timestamppb.New(d.startedAt), CursorHeight: st.CursorHeight, ChainHeight: st.ChainHeight, CursorLag: st.Lag,
-		WebsocketConnected: st.WebsocketConnected, NotReady: d.notReady(), Runtimes: d.runtimes.names(), Roles: []string{"provider"},
+		WebsocketConnected: st.WebsocketConnected, NotReady: d.notReady(), Runtimes: d.runtimes.names(), Roles: d.roles(),
 		LastError: st.LastError,
 	}
 	res.Ready = len(res.NotReady) == 0
@@ -202,4 +202,15 @@ func storeErr(err error) error {
 		return err
 	}
 	return grpcstatus.Errorf(codes.Internal, "reading the sidecar's store: %v", err)
+}
+
+func (d *Daemon) roles() []string {
+	var roles []string
+	if d.bidding {
+		roles = append(roles, "provider")
+	}
+	if d.cfg.Verifier.Enabled {
+		roles = append(roles, "verifier")
+	}
+	return roles
 }

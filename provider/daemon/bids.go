@@ -49,6 +49,9 @@ func (d *Daemon) runBidder(ctx context.Context) error {
 // runtime can serve it at a price under its ceiling, and records the
 // decision either way.
 func (d *Daemon) considerJob(ctx context.Context, jobID uint64) error {
+	if !d.bidding {
+		return nil
+	}
 	res, err := d.market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
 	if err != nil {
 		return fmt.Errorf("reading job: %w", err)

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,11 +34,13 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -55,6 +58,10 @@ type Options struct {
 	GPULibrary gpu.Library
 	// KeyringInput answers the "file" keyring's passphrase prompt.
 	KeyringInput io.Reader
+	// CheatFabricateFromStep, when non-zero, makes this provider a cheater,
+	// for tests and the fraud demo only: the checkpoint covering that step
+	// commits fabricated hashes from it on instead of its trainer's.
+	CheatFabricateFromStep uint64
 }
 
 // Daemon is one running provider sidecar.
@@ -73,7 +80,9 @@ type Daemon struct {
 	verify    verifytypes.QueryClient
 	providers stakingexttypes.QueryClient
 
-	operator  string
+	operator string
+	// bidding is false for a verifier that is not a registered provider.
+	bidding   bool
 	inventory *gpu.Inventory
 	gpuDriver string
 	catalog   *checkpoint.Catalog
@@ -85,12 +94,19 @@ type Daemon struct {
 	// withdraw earnings. Both are rebuilt from the chain after a restart.
 	bidQueue      chan uint64
 	withdrawQueue chan struct{}
+	disputeQueue  chan uint64
+	verifyQueue   chan checkpoint.Ref
+	cheatFrom     uint64
 
 	mu       sync.Mutex
 	leases   map[uint64]*leaseRun
 	progress map[uint64]uint64 // lease → step the trainer last reported
-	ready    bool
-	lastErr  string
+	// executions are the verifier's re-executions of challenged checkpoints,
+	// by challenge; verifiedStates its latest computed state per lease.
+	executions     map[uint64]*dispute.Execution
+	verifiedStates map[uint64]*reftrainer.State
+	ready          bool
+	lastErr        string
 }
 
 // New connects to the chain and checks everything the provider needs before
@@ -106,12 +122,17 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cfg: cfg, log: log, version: opts.Version, startedAt: time.Now(),
-		catalog:       checkpoint.NewCatalog(cfg.Checkpoints.Retention.Duration),
-		metrics:       metrics.New(hostname()),
-		bidQueue:      make(chan uint64, 4096),
-		withdrawQueue: make(chan struct{}, 1),
-		leases:        map[uint64]*leaseRun{},
-		progress:      map[uint64]uint64{},
+		catalog:        checkpoint.NewCatalog(cfg.Checkpoints.Retention.Duration),
+		metrics:        metrics.New(hostname()),
+		bidQueue:       make(chan uint64, 4096),
+		withdrawQueue:  make(chan struct{}, 1),
+		disputeQueue:   make(chan uint64, 1024),
+		verifyQueue:    make(chan checkpoint.Ref, 4096),
+		cheatFrom:      opts.CheatFabricateFromStep,
+		leases:         map[uint64]*leaseRun{},
+		progress:       map[uint64]uint64{},
+		executions:     map[uint64]*dispute.Execution{},
+		verifiedStates: map[uint64]*reftrainer.State{},
 	}
 	ok := false
 	defer func() {
@@ -241,6 +262,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.reconcile(ctx); err != nil {
 		d.log.Warn("start-up reconciliation failed; the chain follower will catch up", "err", err)
 	}
+	if err := d.resumeDisputes(ctx); err != nil {
+		d.log.Warn("looking up open disputes failed; their next turns will bring them", "err", err)
+	}
 	d.setReady(true)
 
 	spawn("follower", d.follower.Run)
@@ -249,6 +273,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	spawn("gpu health", d.runHealth)
 	spawn("retention", d.runRetention)
 	spawn("metrics", d.runChainMetrics)
+	spawn("disputes", d.runDisputes)
+	if d.cfg.Verifier.Enabled {
+		spawn("verifier", d.runVerifier)
+	}
 
 	var runErr error
 	select {
@@ -331,9 +359,14 @@ func checkHotKey(kr keyring.Keyring, name, backend, dir string) error {
 // bids from anyone else fail on chain.
 func (d *Daemon) checkProvider(ctx context.Context) error {
 	res, err := d.providers.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: d.operator})
+	if err != nil && d.cfg.Verifier.Enabled && len(d.cfg.Pricing.Table) == 0 && len(d.cfg.Pricing.PricingCommand) == 0 {
+		d.log.Info("verifier only: the operator is not a registered provider and the sidecar does not bid", "operator", d.operator)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("operator %s is not a registered provider (register with: depinchaind tx stakingext register-provider ...): %w", d.operator, err)
 	}
+	d.bidding = true
 	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
 	return nil
 }
@@ -345,7 +378,11 @@ func (d *Daemon) checkGrants(ctx context.Context) error {
 	if d.operator == hot {
 		return nil
 	}
-	missing, err := d.querier.CheckGrants(ctx, d.operator, hot, chain.RequiredGrants)
+	required := chain.RequiredGrants
+	if d.cfg.Verifier.Enabled {
+		required = append(slices.Clone(required), VerifierGrants...)
+	}
+	missing, err := d.querier.CheckGrants(ctx, d.operator, hot, required)
 	if err != nil {
 		return fmt.Errorf("checking authz grants: %w", err)
 	}

@@ -152,6 +152,9 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 
 	case *verifytypes.EventCheckpointSubmitted:
 		if e.Provider != d.operator {
+			if d.cfg.Verifier.Enabled {
+				return func() { d.enqueueVerification(checkpoint.Ref{LeaseID: e.LeaseId, Index: e.Index}) }, nil
+			}
 			return nil, nil
 		}
 		cp, ok, err := tx.Checkpoint(e.LeaseId, e.Index)
@@ -182,6 +185,9 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		d.log.Warn("checkpoint rejected", "lease", e.LeaseId, "index", e.Index, "reason", e.Reason)
 		return func() { d.catalog.Discard(checkpoint.Ref{LeaseID: e.LeaseId, Index: e.Index}) }, nil //nolint:errcheck // kept if a dispute needs it
 
+	case *verifytypes.EventGameTurn:
+		return func() { d.enqueueDispute(e.ChallengeId) }, nil
+
 	case *verifytypes.EventChallengeOpened:
 		if e.Provider != d.operator {
 			return nil, nil
@@ -192,9 +198,25 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		d.log.Warn("checkpoint challenged", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex, "challenger", e.Challenger)
 		return func() {
 			d.catalog.MarkDisputed(checkpoint.Ref{LeaseID: e.LeaseId, Index: e.CheckpointIndex}, e.ChallengeId) //nolint:errcheck // unknown only if its folder is gone
+			d.enqueueDispute(e.ChallengeId)
 		}, nil
 
 	case *verifytypes.EventChallengeResolved:
+		if e.Challenger == d.operator {
+			d.log.Info("our challenge resolved", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex,
+				"outcome", e.Outcome.String(), "reason", e.Reason, "reward", e.Reward.String(), "slashed", e.Slashed.String())
+			rec, ok, err := tx.Verification(e.LeaseId, e.CheckpointIndex)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				rec.Outcome = e.Outcome.String()
+				if err := tx.PutVerification(rec); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}
 		if e.Provider != d.operator {
 			return nil, nil
 		}

@@ -330,11 +330,19 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 		return d.recordCheckpoint(record)
 	}
 
-	final, proof, err := cp.Trace.Open(cp.Trace.End())
+	trace := cp.Trace
+	if d.cheatFrom > cp.StartStep() && d.cheatFrom <= cp.EndStep() {
+		if trace, err = d.fabricate(cp); err != nil {
+			return err
+		}
+		root := trace.Root()
+		record.TraceRoot, record.FinalHash = root[:], trace.Hashes[len(trace.Hashes)-1][:]
+	}
+	final, proof, err := trace.Open(trace.End())
 	if err != nil {
 		return err
 	}
-	root := cp.Trace.Root()
+	root := trace.Root()
 	msg := &verifytypes.MsgSubmitCheckpoint{
 		Provider: d.operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: commitment.State.Root[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
@@ -386,6 +394,26 @@ func (d *Daemon) adoptChainCheckpoints(rec store.LeaseRecord, onChain []verifyty
 		d.log.Info("recorded a checkpoint the chain already had", "lease", c.LeaseId, "index", c.Index, "status", c.Status.String())
 	}
 	return nil
+}
+
+// fabricate is the cheating mode: it replaces the trainer's hashes from
+// d.cheatFrom on with made-up ones, as a provider that skipped the work
+// would, and keeps them beside the honest trace so the cheater defends what
+// it committed.
+func (d *Daemon) fabricate(cp trainer.Checkpoint) (verifytypes.Trace, error) {
+	hashes := slices.Clone(cp.Trace.Hashes)
+	for i := d.cheatFrom - cp.StartStep(); i < uint64(len(hashes)); i++ {
+		hashes[i] = sha256.Sum256([]byte(fmt.Sprintf("fabricated h_%d", cp.StartStep()+i)))
+	}
+	f, err := os.Create(filepath.Join(cp.Dir, CommittedTraceFileName))
+	if err != nil {
+		return verifytypes.Trace{}, err
+	}
+	if err := errors.Join(verifytypes.WriteTrace(f, hashes), f.Close()); err != nil {
+		return verifytypes.Trace{}, err
+	}
+	d.log.Warn("CHEATING: committing fabricated hashes", "from_step", d.cheatFrom, "checkpoint_steps", fmt.Sprintf("%d..%d", cp.StartStep(), cp.EndStep()))
+	return verifytypes.NewTrace(cp.StartStep(), hashes), nil
 }
 
 func (d *Daemon) recordCheckpoint(cp store.CheckpointRecord) error {
@@ -464,25 +492,43 @@ func (d *Daemon) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Le
 	if err != nil {
 		return err
 	}
+	traceRoot, err := merkle.HashFromBytes(onChain.TraceRoot)
+	if err != nil {
+		return err
+	}
+	// The folder needs h_(step-1) besides h_step: a checkpoint's trace holds
+	// at least the step before its state.
 	var state []byte
+	var before merkle.Hash
 	if entry, ok := d.catalog.Lookup(ref); ok && entry.Commitment.State.Root == stateRoot {
-		state, err = os.ReadFile(filepath.Join(entry.Dir, trainer.StateFileName))
+		local, err := trainer.ReadCheckpoint(entry.Dir, onChain.EndStep)
+		if err != nil {
+			return err
+		}
+		before = local.Trace.Hashes[len(local.Trace.Hashes)-2]
+		if state, err = os.ReadFile(local.StatePath()); err != nil {
+			return err
+		}
 	} else {
 		tmp := filepath.Join(out, "resume.state.download")
 		client := checkpoint.Client{BaseURL: base}
-		if _, err = client.DownloadState(ctx, ref, stateRoot, tmp, maxResumeStateBytes); err == nil {
-			state, err = os.ReadFile(tmp)
-			os.Remove(tmp)
+		if _, err := client.DownloadState(ctx, ref, stateRoot, tmp, maxResumeStateBytes); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		return err
+		state, err = os.ReadFile(tmp)
+		os.Remove(tmp)
+		if err != nil {
+			return err
+		}
+		if before, err = client.TraceHash(ctx, ref, onChain.EndStep-1, traceRoot, onChain.StartStep, onChain.EndStep); err != nil {
+			return err
+		}
 	}
 	h := merkle.Hash(sha256.Sum256(state))
 	if !slices.Equal(h[:], lease.ResumeHash) {
 		return fmt.Errorf("checkpoint %s: its state hashes to %s, the lease resumes from %x", ref, h, lease.ResumeHash)
 	}
-	if _, err := trainer.WriteCheckpoint(out, lease.ResumeStep, state, []merkle.Hash{h}); err != nil {
+	if _, err := trainer.WriteCheckpoint(out, lease.ResumeStep, state, []merkle.Hash{before, h}); err != nil {
 		return err
 	}
 	d.log.Info("resume checkpoint fetched", "lease", lease.Id, "step", lease.ResumeStep, "from", lease.ResumeUri, "bytes", len(state))

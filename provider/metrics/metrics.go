@@ -68,6 +68,9 @@ type Metrics struct {
 	trainingStep *prometheus.GaugeVec
 	hashBytes    prometheus.Counter
 	earnings     prometheus.Counter
+	disputeMoves *prometheus.CounterVec
+	moveMargin   *prometheus.HistogramVec
+	verified     *prometheus.CounterVec
 	bidLatency   prometheus.Histogram
 }
 
@@ -133,6 +136,19 @@ func New(hostname string) *Metrics {
 			Name: "depinprovider_earnings_withdrawn_udepin_total",
 			Help: "Lease earnings withdrawn, in udepin.",
 		}),
+		disputeMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_dispute_moves_total",
+			Help: "Moves made in x/verify bisection games, by the role played (defender or challenger).",
+		}, []string{"role"}),
+		moveMargin: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "depinprovider_dispute_move_margin_blocks",
+			Help:    "Blocks left before the move deadline when a dispute move was included.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}, []string{"role"}),
+		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depinprovider_verifications_total",
+			Help: "Other providers' checkpoints the verifier looked at, by result (matched, mismatched, skipped, failed).",
+		}, []string{"result"}),
 		bidLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "depinprovider_bid_latency_blocks",
 			Help:    "Blocks between a job's creation height and the inclusion height of the sidecar's bid on it.",
@@ -146,6 +162,7 @@ func New(hostname string) *Metrics {
 		m.cursorHeightG, m.chainHeightG, m.cursorLag, m.websocketConnected,
 		m.jobsSeen, m.bids, m.leases, m.leasesActive, m.checkpoints, m.transactions,
 		m.trainingStep, m.hashBytes, m.earnings, m.bidLatency,
+		m.disputeMoves, m.moveMargin, m.verified,
 	)
 	// Every known label value starts at 0, so rate() and absent() work from
 	// the first scrape instead of from the first event.
@@ -245,6 +262,16 @@ func (m *Metrics) Transaction(msgTypeURL string, ok bool) {
 
 // EarningsWithdrawn counts udepin withdrawn from leases.
 func (m *Metrics) EarningsWithdrawn(udepin uint64) { m.earnings.Add(float64(udepin)) }
+
+// DisputeMove counts a move included in a bisection game, with the blocks
+// that were left before its deadline.
+func (m *Metrics) DisputeMove(role string, blocksToSpare int64) {
+	m.disputeMoves.WithLabelValues(role).Inc()
+	m.moveMargin.WithLabelValues(role).Observe(float64(blocksToSpare))
+}
+
+// Verification counts a checkpoint the verifier looked at, by result.
+func (m *Metrics) Verification(result string) { m.verified.WithLabelValues(result).Inc() }
 
 // ObserveGPUs replaces the GPU metrics with gpus: GPUs no longer listed stop
 // being exported. model maps NVML's product name to the chain's model name

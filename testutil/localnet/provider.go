@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/daemon"
 )
 
 // ProviderOptions describe a GPU provider driven by a real depinprovider.
@@ -25,7 +27,8 @@ type ProviderOptions struct {
 	// provider; HotKey is the funded key the sidecar signs with, which the
 	// operator grants through authz.
 	Operator, HotKey string
-	// Bond is the provider's bond, e.g. "100000000000udepin".
+	// Bond is the provider's bond, e.g. "100000000000udepin". Empty leaves
+	// the operator unregistered (a verifier that does not bid).
 	Bond string
 	// Prices are udepin per GPU-hour by chain model name.
 	Prices map[string]uint64
@@ -34,6 +37,8 @@ type ProviderOptions struct {
 	RPC string
 	// SkipGrants leaves the hot key without authz grants.
 	SkipGrants bool
+	// StartArgs are extra arguments of `depinprovider start`.
+	StartArgs []string
 	// EditConfig edits config.toml's text after `depinprovider init` wrote it.
 	EditConfig func(text string) string
 	// Log receives the sidecar's stderr; nil writes it to Home/provider.log.
@@ -49,10 +54,11 @@ type Provider struct {
 	API      string // host:port of the status API
 	Public   string // base URL of the checkpoint server
 
-	node *Node
-	log  io.Writer
-	cmd  *exec.Cmd
-	done chan struct{}
+	node      *Node
+	log       io.Writer
+	startArgs []string
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 // SetupProvider registers a provider on n with the inventory its sidecar
@@ -72,7 +78,7 @@ func SetupProvider(ctx context.Context, n *Node, opts ProviderOptions) (*Provide
 		return nil, err
 	}
 	p := &Provider{
-		Binary: bin, Home: opts.Home, node: n, log: opts.Log,
+		Binary: bin, Home: opts.Home, node: n, log: opts.Log, startArgs: opts.StartArgs,
 		API: fmt.Sprintf("127.0.0.1:%d", ports[0]), Public: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 	}
 	if p.Operator, err = n.Address(ctx, opts.Operator); err != nil {
@@ -108,19 +114,21 @@ func SetupProvider(ctx context.Context, n *Node, opts ProviderOptions) (*Provide
 	}
 
 	// Register with the inventory the sidecar itself reports.
-	gpus, err := p.exec(ctx, "gpus", "--home", opts.Home)
-	if err != nil {
-		return nil, err
-	}
-	reg := []string{"stakingext", "register-provider", opts.Operator, p.Public, "local", opts.Bond}
-	for _, line := range strings.Split(strings.TrimSpace(gpus), "\n") {
-		reg = append(reg, "--gpus", line)
-	}
-	if err := mustTx(ctx, n, opts.Operator, reg...); err != nil {
-		return nil, err
+	if opts.Bond != "" {
+		gpus, err := p.exec(ctx, "gpus", "--home", opts.Home)
+		if err != nil {
+			return nil, err
+		}
+		reg := []string{"stakingext", "register-provider", opts.Operator, p.Public, "local", opts.Bond}
+		for _, line := range strings.Split(strings.TrimSpace(gpus), "\n") {
+			reg = append(reg, "--gpus", line)
+		}
+		if err := mustTx(ctx, n, opts.Operator, reg...); err != nil {
+			return nil, err
+		}
 	}
 	if !opts.SkipGrants {
-		for _, msg := range chain.RequiredGrants {
+		for _, msg := range append(slices.Clone(chain.RequiredGrants), daemon.VerifierGrants...) {
 			if err := mustTx(ctx, n, opts.Operator, "authz", "grant", p.HotKey, "generic", "--msg-type", msg); err != nil {
 				return nil, err
 			}
@@ -167,7 +175,7 @@ func (p *Provider) Start(ctx context.Context) error {
 	if p.log != nil {
 		sink = io.MultiWriter(logFile, p.log)
 	}
-	cmd := exec.Command(p.Binary, "start", "--home", p.Home)
+	cmd := exec.Command(p.Binary, append([]string{"start", "--home", p.Home}, p.startArgs...)...)
 	cmd.Stdout, cmd.Stderr = sink, sink
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

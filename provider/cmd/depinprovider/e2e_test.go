@@ -148,11 +148,21 @@ func (w *world) leasesOf(jobID uint64) []markettypes.Lease {
 // withdrawn by the sidecar, and returns the job's leases.
 func (w *world) waitPaid(jobID uint64) []markettypes.Lease {
 	w.t.Helper()
+	return w.waitPaidTo(jobID, "")
+}
+
+// waitPaidTo is waitPaid for the leases of one provider (every lease when
+// provider is empty).
+func (w *world) waitPaidTo(jobID uint64, provider string) []markettypes.Lease {
+	w.t.Helper()
 	w.eventually(fmt.Sprintf("job %d to complete and its earnings to be withdrawn", jobID), func() bool {
 		if w.job(jobID).State != markettypes.JOB_STATE_COMPLETED {
 			return false
 		}
 		for _, l := range w.leasesOf(jobID) {
+			if provider != "" && l.Provider != provider {
+				continue
+			}
 			if !l.Withdrawable.IsZero() || !l.Pending.IsZero() || l.Withdrawn.IsZero() {
 				return false
 			}

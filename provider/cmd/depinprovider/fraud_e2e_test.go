@@ -1,0 +1,208 @@
+package main_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
+
+	"github.com/depinchain/depinchain/testutil/localnet"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// fraudNet is a chain with an honest provider, a cheating provider and a
+// verifier, each a real depinprovider process.
+type fraudNet struct {
+	*world
+	honest, cheater, verifier *localnet.Provider
+	providers                 stakingexttypes.QueryClient
+	bank                      banktypes.QueryClient
+}
+
+// cheatStep is where the cheater stops training and fabricates hashes:
+// inside its third checkpoint (steps 32..48) of a 64-step job.
+const cheatStep = 40
+
+func newFraudNet(t *testing.T, timeout time.Duration) *fraudNet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real node and three real sidecars")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home: filepath.Join(t.TempDir(), "chain"),
+		Accounts: map[string]int64{
+			"owner": 1_000_000_000_000, "honest": 1_000_000_000_000, "honest-hot": 1_000_000_000,
+			"cheater": 1_000_000_000_000, "cheater-hot": 1_000_000_000, "verifier": 1_000_000_000_000, "verifier-hot": 1_000_000_000,
+		},
+		Genesis: func(app map[string]any) error {
+			params := app["verify"].(map[string]any)["params"].(map[string]any)
+			params["challenge_window"] = "8"
+			params["move_timeout"] = "20"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f := &fraudNet{
+		world:     &world{t: t, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)},
+		providers: stakingexttypes.NewQueryClient(conn), bank: banktypes.NewQueryClient(conn),
+	}
+	setup := func(name string, opts localnet.ProviderOptions) *localnet.Provider {
+		opts.Home, opts.Operator, opts.HotKey = filepath.Join(t.TempDir(), name), name, name+"-hot"
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		p, err := localnet.SetupProvider(ctx, node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		return p
+	}
+	// The cheater undercuts the honest provider, so it wins the first auction.
+	f.cheater = setup("cheater", localnet.ProviderOptions{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
+		StartArgs: []string{"--cheat-fabricate-from-step", "40"}})
+	f.honest = setup("honest", localnet.ProviderOptions{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
+	f.verifier = setup("verifier", localnet.ProviderOptions{Prices: map[string]uint64{}, EditConfig: func(text string) string {
+		text = setInSection(text, "verifier", "enabled", "true")
+		text = setInSection(text, "verifier", "policy", `"all"`)
+		return setInSection(text, "gpus", "source", `"none"`)
+	}})
+	f.provider = f.honest
+	return f
+}
+
+func (f *fraudNet) balance(addr string) int64 {
+	f.t.Helper()
+	res, err := f.bank.Balance(f.ctx, &banktypes.QueryBalanceRequest{Address: addr, Denom: "udepin"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.Balance.Amount.Int64()
+}
+
+// TestVerifierCatchesACheater is the fraud story with real processes and
+// nobody at the keyboard: a job lands on a provider that fabricates its
+// trace from step 40; the verifier re-executes each checkpoint, challenges
+// the wrong one and plays the bisection to the one-step proof; the cheater,
+// whose sidecar defends what it committed, loses: it is slashed and
+// tombstoned, the verifier is rewarded, the owner refunded, and the job
+// resumes on the honest provider from the last final checkpoint and is paid.
+func TestVerifierCatchesACheater(t *testing.T) {
+	f := newFraudNet(t, 8*time.Minute)
+	for _, p := range []*localnet.Provider{f.verifier, f.cheater, f.honest} {
+		if err := p.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verifierBefore := f.balance(f.verifier.Operator)
+	jobID := f.submitJob(referenceJobYAML, "500000000udepin")
+
+	// The challenge the verifier opens, and its end.
+	var ch verifytypes.Challenge
+	f.eventually("the verifier's challenge to be decided", func() bool {
+		res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
+		if err != nil {
+			return false
+		}
+		ch = res.Challenge
+		return ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED
+	})
+	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON || ch.Challenger != f.verifier.Operator || ch.Provider != f.cheater.Operator {
+		t.Fatalf("challenge %+v: want the verifier to win against the cheater", ch)
+	}
+	if ch.Lo != cheatStep-1 || ch.Hi != cheatStep {
+		t.Fatalf("the game converged on [%d, %d], want the first fabricated step [%d, %d]", ch.Lo, ch.Hi, cheatStep-1, cheatStep)
+	}
+	prov, err := f.providers.Provider(f.ctx, &stakingexttypes.QueryProviderRequest{Operator: f.cheater.Operator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prov.Provider.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED {
+		t.Fatalf("cheater is %s, want tombstoned", prov.Provider.Status)
+	}
+	if after := f.balance(f.verifier.Operator); after <= verifierBefore {
+		t.Fatalf("verifier balance %d → %d: want the bond back plus a reward", verifierBefore, after)
+	}
+
+	// The job resumes on the honest provider from the last final checkpoint.
+	leases := f.waitPaidTo(jobID, f.honest.Operator)
+	if len(leases) != 2 || leases[0].Provider != f.cheater.Operator || leases[1].Provider != f.honest.Operator {
+		t.Fatalf("leases %+v: want the cheater's then the honest provider's", leases)
+	}
+	cheaterCps, err := f.verify.Checkpoints(f.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: leases[0].Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastFinal uint64
+	for _, cp := range cheaterCps.Checkpoints {
+		if cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL {
+			lastFinal = cp.EndStep
+		}
+		if cp.EndStep > cheatStep-1 && cp.Status != verifytypes.CHECKPOINT_STATUS_REJECTED {
+			t.Fatalf("cheater's checkpoint %d (to step %d) is %s", cp.Index, cp.EndStep, cp.Status)
+		}
+	}
+	if leases[1].ResumeStep != lastFinal || leases[0].CloseReason == markettypes.LEASE_CLOSE_REASON_COMPLETED {
+		t.Fatalf("second lease resumes at %d (last final %d); first closed %s", leases[1].ResumeStep, lastFinal, leases[0].CloseReason)
+	}
+	if !leases[0].Withdrawable.IsZero() || !leases[0].Pending.IsZero() {
+		t.Fatalf("the cheater's lease still holds %s / %s", leases[0].Pending, leases[0].Withdrawable)
+	}
+
+	// The verifier reports what it checked and found.
+	var status map[string]any
+	if err := f.verifier.REST(f.ctx, "/v1/status", &status); err != nil {
+		t.Fatal(err)
+	}
+	var metrics string
+	if err := f.verifier.REST(f.ctx, "/metrics", &metrics); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`depinprovider_verifications_total{result="mismatched"} 1`, `depinprovider_dispute_moves_total{role="challenger"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("verifier metrics lack %q", want)
+		}
+	}
+	var cheaterMetrics string
+	if err := f.cheater.REST(f.ctx, "/metrics", &cheaterMetrics); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cheaterMetrics, `depinprovider_dispute_moves_total{role="defender"}`) {
+		t.Errorf("the cheater's sidecar made no defence moves")
+	}
+}
+
+// setInSection sets key = value in a TOML section of a config file's text.
+func setInSection(text, section, key, value string) string {
+	start := strings.Index(text, "\n["+section+"]\n")
+	if start < 0 {
+		panic("no section " + section)
+	}
+	lines := strings.SplitAfter(text[start+1:], "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, key+" = ") {
+			lines[i] = key + " = " + value + "\n"
+			return text[:start+1] + strings.Join(lines, "")
+		}
+	}
+	panic("no " + key + " in section " + section)
+}
