@@ -21,7 +21,7 @@ func TestTinyLoad(t *testing.T) {
 	cfg.concurrency = 4
 	cfg.bankAccounts, cfg.owners, cfg.providers = 8, 8, 4
 	// A loaded CI machine may be slow to send bids: give them time.
-	cfg.biddingWindow = 6
+	cfg.biddingWindow = 8
 	cfg.home = filepath.Join(t.TempDir(), "loadtest")
 	var log bytes.Buffer
 	cfg.log = &log
@@ -52,6 +52,9 @@ func TestTinyLoad(t *testing.T) {
 		if p.IncludedMsgs != p.Included*cfg.msgsPerTx {
 			t.Errorf("%s: %d messages in %d transactions", p.Name, p.IncludedMsgs, p.Included)
 		}
+		if p.NodeCores <= 0 || p.ToolCores <= 0 || p.TxPerNodeCPUSec <= 0 {
+			t.Errorf("%s: CPU node %.2f, tool %.2f cores", p.Name, p.NodeCores, p.ToolCores)
+		}
 		if p.TxPerSec <= 0 || p.MsgPerSec <= 0 || p.Span <= 0 || p.LastHeight < p.FirstHeight {
 			t.Errorf("%s: %.1f tx/s, %.1f msgs/s over %s, blocks %d-%d", p.Name, p.TxPerSec, p.MsgPerSec, p.Span, p.FirstHeight, p.LastHeight)
 		}
@@ -64,8 +67,8 @@ func TestTinyLoad(t *testing.T) {
 		t.Errorf("phases overlap: bank %d-%d, market %d-%d", rep.Phases[0].FirstHeight, rep.Phases[0].LastHeight,
 			rep.Phases[1].FirstHeight, rep.Phases[1].LastHeight)
 	}
-	if rep.Ratio <= 0 || rep.MsgRatio <= 0 {
-		t.Errorf("ratio %.2f (tx/s), %.2f (msgs/s)", rep.Ratio, rep.MsgRatio)
+	if rep.Ratio <= 0 || rep.MsgRatio <= 0 || rep.CPURatio <= 0 {
+		t.Errorf("ratio %.2f (tx/s), %.2f (msgs/s), %.2f (per node CPU-second)", rep.Ratio, rep.MsgRatio, rep.CPURatio)
 	}
 
 	gas := map[string]GasReport{}

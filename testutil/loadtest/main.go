@@ -84,6 +84,7 @@ type config struct {
 
 	drainTimeout, lostAfter time.Duration
 	jsonOut                 string
+	verbose                 bool
 	log                     io.Writer
 }
 
@@ -91,8 +92,8 @@ func defaultConfig() config {
 	return config{
 		duration: 20 * time.Second, warmup: 5 * time.Second,
 		concurrency: 8, msgsPerTx: 1, maxPending: 2000,
-		bankAccounts: 32, owners: 32, providers: 16, bidsPerJob: 2, bidBacklog: 200,
-		biddingWindow: 4, steps: 8, challengeWindow: 10,
+		bankAccounts: 32, owners: 32, providers: 16, bidsPerJob: 2, bidBacklog: 400,
+		biddingWindow: 6, steps: 8, challengeWindow: 10,
 		blockTime: 500 * time.Millisecond, seed: "default",
 		fund: 1_000_000_000_000, bond: 100_000_000_000,
 		drainTimeout: 30 * time.Second, lostAfter: 30 * time.Second,
@@ -126,6 +127,7 @@ func main() {
 	flag.StringVar(&cfg.funder, "funder", "", "key that funds the generated accounts on an existing node")
 	flag.Int64Var(&cfg.fund, "fund", cfg.fund, "udepin given to each generated account")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the report as JSON to this file")
+	flag.BoolVar(&cfg.verbose, "v", false, "log every block's market transactions and the pipeline's queues")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -185,14 +187,14 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	providers := newAccounts(cfg.seed, "provider", cfg.providers)
 	all := append(append(append([]*account(nil), bank...), owners...), providers...)
 
-	rpcAddr, grpcAddr, blockTime := cfg.rpc, cfg.grpc, time.Duration(0)
+	rpcAddr, grpcAddr, blockTime, pid := cfg.rpc, cfg.grpc, time.Duration(0), 0
 	if rpcAddr == "" {
 		node, cleanup, err := startNode(ctx, cfg, all)
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
-		rpcAddr, grpcAddr, blockTime = node.RPC, node.GRPC, cfg.blockTime
+		rpcAddr, grpcAddr, blockTime, pid = node.RPC, node.GRPC, cfg.blockTime, nodePID(node.Home)
 	}
 
 	enc := chain.NewEncodingConfig()
@@ -216,9 +218,9 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		rpc: rpc, txs: txtypes.NewServiceClient(conn), auth: authtypes.NewQueryClient(conn),
 		signer: signer{txConfig: enc.TxConfig, chainID: chainID}, gas: defaultGas(),
 		maxPending: cfg.maxPending, lostAfter: cfg.lostAfter, logf: cfg.logf,
-		onFinalize: func(h int64, events []abci.Event) {
+		onBlock: func(h int64, events []abci.Event, ours map[msgKind]counts) {
 			if m := current.Load(); m != nil {
-				m.finalized(h, events)
+				m.block(h, events, ours)
 			}
 		},
 	}
@@ -241,21 +243,33 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	if err := loadAccounts(ctx, t.auth, all); err != nil {
 		return nil, err
 	}
-	setup := newPhase("setup", t.latest())
+	setup := newPhase("setup", nil)
 	if err := registerProviders(ctx, cfg, t, setup, stakingexttypes.NewQueryClient(conn), providers); err != nil {
 		return nil, err
 	}
 
-	r := &runner{cfg: cfg, t: t}
+	r := &runner{cfg: cfg, t: t, nodePID: pid}
+	bankKinds, marketKinds := []msgKind{kindSend}, []msgKind{kindSubmitJob, kindPlaceBid, kindCheckpoint}
+	var warmups []*phase
 	if cfg.warmup > 0 {
 		cfg.logf("warm-up: bank sends for %s", cfg.warmup)
-		if _, err := r.phase(ctx, "warm-up", cfg.warmup, 0, r.bankWork(bank), nil); err != nil {
+		warm := newPhase("warm-up (bank)", bankKinds)
+		warmups = append(warmups, warm)
+		if err := r.run(ctx, warm, cfg.warmup, 0, 0, r.bankWork(warm, bank)); err != nil {
+			return nil, err
+		}
+		// Bank sends have no follow-up: let them land, so that phases do not
+		// share blocks.
+		if err := t.drain(ctx, warm, cfg.drainTimeout); err != nil {
 			return nil, err
 		}
 	}
 	cfg.logf("bank phase: %s", r.length())
-	bankPh, err := r.phase(ctx, "bank", cfg.duration, cfg.txs, r.bankWork(bank), nil)
-	if err != nil {
+	bankPh := newPhase("bank", bankKinds)
+	if err := r.run(ctx, bankPh, cfg.duration, cfg.txs, 0, r.bankWork(bankPh, bank)); err != nil {
+		return nil, err
+	}
+	if err := t.drain(ctx, bankPh, cfg.drainTimeout); err != nil {
 		return nil, err
 	}
 
@@ -263,16 +277,34 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.logf("market phase: %s", r.length())
 	m := newMarket(t, markettypes.NewQueryClient(conn), spec, sdk.NewInt64Coin(denom, 1_000_000),
-		cfg.bidsPerJob, cfg.msgsPerTx, cfg.bidBacklog, owners, providers)
-	marketPh, err := r.phase(ctx, "market", cfg.duration, cfg.txs, func(ph *phase) func(stop, ctx context.Context) error {
-		m.ph = ph
-		current.Store(m)
-		return m.work
-	}, m.stop)
+		cfg.bidsPerJob, cfg.msgsPerTx, cfg.bidBacklog, cfg.concurrency, owners, providers)
+	m.verbose = cfg.verbose
+	current.Store(m)
+	if cfg.warmup > 0 {
+		// Fill the pipeline first: a job's checkpoint comes a bidding window
+		// after it, so the measured phase starts with all three kinds flowing.
+		blocks := int64(cfg.biddingWindow) + 8
+		cfg.logf("warm-up: market for %d blocks", blocks)
+		warm := newPhase("warm-up (market)", marketKinds)
+		warmups = append(warmups, warm)
+		m.ph = warm
+		if err := r.run(ctx, warm, 0, 0, blocks, m.work); err != nil {
+			return nil, err
+		}
+	}
+	cfg.logf("market phase: %s", r.length())
+	marketPh := newPhase("market", marketKinds)
+	m.ph = marketPh
+	err = r.run(ctx, marketPh, cfg.duration, cfg.txs, 0, m.work)
+	m.stop()
 	if err != nil {
 		return nil, err
+	}
+	for _, ph := range append([]*phase{marketPh}, warmups...) {
+		if err := t.drain(ctx, ph, cfg.drainTimeout); err != nil {
+			return nil, err
+		}
 	}
 	current.Store(nil)
 
@@ -281,16 +313,22 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		MsgsPerTx: cfg.msgsPerTx, MaxPending: cfg.maxPending,
 		Accounts: map[string]int{"bank": len(bank), "owner": len(owners), "provider": len(providers)},
 	}
-	bankRep, marketRep := t.phaseReport(bankPh), t.phaseReport(marketPh)
+	bankRep, marketRep := t.phaseReport(bankPh, cfg.concurrency), t.phaseReport(marketPh, cfg.concurrency)
 	rep.Market, marketRep.Unsent = m.report()
 	rep.Phases = []PhaseReport{bankRep, marketRep}
+	for _, w := range warmups {
+		rep.WarmUps = append(rep.WarmUps, t.phaseReport(w, cfg.concurrency))
+	}
 	if bankRep.TxPerSec > 0 {
 		rep.Ratio = marketRep.TxPerSec / bankRep.TxPerSec
 	}
 	if bankRep.MsgPerSec > 0 {
 		rep.MsgRatio = marketRep.MsgPerSec / bankRep.MsgPerSec
 	}
-	rep.Gas = t.gasReports(t.gas, bankPh, marketPh, setup)
+	if bankRep.TxPerNodeCPUSec > 0 {
+		rep.CPURatio = marketRep.TxPerNodeCPUSec / bankRep.TxPerNodeCPUSec
+	}
+	rep.Gas = t.gasReports(t.gas, append([]*phase{bankPh, marketPh, setup}, warmups...)...)
 	rep.Wall = time.Since(begin)
 	return rep, nil
 }
@@ -384,6 +422,8 @@ func registerProviders(ctx context.Context, cfg config, t *tracker, setup *phase
 type runner struct {
 	cfg config
 	t   *tracker
+	// nodePID is the node's process when the tool started it, else 0.
+	nodePID int
 }
 
 func (r *runner) length() string {
@@ -393,22 +433,28 @@ func (r *runner) length() string {
 	return r.cfg.duration.String()
 }
 
-// phase runs one phase. newWork gets the phase's counters and returns the
-// unit of work; onStop runs once the workers are done, before draining.
-func (r *runner) phase(ctx context.Context, name string, d time.Duration, maxTxs int,
-	newWork func(*phase) func(stop, ctx context.Context) error, onStop func(),
-) (*phase, error) {
-	ph := newPhase(name, r.t.latest())
-	work := newWork(ph)
-	var stop context.Context
-	var cancel context.CancelFunc
-	if maxTxs > 0 {
-		stop, cancel = context.WithCancel(ctx)
-	} else {
+// run runs one phase: concurrency workers repeat work until d is over, or
+// maxTxs transactions were started, or (when blocks > 0) that many blocks
+// went by. The phase's throughput window is the blocks committed meanwhile;
+// what is still in flight at the end is left to a later drain.
+func (r *runner) run(ctx context.Context, ph *phase, d time.Duration, maxTxs int, blocks int64,
+	work func(stop, ctx context.Context) error,
+) error {
+	stop, cancel := context.WithCancel(ctx)
+	switch {
+	case blocks > 0:
+		go func() {
+			_ = r.t.waitBlocks(stop, blocks)
+			cancel()
+		}()
+	case maxTxs <= 0:
 		stop, cancel = context.WithTimeout(ctx, d)
 	}
 	defer cancel()
-	begin, cpu0 := time.Now(), sampleCPU()
+	r.t.mu.Lock()
+	ph.startHeight = r.t.height
+	r.t.mu.Unlock()
+	begin, cpu0 := time.Now(), sampleCPU(r.nodePID)
 	var (
 		wg       sync.WaitGroup
 		started  atomic.Int64
@@ -435,42 +481,36 @@ func (r *runner) phase(ctx context.Context, name string, d time.Duration, maxTxs
 		})
 	}
 	wg.Wait()
-	if onStop != nil {
-		onStop()
-	}
-	if firstErr != nil {
-		return nil, fmt.Errorf("%s phase: %w", name, firstErr)
-	}
-	if err := r.t.drain(ctx, ph, r.cfg.drainTimeout); err != nil {
-		return nil, fmt.Errorf("%s phase: %w", name, err)
-	}
-	ph.wall = time.Since(begin)
-	ph.toolCores, ph.machineCores = cpu0.cores(sampleCPU())
 	r.t.mu.Lock()
-	r.cfg.logf("%s: %d txs sent, %d ok, %d failed, %d refused, %d lost, blocks %d-%d, %s",
-		name, ph.sentTxs, ph.okTxs, ph.failedTxs, ph.rejected, ph.lost, ph.startHeight+1, ph.lastHeight, ph.wall.Round(time.Second))
+	ph.stopHeight = r.t.height
 	r.t.mu.Unlock()
-	return ph, nil
+	ph.sending = time.Since(begin)
+	ph.toolCores, ph.nodeCores, ph.machineCores = cpu0.cores(sampleCPU(r.nodePID))
+	if firstErr != nil {
+		return fmt.Errorf("%s phase: %w", ph.name, firstErr)
+	}
+	r.t.mu.Lock()
+	r.cfg.logf("%s: %d txs sent in %s, blocks %d-%d", ph.name, ph.sentTxs, ph.sending.Round(time.Second), ph.startHeight+1, ph.stopHeight)
+	r.t.mu.Unlock()
+	return nil
 }
 
 // bankWork sends 1udepin transfers between the bank accounts.
-func (r *runner) bankWork(bank []*account) func(*phase) func(stop, ctx context.Context) error {
+func (r *runner) bankWork(ph *phase, bank []*account) func(stop, ctx context.Context) error {
 	free := newPool(bank)
-	return func(ph *phase) func(stop, ctx context.Context) error {
-		return func(stop, ctx context.Context) error {
-			a, err := free.get(stop)
-			if err != nil {
-				return errStopped
-			}
-			defer free.put(a)
-			msgs := make([]sdk.Msg, r.cfg.msgsPerTx)
-			for i := range msgs {
-				to := bank[(a.index+1+rand.IntN(len(bank)-1))%len(bank)]
-				msgs[i] = &banktypes.MsgSend{FromAddress: a.address, ToAddress: to.address, Amount: sdk.NewCoins(sdk.NewInt64Coin(denom, 1))}
-			}
-			_, err = r.t.send(stop, ctx, ph, a, kindSend, msgs, nil)
-			return err
+	return func(stop, ctx context.Context) error {
+		a, err := free.get(stop)
+		if err != nil {
+			return errStopped
 		}
+		defer free.put(a)
+		msgs := make([]sdk.Msg, r.cfg.msgsPerTx)
+		for i := range msgs {
+			to := bank[(a.index+1+rand.IntN(len(bank)-1))%len(bank)]
+			msgs[i] = &banktypes.MsgSend{FromAddress: a.address, ToAddress: to.address, Amount: sdk.NewCoins(sdk.NewInt64Coin(denom, 1))}
+		}
+		_, err = r.t.send(stop, ctx, ph, a, kindSend, msgs, nil)
+		return err
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	abci "github.com/cometbft/cometbft/abci/types"
 
@@ -54,11 +55,12 @@ func registerProviderMsg(p *account, bond int64) *stakingexttypes.MsgRegisterPro
 	}
 }
 
-// task is market work waiting for a provider: a bid on a job, or the
-// checkpoint of a lease it won.
+// task is market work waiting for a provider: a bid on a job (until its
+// bidding deadline), or the checkpoint of a lease it won.
 type task struct {
 	jobID, leaseID uint64
 	price          int64
+	deadline       int64
 }
 
 // market drives the market phase. Owners submit jobs; each job the chain
@@ -81,6 +83,11 @@ type market struct {
 	// reached, so bids go out well inside the bidding window instead of
 	// piling up behind a burst of jobs.
 	maxBacklog int
+	// minJobs is the job budget of a block interval however few market
+	// transactions the last block had (the workers: so the pipeline starts).
+	minJobs int
+	// verbose logs every block's market transactions and queues.
+	verbose    bool
 	owners     []*account
 	providers  []*account
 	provByAddr map[string]*account
@@ -100,15 +107,24 @@ type market struct {
 	// jobsInFlight are submitted jobs not yet in a block; queuedBids the bid
 	// tasks not yet taken by a worker.
 	jobsInFlight, queuedBids int
-	stats                    MarketReport
-	unsent                   map[string]int
+	// jobBudget is how many more jobs owners may submit before the next
+	// block (see block); height is the last block seen.
+	jobBudget int
+	height    int64
+	// recent are the market messages of ours in the last blocks.
+	recent []int
+	// takenJobs and takenCheckpoints count the messages workers took.
+	takenJobs, takenCheckpoints int
+	stats                       MarketReport
+	unsent                      map[string]int
 }
 
 func newMarket(t *tracker, query markettypes.QueryClient, spec markettypes.JobSpec, deposit sdk.Coin,
-	bidsPerJob, msgsPerTx, maxBacklog int, owners, providers []*account,
+	bidsPerJob, msgsPerTx, maxBacklog, minJobs int, owners, providers []*account,
 ) *market {
 	m := &market{
 		t: t, query: query, spec: spec, deposit: deposit, bidsPerJob: bidsPerJob, msgsPerTx: msgsPerTx, maxBacklog: maxBacklog,
+		minJobs: minJobs, jobBudget: minJobs,
 		owners: owners, providers: providers, provByAddr: byAddress(providers),
 		ownerBusy: make([]bool, len(owners)), bids: map[*account][]task{}, checkpoints: map[*account][]task{},
 		queued: map[*account]bool{}, busy: map[*account]bool{}, jobs: map[uint64]bool{}, unsent: map[string]int{},
@@ -160,8 +176,12 @@ func (m *market) work(stop, ctx context.Context) error {
 	return err
 }
 
-// next waits for an account with work: a provider with bids or checkpoints
-// to send, else a free owner, who submits new jobs.
+// next waits for an account with work. Bids come first: they have a
+// deadline. Then checkpoints and new jobs take turns (checkpoints while
+// fewer have been taken than jobs), so that the burst of leases an auction
+// block brings does not hold up new jobs, which would make the mix come in
+// waves; either takes the other's turn when it has nothing to send. New
+// jobs also need room in the job budget and the bid backlog.
 func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
 	wake := context.AfterFunc(stop, func() {
 		m.mu.Lock()
@@ -171,43 +191,95 @@ func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
 	defer wake()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	hasBids := func(p *account) bool { return len(m.bids[p]) > 0 }
+	hasCheckpoints := func(p *account) bool { return len(m.checkpoints[p]) > 0 }
 	for {
 		if m.stopped || stop.Err() != nil {
 			return nil, "", nil, errStopped
 		}
-		if len(m.ready) > 0 {
-			p := m.ready[0]
-			m.ready = m.ready[1:]
-			m.queued[p] = false
-			m.busy[p] = true
-			if len(m.bids[p]) > 0 {
-				bids := take(m.bids, p, m.msgsPerTx)
-				m.queuedBids -= len(bids)
+		if p := m.pop(hasBids); p != nil {
+			if bids := m.takeBids(p); len(bids) > 0 {
 				return p, kindPlaceBid, bids, nil
 			}
-			return p, kindCheckpoint, take(m.checkpoints, p, m.msgsPerTx), nil
+			m.busy[p] = false // all its bids were too late
+			m.enqueue(p)
+			continue
 		}
-		for i := range m.owners {
-			if (m.jobsInFlight+m.msgsPerTx)*m.bidsPerJob+m.queuedBids > m.maxBacklog {
-				break
-			}
-			idx := (m.nextOwner + i) % len(m.owners)
-			if !m.ownerBusy[idx] {
-				m.ownerBusy[idx] = true
-				m.nextOwner = idx + 1
-				m.jobsInFlight += m.msgsPerTx
-				return m.owners[idx], kindSubmitJob, nil, nil
+		if m.takenCheckpoints <= m.takenJobs {
+			if p := m.pop(hasCheckpoints); p != nil {
+				return p, kindCheckpoint, m.takeCheckpoints(p), nil
 			}
 		}
+		if owner := m.freeOwner(); owner != nil {
+			return owner, kindSubmitJob, nil, nil
+		}
+		if p := m.pop(hasCheckpoints); p != nil {
+			return p, kindCheckpoint, m.takeCheckpoints(p), nil
+		}
+		waited := time.Now()
 		m.cond.Wait()
+		m.ph.idle.Add(int64(time.Since(waited)))
 	}
 }
 
-func take(queues map[*account][]task, p *account, n int) []task {
-	q := queues[p]
-	n = min(n, len(q))
+// pop takes the first ready provider that has work of a kind, marking it
+// busy, or returns nil. m.mu is held.
+func (m *market) pop(has func(*account) bool) *account {
+	for i, p := range m.ready {
+		if has(p) {
+			m.ready = append(m.ready[:i], m.ready[i+1:]...)
+			m.queued[p] = false
+			m.busy[p] = true
+			return p
+		}
+	}
+	return nil
+}
+
+// freeOwner takes a free owner if the job budget and the bid backlog allow
+// another submit-job transaction, or returns nil. m.mu is held.
+func (m *market) freeOwner() *account {
+	if m.jobBudget < m.msgsPerTx || (m.jobsInFlight+m.msgsPerTx)*m.bidsPerJob+m.queuedBids > m.maxBacklog {
+		return nil
+	}
+	for i := range m.owners {
+		idx := (m.nextOwner + i) % len(m.owners)
+		if !m.ownerBusy[idx] {
+			m.ownerBusy[idx] = true
+			m.nextOwner = idx + 1
+			m.jobsInFlight += m.msgsPerTx
+			m.jobBudget -= m.msgsPerTx
+			m.takenJobs += m.msgsPerTx
+			return m.owners[idx]
+		}
+	}
+	return nil
+}
+
+func (m *market) takeCheckpoints(p *account) []task {
+	q := m.checkpoints[p]
+	n := min(m.msgsPerTx, len(q))
 	out := append([]task(nil), q[:n]...)
-	queues[p] = q[n:]
+	m.checkpoints[p] = q[n:]
+	m.takenCheckpoints += n
+	return out
+}
+
+// takeBids takes up to msgsPerTx of p's bids, dropping (as unsent) those
+// that could no longer land by their job's bidding deadline: the next block
+// may already be past it. m.mu is held.
+func (m *market) takeBids(p *account) []task {
+	var out []task
+	for len(out) < m.msgsPerTx && len(m.bids[p]) > 0 {
+		tk := m.bids[p][0]
+		m.bids[p] = m.bids[p][1:]
+		m.queuedBids--
+		if tk.deadline <= m.height+1 {
+			m.unsent[string(kindPlaceBid)+" (bidding closed before it was sent)"]++
+			continue
+		}
+		out = append(out, tk)
+	}
 	return out
 }
 
@@ -296,7 +368,7 @@ func (m *market) jobsCreated(events []abci.Event) {
 		for j := range m.bidsPerJob {
 			p := m.providers[(m.jobSeq*m.bidsPerJob+j)%len(m.providers)]
 			price := 1000 + int64((created.JobId*7919+uint64(j)*104729)%(maxPrice-1000))
-			m.bids[p] = append(m.bids[p], task{jobID: created.JobId, price: price})
+			m.bids[p] = append(m.bids[p], task{jobID: created.JobId, price: price, deadline: created.BiddingDeadline})
 			m.queuedBids++
 			m.enqueue(p)
 		}
@@ -305,9 +377,41 @@ func (m *market) jobsCreated(events []abci.Event) {
 	}
 }
 
-// finalized turns leases the auctions gave the tool's providers into
-// checkpoints to commit.
-func (m *market) finalized(_ int64, events []abci.Event) {
+// jobGrowth is how much the job budget may exceed the recent share of jobs;
+// budgetBlocks is how many recent blocks that share averages over (one
+// block is too noisy: a block cut just after a big one holds little).
+const (
+	jobGrowth    = 2
+	budgetBlocks = 4
+)
+
+// block takes in a new block. The leases the auctions gave the tool's
+// providers become checkpoints to commit. The job budget for the coming
+// block interval is set from the market messages recent blocks included: in
+// a steady pipeline each job brings bidsPerJob bids and one checkpoint, so
+// jobs are 1/(bidsPerJob+2) of them. The budget allows twice that (and at
+// least minJobs), so the load grows until the node or the workers are
+// saturated (jobs are the workers' last choice, so a saturated pipeline
+// does not take them), but an empty pipeline does not start with a burst of
+// jobs whose bids would then all come due at once.
+func (m *market) block(h int64, events []abci.Event, ours map[msgKind]counts) {
+	m.mu.Lock()
+	m.height = h
+	m.recent = append(m.recent, ours[kindSubmitJob].msgs+ours[kindPlaceBid].msgs+ours[kindCheckpoint].msgs)
+	if len(m.recent) > budgetBlocks {
+		m.recent = m.recent[1:]
+	}
+	sum := 0
+	for _, n := range m.recent {
+		sum += n
+	}
+	m.jobBudget = max(m.minJobs, int(jobGrowth*float64(sum)/float64(len(m.recent)*(m.bidsPerJob+2))))
+	if m.verbose {
+		m.t.logf("block %d: %d jobs, %d bids, %d checkpoints of ours; next: job budget %d, %d bids queued, %d jobs in flight",
+			h, ours[kindSubmitJob].msgs, ours[kindPlaceBid].msgs, ours[kindCheckpoint].msgs, m.jobBudget, m.queuedBids, m.jobsInFlight)
+	}
+	m.cond.Broadcast()
+	m.mu.Unlock()
 	for _, ev := range events {
 		msg, ok := typedEvent(ev, "depinchain.market.v1.EventLeaseCreated")
 		if !ok {

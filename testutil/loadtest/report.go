@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -45,13 +46,21 @@ func (g gasTable) limit(k msgKind, msgs int) uint64 { return g.base + g.perMsg[k
 // phase counts one phase's transactions; the tracker updates it under its lock.
 type phase struct {
 	name string
-	// startHeight is the last block before the phase sent anything;
-	// lastHeight the last block that included one of its transactions.
-	startHeight, lastHeight int64
-	wall                    time.Duration
-	// toolCores and machineCores are the CPU the tool and the whole machine
-	// used over the phase, in cores.
-	toolCores, machineCores float64
+	// kinds are the messages whose inclusion the phase's throughput counts.
+	kinds []msgKind
+	// The phase's throughput window is the blocks after startHeight (the last
+	// block before it sent anything) up to stopHeight (the last block when
+	// it stopped sending); lastHeight is the last block that included one of
+	// its transactions, drain included.
+	startHeight, stopHeight, lastHeight int64
+	// sending is how long the workers sent.
+	sending time.Duration
+	// idle is the time workers spent waiting for work (market tasks) or for a
+	// free in-flight slot, summed over workers.
+	idle atomic.Int64
+	// toolCores, nodeCores and machineCores are the CPU the tool, the node
+	// and the whole machine used over the phase, in cores.
+	toolCores, nodeCores, machineCores float64
 
 	sentTxs, sentMsgs int
 	okTxs, okMsgs     int
@@ -68,9 +77,9 @@ type phase struct {
 	unsent map[string]int
 }
 
-func newPhase(name string, startHeight int64) *phase {
+func newPhase(name string, kinds []msgKind) *phase {
 	return &phase{
-		name: name, startHeight: startHeight,
+		name: name, kinds: kinds,
 		sentByKind: map[msgKind]int{}, failures: map[string]int{}, rejections: map[string]int{},
 		gas: map[msgKind]*gasStat{}, unsent: map[string]int{},
 	}
@@ -142,34 +151,52 @@ type Report struct {
 	Accounts    map[string]int
 	Phases      []PhaseReport
 	// Ratio is market over bank: successful transactions per second, and
-	// messages per second.
-	Ratio, MsgRatio float64
-	Gas             []GasReport
-	Market          MarketReport
-	Wall            time.Duration
+	// messages per second. CPURatio compares transactions per CPU-second of
+	// the node instead, which holds when other processes take a varying share
+	// of the machine (0 when the tool did not start the node).
+	Ratio, MsgRatio, CPURatio float64
+	// WarmUps are the unmeasured phases, for the accounting of what was sent.
+	WarmUps []PhaseReport
+	Gas     []GasReport
+	Market  MarketReport
+	Wall    time.Duration
 }
 
-// PhaseReport is one measured phase.
+// PhaseReport is one phase.
 type PhaseReport struct {
 	Name string
-	// Sent were accepted into the mempool (CheckTx passed); each is then
-	// Included (succeeded), Failed (in a block with an error), or Lost.
-	// Rejected never entered the mempool.
+	// Sent were accepted into the mempool (CheckTx passed) during the phase;
+	// each is then Included (succeeded), Failed (in a block with an error),
+	// or Lost. Rejected never entered the mempool.
 	Sent, SentMsgs, Included, IncludedMsgs, Failed, Rejected, Lost int
 	MempoolFull                                                    int
-	FirstHeight, LastHeight                                        int64
-	// Span runs from the time of the last block before the phase to the time
-	// of the last block that included one of its transactions.
-	Span                time.Duration
-	Wall                time.Duration
-	TxPerSec, MsgPerSec float64
-	// ToolCores and MachineCores are the CPU the load tool and the whole
-	// machine (node, tool and anything else) used over the phase, in cores.
-	ToolCores, MachineCores float64
-	Blocks                  BlockStats
-	Failures                map[string]int
-	Rejections              map[string]int
-	Unsent                  map[string]int
+	// The throughput window: the blocks FirstHeight..LastHeight, committed
+	// while the phase was sending, over Span (from the time of the block
+	// before FirstHeight to that of LastHeight). WindowTxs and WindowMsgs are
+	// the successful transactions and messages of the phase's kinds those
+	// blocks include, whoever sent them (a market warm-up's tail counts).
+	FirstHeight, LastHeight int64
+	Span                    time.Duration
+	WindowTxs, WindowMsgs   int
+	WindowByKind            map[string]int // messages
+	TxPerSec, MsgPerSec     float64
+	// Sending is how long the workers sent.
+	Sending time.Duration
+	// Idle is the share of the workers' sending time spent waiting for work
+	// or for an in-flight slot rather than signing and broadcasting: near 0,
+	// the tool offered the node all the load it could.
+	Idle float64
+	// ToolCores, NodeCores and MachineCores are the CPU the load tool, the
+	// node (0 if the tool did not start it) and the whole machine (node, tool
+	// and anything else) used while the phase was sending, in cores.
+	ToolCores, NodeCores, MachineCores float64
+	// TxPerNodeCPUSec is TxPerSec over NodeCores: transactions per
+	// CPU-second of the node.
+	TxPerNodeCPUSec float64
+	Blocks          BlockStats
+	Failures        map[string]int
+	Rejections      map[string]int
+	Unsent          map[string]int
 }
 
 // BlockStats describes the intervals between consecutive blocks of a phase.
@@ -194,32 +221,47 @@ type MarketReport struct {
 	Jobs, Bids, Leases, OurLeases, Checkpoints int
 }
 
-func (t *tracker) phaseReport(p *phase) PhaseReport {
+func (t *tracker) phaseReport(p *phase, workers int) PhaseReport {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := PhaseReport{
 		Name: p.name, Sent: p.sentTxs, SentMsgs: p.sentMsgs, Included: p.okTxs, IncludedMsgs: p.okMsgs,
 		Failed: p.failedTxs, Rejected: p.rejected, Lost: p.lost, MempoolFull: p.mempoolFull,
-		FirstHeight: p.startHeight + 1, LastHeight: p.lastHeight, Wall: p.wall,
-		ToolCores: p.toolCores, MachineCores: p.machineCores,
+		FirstHeight: p.startHeight + 1, LastHeight: p.stopHeight, Sending: p.sending,
+		ToolCores: p.toolCores, NodeCores: p.nodeCores, MachineCores: p.machineCores,
 		Failures: p.failures, Rejections: p.rejections, Unsent: p.unsent,
 	}
-	if p.lastHeight <= p.startHeight {
-		return r
+	if p.sending > 0 {
+		r.Idle = float64(p.idle.Load()) / float64(p.sending*time.Duration(workers))
 	}
-	r.Span = t.times[p.lastHeight].Sub(t.times[p.startHeight])
-	if r.Span > 0 {
-		r.TxPerSec = float64(p.okTxs) / r.Span.Seconds()
-		r.MsgPerSec = float64(p.okMsgs) / r.Span.Seconds()
+	if p.stopHeight <= p.startHeight {
+		return r
 	}
 	var intervals []time.Duration
 	txs, maxTxs := 0, 0
-	for h := p.startHeight + 1; h <= p.lastHeight; h++ {
+	for h := p.startHeight + 1; h <= p.stopHeight; h++ {
 		intervals = append(intervals, t.times[h].Sub(t.times[h-1]))
 		txs += t.blockTxs[h]
 		maxTxs = max(maxTxs, t.blockTxs[h])
+		for _, k := range p.kinds {
+			c := t.okAt[h][k]
+			r.WindowTxs += c.txs
+			r.WindowMsgs += c.msgs
+			if r.WindowByKind == nil {
+				r.WindowByKind = map[string]int{}
+			}
+			r.WindowByKind[string(k)] += c.msgs
+		}
 	}
 	r.Blocks = blockStats(intervals, txs, maxTxs)
+	r.Span = t.times[p.stopHeight].Sub(t.times[p.startHeight])
+	if r.Span > 0 {
+		r.TxPerSec = float64(r.WindowTxs) / r.Span.Seconds()
+		r.MsgPerSec = float64(r.WindowMsgs) / r.Span.Seconds()
+	}
+	if p.nodeCores > 0 {
+		r.TxPerNodeCPUSec = r.TxPerSec / p.nodeCores
+	}
 	return r
 }
 
@@ -295,14 +337,30 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 
+	fmt.Fprintln(w, "throughput (successful txs included in the blocks committed while the phase was sending)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\ttxs sent\tincluded ok\tfailed\trefused\tlost\tblocks\tspan\ttx/s\tmsgs/s\tCPU tool/machine\t")
+	fmt.Fprintln(tw, "phase\tblocks\tspan\ttxs\ttx/s\tmsgs/s\tworkers idle\tCPU node/tool/machine\ttx per node CPU-s\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%s\t%.1f\t%.1f\t%.2f/%.2f cores\t\n", p.Name, p.Sent, p.Included, p.Failed, p.Rejected, p.Lost,
-			p.FirstHeight, p.LastHeight, p.Span.Round(10*time.Millisecond), p.TxPerSec, p.MsgPerSec, p.ToolCores, p.MachineCores)
+		fmt.Fprintf(tw, "%s\t%d-%d\t%s\t%d\t%.1f\t%.1f\t%.0f%%\t%.2f/%.2f/%.2f\t%.0f\t\n", p.Name,
+			p.FirstHeight, p.LastHeight, p.Span.Round(10*time.Millisecond), p.WindowTxs, p.TxPerSec, p.MsgPerSec, 100*p.Idle,
+			p.NodeCores, p.ToolCores, p.MachineCores, p.TxPerNodeCPUSec)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nmarket/bank throughput ratio: %.2f (tx/s), %.2f (msgs/s)\n\n", r.Ratio, r.MsgRatio)
+	fmt.Fprintf(w, "\nmarket/bank throughput ratio: %.2f (tx/s), %.2f (msgs/s)", r.Ratio, r.MsgRatio)
+	if r.CPURatio > 0 {
+		fmt.Fprintf(w, ", %.2f (tx per node CPU-second)", r.CPURatio)
+	}
+	fmt.Fprintln(w)
+	for _, p := range r.Phases {
+		if len(p.WindowByKind) > 1 {
+			fmt.Fprintf(w, "%s mix:", p.Name)
+			for _, k := range []msgKind{kindSubmitJob, kindPlaceBid, kindCheckpoint} {
+				fmt.Fprintf(w, " %d %s", p.WindowByKind[string(k)], k)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
 
 	fmt.Fprintln(w, "block times (between consecutive blocks of the phase)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -321,10 +379,18 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 
+	fmt.Fprintln(w, "\nevery transaction sent (accepted at CheckTx), by the phase that sent it")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tsent\tincluded ok\tfailed\tlost\trefused at CheckTx\t")
+	for _, p := range append(slices.Clone(r.WarmUps), r.Phases...) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", p.Name, p.Sent, p.Included, p.Failed, p.Lost, p.Rejected)
+	}
+	tw.Flush()
+
 	m := r.Market
-	fmt.Fprintf(w, "\nmarket pipeline: %d jobs created, %d bids placed, %d leases won by the tool's providers, %d checkpoints committed\n",
+	fmt.Fprintf(w, "\nmarket pipeline (warm-up and phase): %d jobs created, %d bids placed, %d leases won by the tool's providers, %d checkpoints committed\n",
 		m.Jobs, m.Bids, m.OurLeases, m.Checkpoints)
-	for _, p := range r.Phases {
+	for _, p := range append(slices.Clone(r.WarmUps), r.Phases...) {
 		writeCounts(w, p.Name+": failed in a block", p.Failures)
 		writeCounts(w, p.Name+": refused at CheckTx", p.Rejections)
 		writeCounts(w, p.Name+": left unsent when the phase ended", p.Unsent)

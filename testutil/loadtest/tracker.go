@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"sync"
@@ -34,6 +35,9 @@ type sentTx struct {
 	done func(height int64, res *abci.ExecTxResult)
 }
 
+// counts are transactions and the messages in them.
+type counts struct{ txs, msgs int }
+
 // tracker broadcasts transactions and follows the chain block by block,
 // matching each block's transactions (by hash) against those it sent and
 // reading their results from CometBFT's block_results. It is the one place
@@ -59,10 +63,13 @@ type tracker struct {
 	height   int64
 	times    map[int64]time.Time
 	blockTxs map[int64]int
-	// onFinalize receives each block's finalize-block events (end-block
-	// auction results), after the block's transactions are recorded.
-	onFinalize func(height int64, events []abci.Event)
-	err        error
+	// okAt counts the successful transactions the tool sent, by height and kind.
+	okAt map[int64]map[msgKind]counts
+	// onBlock receives each block's finalize-block events (end-block auction
+	// results) and the tool's successful transactions in it by kind, after
+	// the block's transactions are recorded.
+	onBlock func(height int64, events []abci.Event, ours map[msgKind]counts)
+	err     error
 }
 
 func (t *tracker) init(ctx context.Context) error {
@@ -70,6 +77,7 @@ func (t *tracker) init(ctx context.Context) error {
 	t.pending = map[string]*sentTx{}
 	t.times = map[int64]time.Time{}
 	t.blockTxs = map[int64]int{}
+	t.okAt = map[int64]map[msgKind]counts{}
 	st, err := t.rpc.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("CometBFT status: %w", err)
@@ -149,6 +157,15 @@ func (t *tracker) processBlock(ctx context.Context, h int64) error {
 		delete(t.pending, hash)
 		r := res.TxsResults[i]
 		st.phase.included(st, h, r)
+		if r.Code == 0 {
+			if t.okAt[h] == nil {
+				t.okAt[h] = map[msgKind]counts{}
+			}
+			c := t.okAt[h][st.kind]
+			c.txs++
+			c.msgs += st.msgs
+			t.okAt[h][st.kind] = c
+		}
 		if st.done != nil {
 			callbacks = append(callbacks, func() { st.done(h, r) })
 		}
@@ -159,14 +176,15 @@ func (t *tracker) processBlock(ctx context.Context, h int64) error {
 			callbacks = append(callbacks, t.lose(hash, st))
 		}
 	}
+	ours := maps.Clone(t.okAt[h])
 	t.height = h
 	t.cond.Broadcast()
 	t.mu.Unlock()
 	for _, cb := range callbacks {
 		cb()
 	}
-	if t.onFinalize != nil {
-		t.onFinalize(h, res.FinalizeBlockEvents)
+	if t.onBlock != nil {
+		t.onBlock(h, res.FinalizeBlockEvents, ours)
 	}
 	return nil
 }
@@ -239,7 +257,10 @@ var expectedSeq = regexp.MustCompile(`account sequence mismatch, expected (\d+)`
 // over: errStopped); ctx bounds the broadcast itself, so a transaction is
 // never abandoned half-sent.
 func (t *tracker) send(stop, ctx context.Context, ph *phase, a *account, kind msgKind, msgs []sdk.Msg, done func(int64, *abci.ExecTxResult)) (bool, error) {
-	if err := t.wait(stop, func() bool { return len(t.pending) < t.maxPending }); err != nil {
+	waited := time.Now()
+	err := t.wait(stop, func() bool { return len(t.pending) < t.maxPending })
+	ph.idle.Add(int64(time.Since(waited)))
+	if err != nil {
 		if stop.Err() != nil && ctx.Err() == nil {
 			return false, errStopped
 		}
