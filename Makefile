@@ -90,7 +90,9 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: benchmarks whose results are ratios against a baseline measured in the same run
+## bench: benchmarks whose results are ratios against a baseline measured in the same run,
+##        then the load test's table (market vs bank throughput, block times, gas per message)
+LOADTEST_FLAGS ?= -duration 20s
 bench: build
 	@mkdir -p $(BUILD_DIR)
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
@@ -101,6 +103,8 @@ bench: build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency' -benchtime 5x ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench.txt
+	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./testutil/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)
 demo: build
