@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/hex"
 	"net"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/status"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // serveAPI serves the status API, its REST gateway, health checks and
@@ -213,4 +216,72 @@ func (d *Daemon) roles() []string {
 		roles = append(roles, "verifier")
 	}
 	return roles
+}
+
+func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest) (*statusv1.DisputesResponse, error) {
+	d := s.d
+	ids := map[uint64]bool{}
+	var leases []store.LeaseRecord
+	var verifications []store.VerificationRecord
+	if err := d.store.View(func(tx *store.Tx) (err error) {
+		if leases, err = tx.Leases(); err != nil {
+			return err
+		}
+		verifications, err = tx.Verifications()
+		return err
+	}); err != nil {
+		return nil, storeErr(err)
+	}
+	var order []uint64
+	add := func(id uint64) {
+		if id != 0 && !ids[id] {
+			ids[id] = true
+			order = append(order, id)
+		}
+	}
+	for _, l := range leases {
+		res, err := d.verify.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: l.LeaseID})
+		if err != nil {
+			return nil, err
+		}
+		for _, ch := range res.Challenges {
+			add(ch.Id)
+		}
+	}
+	for _, v := range verifications {
+		add(v.ChallengeID)
+	}
+	res := &statusv1.DisputesResponse{}
+	for _, id := range order {
+		chRes, err := d.verify.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: id})
+		if err != nil {
+			return nil, err
+		}
+		ch := chRes.Challenge
+		outcome := ""
+		if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+			outcome = strings.TrimPrefix(ch.Outcome.String(), "CHALLENGE_OUTCOME_")
+		}
+		res.Disputes = append(res.Disputes, &statusv1.Dispute{
+			ChallengeId: ch.Id, Role: dispute.SideOf(ch, d.operator).String(), LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex,
+			Lo: ch.Lo, Hi: ch.Hi, Mid: ch.Mid, Turn: strings.TrimPrefix(ch.Turn.String(), "GAME_TURN_"), Deadline: ch.Deadline,
+			Rounds: ch.Rounds, Outcome: outcome, OutcomeReason: ch.OutcomeReason,
+		})
+	}
+	return res, nil
+}
+
+func (s statusService) Verifications(context.Context, *statusv1.VerificationsRequest) (*statusv1.VerificationsResponse, error) {
+	res := &statusv1.VerificationsResponse{}
+	err := s.d.store.View(func(tx *store.Tx) error {
+		vs, err := tx.Verifications()
+		for _, v := range vs {
+			res.Verifications = append(res.Verifications, &statusv1.Verification{
+				LeaseId: v.LeaseID, Index: v.Index, JobId: v.JobID, Provider: v.Provider, Result: string(v.Result),
+				Detail: v.Detail, ChallengeId: v.ChallengeID, Outcome: v.Outcome, Height: v.Height,
+			})
+		}
+		return err
+	})
+	return res, storeErr(err)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,10 @@ type world struct {
 
 const h100Price = 2_000_000 // udepin per GPU-hour
 
+// challengeWindow is x/verify's challenge window in the tests' chains; the
+// lying-challenger test widens it to have time to lie.
+var challengeWindow = "6"
+
 func newWorld(t testing.TB, timeout time.Duration, opts localnet.ProviderOptions) *world {
 	t.Helper()
 	return newWorldOpts(t, timeout, func(*localnet.Node) localnet.ProviderOptions { return opts })
@@ -45,10 +50,11 @@ func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localn
 	t.Cleanup(cancel)
 	node, err := localnet.Start(ctx, localnet.Options{
 		Home:     filepath.Join(t.TempDir(), "chain"),
-		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000},
+		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000, "liar": 1_000_000_000_000},
 		Genesis: func(app map[string]any) error {
 			params := app["verify"].(map[string]any)["params"].(map[string]any)
-			params["challenge_window"] = "6"
+			params["challenge_window"] = challengeWindow
+			params["move_timeout"] = "20"
 			return nil
 		},
 	})
@@ -360,3 +366,17 @@ func TestSidecarTrainsAndGetsPaid(t *testing.T) {
 }
 
 func sdkInt(v uint64) sdkmath.Int { return sdkmath.NewIntFromUint64(v) }
+
+func (w *world) balanceOf(addr string) int64 {
+	w.t.Helper()
+	var out struct {
+		Balance struct {
+			Amount string `json:"amount"`
+		} `json:"balance"`
+	}
+	if err := w.node.Query(w.ctx, &out, "bank", "balance", addr, "udepin"); err != nil {
+		w.t.Fatal(err)
+	}
+	v, _ := strconv.ParseInt(out.Balance.Amount, 10, 64)
+	return v
+}

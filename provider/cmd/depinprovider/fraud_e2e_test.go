@@ -116,7 +116,21 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	verifierBefore := f.balance(f.verifier.Operator)
 	jobID := f.submitJob(referenceJobYAML, "500000000udepin")
 
-	// The challenge the verifier opens, and its end.
+	// The verifier is killed once its game is under way and started again:
+	// it picks the game up from the chain and finishes it.
+	f.eventually("the verifier's first move", func() bool {
+		res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
+		return err == nil && (res.Challenge.Rounds >= 1 || res.Challenge.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED)
+	})
+	f.verifier.Kill()
+	if err := f.node.WaitBlocks(f.ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.verifier.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The challenge the verifier opened, and its end.
 	var ch verifytypes.Challenge
 	f.eventually("the verifier's challenge to be decided", func() bool {
 		res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
@@ -168,19 +182,47 @@ func TestVerifierCatchesACheater(t *testing.T) {
 		t.Fatalf("the cheater's lease still holds %s / %s", leases[0].Pending, leases[0].Withdrawable)
 	}
 
-	// The verifier reports what it checked and found.
-	var status map[string]any
-	if err := f.verifier.REST(f.ctx, "/v1/status", &status); err != nil {
+	// The verifier reports what it checked and found, and the game it won.
+	var vs struct {
+		Verifications []struct {
+			Index       string `json:"index"`
+			Result      string `json:"result"`
+			ChallengeID string `json:"challenge_id"`
+			Outcome     string `json:"outcome"`
+		} `json:"verifications"`
+	}
+	if err := f.verifier.REST(f.ctx, "/v1/verifications", &vs); err != nil {
 		t.Fatal(err)
+	}
+	results := map[string]string{}
+	for _, v := range vs.Verifications {
+		results[v.Index] = v.Result
+		if v.Result == "mismatched" && (v.ChallengeID != "1" || v.Outcome != "CHALLENGE_OUTCOME_CHALLENGER_WON") {
+			t.Errorf("mismatch record %+v", v)
+		}
+	}
+	if results["0"] != "matched" || results["1"] != "matched" || results["2"] != "mismatched" {
+		t.Errorf("verifier results by checkpoint index of lease 1: %v", results)
+	}
+	var ds struct {
+		Disputes []struct {
+			Role    string `json:"role"`
+			Lo      string `json:"lo"`
+			Outcome string `json:"outcome"`
+		} `json:"disputes"`
+	}
+	if err := f.verifier.REST(f.ctx, "/v1/disputes", &ds); err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Disputes) != 1 || ds.Disputes[0].Role != "challenger" || ds.Disputes[0].Outcome != "CHALLENGER_WON" {
+		t.Errorf("verifier disputes %+v", ds)
 	}
 	var metrics string
 	if err := f.verifier.REST(f.ctx, "/metrics", &metrics); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`depinprovider_verifications_total{result="mismatched"} 1`, `depinprovider_dispute_moves_total{role="challenger"}`} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("verifier metrics lack %q", want)
-		}
+	if !strings.Contains(metrics, `depinprovider_dispute_moves_total{role="challenger"}`) {
+		t.Errorf("the restarted verifier made no moves")
 	}
 	var cheaterMetrics string
 	if err := f.cheater.REST(f.ctx, "/metrics", &cheaterMetrics); err != nil {

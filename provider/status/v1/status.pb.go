@@ -1267,6 +1267,414 @@ func (x *Checkpoint) GetStatus() string {
 	return ""
 }
 
+type DisputesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisputesRequest) Reset() {
+	*x = DisputesRequest{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisputesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisputesRequest) ProtoMessage() {}
+
+func (x *DisputesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisputesRequest.ProtoReflect.Descriptor instead.
+func (*DisputesRequest) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{17}
+}
+
+type DisputesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disputes      []*Dispute             `protobuf:"bytes,1,rep,name=disputes,proto3" json:"disputes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisputesResponse) Reset() {
+	*x = DisputesResponse{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisputesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisputesResponse) ProtoMessage() {}
+
+func (x *DisputesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisputesResponse.ProtoReflect.Descriptor instead.
+func (*DisputesResponse) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DisputesResponse) GetDisputes() []*Dispute {
+	if x != nil {
+		return x.Disputes
+	}
+	return nil
+}
+
+// Dispute is one challenge the operator is a party to.
+type Dispute struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ChallengeId uint64                 `protobuf:"varint,1,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	// role is "defender" (its checkpoint is challenged) or "challenger".
+	Role            string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	LeaseId         uint64 `protobuf:"varint,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64 `protobuf:"varint,4,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	// lo and hi bound the disputed steps; mid is the step bisected this round.
+	Lo  uint64 `protobuf:"varint,5,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi  uint64 `protobuf:"varint,6,opt,name=hi,proto3" json:"hi,omitempty"`
+	Mid uint64 `protobuf:"varint,7,opt,name=mid,proto3" json:"mid,omitempty"`
+	// turn is whose move it is: PROVIDER, CHALLENGER, ONE_STEP or DONE.
+	Turn string `protobuf:"bytes,8,opt,name=turn,proto3" json:"turn,omitempty"`
+	// deadline is the last height the party to move may move at.
+	Deadline int64  `protobuf:"varint,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Rounds   uint32 `protobuf:"varint,10,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	// outcome is empty while the game runs.
+	Outcome       string `protobuf:"bytes,11,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	OutcomeReason string `protobuf:"bytes,12,opt,name=outcome_reason,json=outcomeReason,proto3" json:"outcome_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dispute) Reset() {
+	*x = Dispute{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dispute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dispute) ProtoMessage() {}
+
+func (x *Dispute) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dispute.ProtoReflect.Descriptor instead.
+func (*Dispute) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Dispute) GetChallengeId() uint64 {
+	if x != nil {
+		return x.ChallengeId
+	}
+	return 0
+}
+
+func (x *Dispute) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Dispute) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *Dispute) GetCheckpointIndex() uint64 {
+	if x != nil {
+		return x.CheckpointIndex
+	}
+	return 0
+}
+
+func (x *Dispute) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *Dispute) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *Dispute) GetMid() uint64 {
+	if x != nil {
+		return x.Mid
+	}
+	return 0
+}
+
+func (x *Dispute) GetTurn() string {
+	if x != nil {
+		return x.Turn
+	}
+	return ""
+}
+
+func (x *Dispute) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+func (x *Dispute) GetRounds() uint32 {
+	if x != nil {
+		return x.Rounds
+	}
+	return 0
+}
+
+func (x *Dispute) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *Dispute) GetOutcomeReason() string {
+	if x != nil {
+		return x.OutcomeReason
+	}
+	return ""
+}
+
+type VerificationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerificationsRequest) Reset() {
+	*x = VerificationsRequest{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerificationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerificationsRequest) ProtoMessage() {}
+
+func (x *VerificationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerificationsRequest.ProtoReflect.Descriptor instead.
+func (*VerificationsRequest) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{20}
+}
+
+type VerificationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verifications []*Verification        `protobuf:"bytes,1,rep,name=verifications,proto3" json:"verifications,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerificationsResponse) Reset() {
+	*x = VerificationsResponse{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerificationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerificationsResponse) ProtoMessage() {}
+
+func (x *VerificationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerificationsResponse.ProtoReflect.Descriptor instead.
+func (*VerificationsResponse) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *VerificationsResponse) GetVerifications() []*Verification {
+	if x != nil {
+		return x.Verifications
+	}
+	return nil
+}
+
+// Verification is the verifier's result for another provider's checkpoint.
+type Verification struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId  uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Index    uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	JobId    uint64                 `protobuf:"varint,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Provider string                 `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// result is matched, mismatched, skipped or failed.
+	Result        string `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	Detail        string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	ChallengeId   uint64 `protobuf:"varint,7,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	Outcome       string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Height        int64  `protobuf:"varint,9,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Verification) Reset() {
+	*x = Verification{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Verification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Verification) ProtoMessage() {}
+
+func (x *Verification) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Verification.ProtoReflect.Descriptor instead.
+func (*Verification) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Verification) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *Verification) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Verification) GetJobId() uint64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *Verification) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Verification) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *Verification) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Verification) GetChallengeId() uint64 {
+	if x != nil {
+		return x.ChallengeId
+	}
+	return 0
+}
+
+func (x *Verification) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *Verification) GetHeight() int64 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
 var File_depinchain_provider_v1_status_proto protoreflect.FileDescriptor
 
 const file_depinchain_provider_v1_status_proto_rawDesc = "" +
@@ -1378,7 +1786,37 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\atx_hash\x18\b \x01(\tR\x06txHash\x12\x16\n" +
 	"\x06height\x18\t \x01(\x03R\x06height\x12\x16\n" +
 	"\x06status\x18\n" +
-	" \x01(\tR\x06status2\xac\x05\n" +
+	" \x01(\tR\x06status\"\x11\n" +
+	"\x0fDisputesRequest\"O\n" +
+	"\x10DisputesResponse\x12;\n" +
+	"\bdisputes\x18\x01 \x03(\v2\x1f.depinchain.provider.v1.DisputeR\bdisputes\"\xc1\x02\n" +
+	"\aDispute\x12!\n" +
+	"\fchallenge_id\x18\x01 \x01(\x04R\vchallengeId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\x04R\aleaseId\x12)\n" +
+	"\x10checkpoint_index\x18\x04 \x01(\x04R\x0fcheckpointIndex\x12\x0e\n" +
+	"\x02lo\x18\x05 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x06 \x01(\x04R\x02hi\x12\x10\n" +
+	"\x03mid\x18\a \x01(\x04R\x03mid\x12\x12\n" +
+	"\x04turn\x18\b \x01(\tR\x04turn\x12\x1a\n" +
+	"\bdeadline\x18\t \x01(\x03R\bdeadline\x12\x16\n" +
+	"\x06rounds\x18\n" +
+	" \x01(\rR\x06rounds\x12\x18\n" +
+	"\aoutcome\x18\v \x01(\tR\aoutcome\x12%\n" +
+	"\x0eoutcome_reason\x18\f \x01(\tR\routcomeReason\"\x16\n" +
+	"\x14VerificationsRequest\"c\n" +
+	"\x15VerificationsResponse\x12J\n" +
+	"\rverifications\x18\x01 \x03(\v2$.depinchain.provider.v1.VerificationR\rverifications\"\xf7\x01\n" +
+	"\fVerification\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\x04R\x05jobId\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06result\x18\x05 \x01(\tR\x06result\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\x12!\n" +
+	"\fchallenge_id\x18\a \x01(\x04R\vchallengeId\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06height\x18\t \x01(\x03R\x06height2\xab\a\n" +
 	"\rStatusService\x12k\n" +
 	"\x06Status\x12%.depinchain.provider.v1.StatusRequest\x1a&.depinchain.provider.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/status\x12c\n" +
@@ -1390,7 +1828,9 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\x12\b/v1/bids\x12k\n" +
 	"\x06Leases\x12%.depinchain.provider.v1.LeasesRequest\x1a&.depinchain.provider.v1.LeasesResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/leases\x12\x91\x01\n" +
-	"\vCheckpoints\x12*.depinchain.provider.v1.CheckpointsRequest\x1a+.depinchain.provider.v1.CheckpointsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/leases/{lease_id}/checkpointsB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
+	"\vCheckpoints\x12*.depinchain.provider.v1.CheckpointsRequest\x1a+.depinchain.provider.v1.CheckpointsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/leases/{lease_id}/checkpoints\x12s\n" +
+	"\bDisputes\x12'.depinchain.provider.v1.DisputesRequest\x1a(.depinchain.provider.v1.DisputesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/disputes\x12\x87\x01\n" +
+	"\rVerifications\x12,.depinchain.provider.v1.VerificationsRequest\x1a-.depinchain.provider.v1.VerificationsResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/verificationsB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
 
 var (
 	file_depinchain_provider_v1_status_proto_rawDescOnce sync.Once
@@ -1404,7 +1844,7 @@ func file_depinchain_provider_v1_status_proto_rawDescGZIP() []byte {
 	return file_depinchain_provider_v1_status_proto_rawDescData
 }
 
-var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 0: depinchain.provider.v1.StatusRequest
 	(*StatusResponse)(nil),        // 1: depinchain.provider.v1.StatusResponse
@@ -1423,32 +1863,44 @@ var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*CheckpointsRequest)(nil),    // 14: depinchain.provider.v1.CheckpointsRequest
 	(*CheckpointsResponse)(nil),   // 15: depinchain.provider.v1.CheckpointsResponse
 	(*Checkpoint)(nil),            // 16: depinchain.provider.v1.Checkpoint
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*DisputesRequest)(nil),       // 17: depinchain.provider.v1.DisputesRequest
+	(*DisputesResponse)(nil),      // 18: depinchain.provider.v1.DisputesResponse
+	(*Dispute)(nil),               // 19: depinchain.provider.v1.Dispute
+	(*VerificationsRequest)(nil),  // 20: depinchain.provider.v1.VerificationsRequest
+	(*VerificationsResponse)(nil), // 21: depinchain.provider.v1.VerificationsResponse
+	(*Verification)(nil),          // 22: depinchain.provider.v1.Verification
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
-	17, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	23, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: depinchain.provider.v1.GPUsResponse.gpus:type_name -> depinchain.provider.v1.GPU
 	7,  // 2: depinchain.provider.v1.JobsResponse.jobs:type_name -> depinchain.provider.v1.Job
 	10, // 3: depinchain.provider.v1.BidsResponse.bids:type_name -> depinchain.provider.v1.Bid
 	13, // 4: depinchain.provider.v1.LeasesResponse.leases:type_name -> depinchain.provider.v1.Lease
 	16, // 5: depinchain.provider.v1.CheckpointsResponse.checkpoints:type_name -> depinchain.provider.v1.Checkpoint
-	0,  // 6: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
-	2,  // 7: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
-	5,  // 8: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
-	8,  // 9: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
-	11, // 10: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
-	14, // 11: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
-	1,  // 12: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
-	3,  // 13: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
-	6,  // 14: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
-	9,  // 15: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
-	12, // 16: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
-	15, // 17: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	19, // 6: depinchain.provider.v1.DisputesResponse.disputes:type_name -> depinchain.provider.v1.Dispute
+	22, // 7: depinchain.provider.v1.VerificationsResponse.verifications:type_name -> depinchain.provider.v1.Verification
+	0,  // 8: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
+	2,  // 9: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
+	5,  // 10: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
+	8,  // 11: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
+	11, // 12: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
+	14, // 13: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
+	17, // 14: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
+	20, // 15: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
+	1,  // 16: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
+	3,  // 17: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
+	6,  // 18: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
+	9,  // 19: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
+	12, // 20: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
+	15, // 21: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
+	18, // 22: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
+	21, // 23: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_depinchain_provider_v1_status_proto_init() }
@@ -1462,7 +1914,7 @@ func file_depinchain_provider_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depinchain_provider_v1_status_proto_rawDesc), len(file_depinchain_provider_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

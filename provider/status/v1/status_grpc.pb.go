@@ -26,12 +26,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	StatusService_Status_FullMethodName      = "/depinchain.provider.v1.StatusService/Status"
-	StatusService_GPUs_FullMethodName        = "/depinchain.provider.v1.StatusService/GPUs"
-	StatusService_Jobs_FullMethodName        = "/depinchain.provider.v1.StatusService/Jobs"
-	StatusService_Bids_FullMethodName        = "/depinchain.provider.v1.StatusService/Bids"
-	StatusService_Leases_FullMethodName      = "/depinchain.provider.v1.StatusService/Leases"
-	StatusService_Checkpoints_FullMethodName = "/depinchain.provider.v1.StatusService/Checkpoints"
+	StatusService_Status_FullMethodName        = "/depinchain.provider.v1.StatusService/Status"
+	StatusService_GPUs_FullMethodName          = "/depinchain.provider.v1.StatusService/GPUs"
+	StatusService_Jobs_FullMethodName          = "/depinchain.provider.v1.StatusService/Jobs"
+	StatusService_Bids_FullMethodName          = "/depinchain.provider.v1.StatusService/Bids"
+	StatusService_Leases_FullMethodName        = "/depinchain.provider.v1.StatusService/Leases"
+	StatusService_Checkpoints_FullMethodName   = "/depinchain.provider.v1.StatusService/Checkpoints"
+	StatusService_Disputes_FullMethodName      = "/depinchain.provider.v1.StatusService/Disputes"
+	StatusService_Verifications_FullMethodName = "/depinchain.provider.v1.StatusService/Verifications"
 )
 
 // StatusServiceClient is the client API for StatusService service.
@@ -52,6 +54,11 @@ type StatusServiceClient interface {
 	Leases(ctx context.Context, in *LeasesRequest, opts ...grpc.CallOption) (*LeasesResponse, error)
 	// Checkpoints lists one lease's checkpoints.
 	Checkpoints(ctx context.Context, in *CheckpointsRequest, opts ...grpc.CallOption) (*CheckpointsResponse, error)
+	// Disputes lists the challenges the operator is a party to, as defender
+	// or challenger, with where each game stands.
+	Disputes(ctx context.Context, in *DisputesRequest, opts ...grpc.CallOption) (*DisputesResponse, error)
+	// Verifications lists what the verifier checked, skipped and found.
+	Verifications(ctx context.Context, in *VerificationsRequest, opts ...grpc.CallOption) (*VerificationsResponse, error)
 }
 
 type statusServiceClient struct {
@@ -122,6 +129,26 @@ func (c *statusServiceClient) Checkpoints(ctx context.Context, in *CheckpointsRe
 	return out, nil
 }
 
+func (c *statusServiceClient) Disputes(ctx context.Context, in *DisputesRequest, opts ...grpc.CallOption) (*DisputesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisputesResponse)
+	err := c.cc.Invoke(ctx, StatusService_Disputes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statusServiceClient) Verifications(ctx context.Context, in *VerificationsRequest, opts ...grpc.CallOption) (*VerificationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerificationsResponse)
+	err := c.cc.Invoke(ctx, StatusService_Verifications_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StatusServiceServer is the server API for StatusService service.
 // All implementations must embed UnimplementedStatusServiceServer
 // for forward compatibility.
@@ -140,6 +167,11 @@ type StatusServiceServer interface {
 	Leases(context.Context, *LeasesRequest) (*LeasesResponse, error)
 	// Checkpoints lists one lease's checkpoints.
 	Checkpoints(context.Context, *CheckpointsRequest) (*CheckpointsResponse, error)
+	// Disputes lists the challenges the operator is a party to, as defender
+	// or challenger, with where each game stands.
+	Disputes(context.Context, *DisputesRequest) (*DisputesResponse, error)
+	// Verifications lists what the verifier checked, skipped and found.
+	Verifications(context.Context, *VerificationsRequest) (*VerificationsResponse, error)
 	mustEmbedUnimplementedStatusServiceServer()
 }
 
@@ -167,6 +199,12 @@ func (UnimplementedStatusServiceServer) Leases(context.Context, *LeasesRequest) 
 }
 func (UnimplementedStatusServiceServer) Checkpoints(context.Context, *CheckpointsRequest) (*CheckpointsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Checkpoints not implemented")
+}
+func (UnimplementedStatusServiceServer) Disputes(context.Context, *DisputesRequest) (*DisputesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Disputes not implemented")
+}
+func (UnimplementedStatusServiceServer) Verifications(context.Context, *VerificationsRequest) (*VerificationsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Verifications not implemented")
 }
 func (UnimplementedStatusServiceServer) mustEmbedUnimplementedStatusServiceServer() {}
 func (UnimplementedStatusServiceServer) testEmbeddedByValue()                       {}
@@ -297,6 +335,42 @@ func _StatusService_Checkpoints_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StatusService_Disputes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisputesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatusServiceServer).Disputes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatusService_Disputes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatusServiceServer).Disputes(ctx, req.(*DisputesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatusService_Verifications_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerificationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatusServiceServer).Verifications(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatusService_Verifications_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatusServiceServer).Verifications(ctx, req.(*VerificationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StatusService_ServiceDesc is the grpc.ServiceDesc for StatusService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +401,14 @@ var StatusService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Checkpoints",
 			Handler:    _StatusService_Checkpoints_Handler,
+		},
+		{
+			MethodName: "Disputes",
+			Handler:    _StatusService_Disputes_Handler,
+		},
+		{
+			MethodName: "Verifications",
+			Handler:    _StatusService_Verifications_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,135 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/depinchain/depinchain/provider/dispute"
+	"github.com/depinchain/depinchain/testutil/localnet"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// TestHonestProviderBeatsALyingChallenger: someone challenges an honest
+// checkpoint with a made-up trace and plays the game to the end through the
+// CLI. The provider's sidecar defends on its own — killed after its first
+// move and restarted, it still moves in time — and wins: the checkpoint
+// becomes final and is paid, and the liar loses its bond.
+func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
+	challengeWindow = "40"
+	t.Cleanup(func() { challengeWindow = "6" })
+	w := newWorld(t, 6*time.Minute, localnet.ProviderOptions{})
+	if err := w.provider.Start(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.NewReplacer("total_steps: 64", "total_steps: 32", "checkpoint_every: 16", "checkpoint_every: 32").Replace(referenceJobYAML)
+	jobID := w.submitJob(yaml, "500000000udepin")
+	var cp verifytypes.Checkpoint
+	w.eventually("the provider's checkpoint", func() bool {
+		for _, l := range w.leasesOf(jobID) {
+			res, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: l.Id})
+			if err == nil && len(res.Checkpoints) == 1 {
+				cp = res.Checkpoints[0]
+				return true
+			}
+		}
+		return false
+	})
+
+	// The liar computes the honest run and alters it from step 20.
+	job := w.job(jobID)
+	start, err := dispute.InitialState(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest, err := dispute.Reexecute(job, start, 0, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, len(honest.Trace.Hashes))
+	for i, h := range honest.Trace.Hashes {
+		lines[i] = h.String()
+		if i >= 20 {
+			lines[i] = strings.Repeat("ab", 32)
+		}
+	}
+	tracePath := filepath.Join(t.TempDir(), "lie.txt")
+	if err := os.WriteFile(tracePath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	liar, err := w.node.Address(w.ctx, "liar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	liarBefore := w.balanceOf(liar)
+	tx := func(args ...string) {
+		t.Helper()
+		res, err := w.node.Tx(w.ctx, "liar", args...)
+		if err != nil || res.Code != 0 {
+			t.Logf("liar's %v: %v %s", args[:2], err, res.RawLog) // the game may have moved on
+		}
+	}
+	tx("verify", "challenge", strconv.FormatUint(cp.LeaseId, 10), "0", "--trace", tracePath)
+
+	killed := false
+	var ch verifytypes.Challenge
+	for {
+		res, err := w.verify.Challenge(w.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch = res.Challenge
+		if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+			break
+		}
+		switch {
+		case ch.Turn == verifytypes.GAME_TURN_CHALLENGER:
+			tx("verify", "respond", "1", "--trace", tracePath)
+		case ch.Turn == verifytypes.GAME_TURN_ONE_STEP:
+			pre, err := honest.StateAt(ch.Lo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prePath := filepath.Join(t.TempDir(), "pre.bin")
+			if err := os.WriteFile(prePath, pre, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tx("verify", "step", "1", "--state", prePath)
+		case ch.Rounds >= 1 && !killed:
+			// The defender dies mid-game and comes back within the move timeout.
+			w.provider.Kill()
+			killed = true
+			if err := w.node.WaitBlocks(w.ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.provider.Start(w.ctx); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if err := w.node.WaitBlocks(w.ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_PROVIDER_WON || !killed {
+		t.Fatalf("challenge ended %s (%s), defender killed: %v", ch.Outcome, ch.OutcomeReason, killed)
+	}
+	leases := w.waitPaid(jobID)
+	if leases[0].CloseReason != markettypes.LEASE_CLOSE_REASON_COMPLETED {
+		t.Fatalf("lease closed %s", leases[0].CloseReason)
+	}
+	if after := w.balanceOf(liar); after >= liarBefore {
+		t.Fatalf("the liar's balance went %d → %d: want its bond lost", liarBefore, after)
+	}
+	var metrics string
+	if err := w.provider.REST(w.ctx, "/metrics", &metrics); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(metrics, `depinprovider_dispute_moves_total{role="defender"}`) {
+		t.Fatal("no defender moves in the restarted sidecar's metrics")
+	}
+}
