@@ -106,9 +106,13 @@ bench: build
 	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./testutil/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
-## demo: a local chain and the whole market flow, told as it happens (KEEP=1 leaves the chain running)
+## demo: a local chain and the whole market flow with a provider sidecar, told as it happens (KEEP=1 leaves it running)
 demo: build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./testutil/demo $(if $(KEEP),-keep)
+
+## demo-fraud: an honest provider, a cheating one and a verifier; the cheat is caught, slashed and the job resumes
+demo-fraud: build
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./testutil/demo -fraud $(if $(KEEP),-keep)
 
 proto-tools:
 	@test -x $(GOBIN)/buf || $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
