@@ -577,12 +577,13 @@ func (v *Validator) AppHash(ctx context.Context, h int64) (string, error) {
 
 // WaitHeight waits until the validator has committed height h. It fails
 // when ctx ends, when the validator's process exits, or when its height has
-// not moved for stall (0 means a minute).
+// not moved for a minute.
 func (v *Validator) WaitHeight(ctx context.Context, h int64) error {
-	return v.waitHeight(ctx, h, time.Minute)
+	return v.WaitHeightStall(ctx, h, time.Minute)
 }
 
-func (v *Validator) waitHeight(ctx context.Context, h int64, stall time.Duration) error {
+// WaitHeightStall is WaitHeight with the time the height may stand still.
+func (v *Validator) WaitHeightStall(ctx context.Context, h int64, stall time.Duration) error {
 	last, lastMoved := int64(-1), time.Now()
 	for {
 		got, err := v.Height(ctx)
@@ -803,4 +804,12 @@ func copyDir(from, to string) error {
 		}
 	}
 	return nil
+}
+
+// Pid is the sidecar's process id, 0 before Start.
+func (p *Provider) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
