@@ -221,15 +221,8 @@ func (d *Daemon) roles() []string {
 func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest) (*statusv1.DisputesResponse, error) {
 	d := s.d
 	ids := map[uint64]bool{}
-	var leases []store.LeaseRecord
-	var verifications []store.VerificationRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) {
-		if leases, err = tx.Leases(); err != nil {
-			return err
-		}
-		verifications, err = tx.Verifications()
-		return err
-	}); err != nil {
+	own, verifications, err := d.challengesOf(ctx, false)
+	if err != nil {
 		return nil, storeErr(err)
 	}
 	var order []uint64
@@ -239,14 +232,8 @@ func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest
 			order = append(order, id)
 		}
 	}
-	for _, l := range leases {
-		res, err := d.verify.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: l.LeaseID})
-		if err != nil {
-			return nil, err
-		}
-		for _, ch := range res.Challenges {
-			add(ch.Id)
-		}
+	for _, id := range own {
+		add(id)
 	}
 	for _, v := range verifications {
 		add(v.ChallengeID)

@@ -143,26 +143,12 @@ func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, 
 // resumeDisputes queues every open game the operator is in, after a start:
 // its own checkpoints' challenges and the ones its verifier opened.
 func (d *Daemon) resumeDisputes(ctx context.Context) error {
-	var leases []store.LeaseRecord
-	var verifications []store.VerificationRecord
-	err := d.store.View(func(tx *store.Tx) (err error) {
-		if leases, err = tx.Leases(); err != nil {
-			return err
-		}
-		verifications, err = tx.Verifications()
-		return err
-	})
+	ids, verifications, err := d.challengesOf(ctx, true)
 	if err != nil {
 		return err
 	}
-	for _, l := range leases {
-		res, err := d.verify.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: l.LeaseID, OpenOnly: true})
-		if err != nil {
-			return err
-		}
-		for _, ch := range res.Challenges {
-			d.enqueueDispute(ch.Id)
-		}
+	for _, id := range ids {
+		d.enqueueDispute(id)
 	}
 	for _, v := range verifications {
 		if v.ChallengeID != 0 && v.Outcome == "" {
@@ -170,6 +156,45 @@ func (d *Daemon) resumeDisputes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// challengesOf lists the challenges on the provider's own checkpoints (only
+// open ones if openOnly), and returns the verifier's records too.
+func (d *Daemon) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []store.VerificationRecord, error) {
+	var checkpoints []store.CheckpointRecord
+	var verifications []store.VerificationRecord
+	err := d.store.View(func(tx *store.Tx) error {
+		leases, err := tx.Leases()
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			cps, err := tx.Checkpoints(l.LeaseID)
+			if err != nil {
+				return err
+			}
+			checkpoints = append(checkpoints, cps...)
+		}
+		verifications, err = tx.Verifications()
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []uint64
+	for _, cp := range checkpoints {
+		if openOnly && cp.Status != store.CheckpointChallenged {
+			continue
+		}
+		res, err := d.verify.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: cp.LeaseID, CheckpointIndex: cp.Index, OpenOnly: openOnly})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, ch := range res.Challenges {
+			ids = append(ids, ch.Id)
+		}
+	}
+	return ids, verifications, nil
 }
 
 // challengeIDOf reads the id of the challenge a MsgChallenge opened.

@@ -76,11 +76,42 @@ bidding_window_blocks: 12
 
 func main() {
 	keep := flag.Bool("keep", false, "leave the chain running after the story, until Ctrl-C")
+	fraud := flag.Bool("fraud", false, "tell the fraud story (`make demo-fraud`) instead of the training job's")
 	flag.Parse()
-	os.Exit(run(*keep))
+	sc := trainingStory
+	if *fraud {
+		sc = fraudStory
+	}
+	os.Exit(run(*keep, sc))
 }
 
-func run(keep bool) int {
+// scenario is one story the demo can tell.
+type scenario struct {
+	title    string
+	accounts map[string]int64
+	genesis  func(appState map[string]any) error
+	// tell narrates the story on a started node and returns the sidecars it
+	// started (the first is the one -keep leaves running for exploring).
+	tell func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*localnet.Provider, error)
+}
+
+var trainingStory = scenario{
+	title:    "one GPU training job on a local chain, told as it happens",
+	accounts: map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000},
+	genesis: func(app map[string]any) error {
+		app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
+		return nil
+	},
+	tell: func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*localnet.Provider, error) {
+		p, err := tell(ctx, s, n, filepath.Join(demoDir, "provider"))
+		if p == nil {
+			return nil, err
+		}
+		return []*localnet.Provider{p}, err
+	},
+}
+
+func run(keep bool, sc scenario) int {
 	root, err := localnet.ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -142,18 +173,15 @@ func run(keep bool) int {
 		}
 	}()
 
-	fmt.Fprintln(s.out, "depinchain demo: one GPU training job on a local chain, told as it happens")
+	fmt.Fprintln(s.out, "depinchain demo: "+sc.title)
 	home := filepath.Join(demoDir, "node")
 	s.say("Starting a fresh single-node chain %q in %s (%s blocks)...", chainID, s.rel(home), blockTime)
 	node, err := localnet.Start(ctx, localnet.Options{
 		Home:      home,
 		ChainID:   chainID,
-		Accounts:  map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000},
+		Accounts:  sc.accounts,
 		BlockTime: blockTime,
-		Genesis: func(app map[string]any) error {
-			app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
-			return nil
-		},
+		Genesis:   sc.genesis,
 	})
 	if err != nil {
 		return s.fail(ctx, err, home)
@@ -169,25 +197,29 @@ func run(keep bool) int {
 	}
 	defer stop()
 
-	sidecar, err := tell(ctx, s, node, filepath.Join(demoDir, "provider"))
-	if sidecar != nil {
-		defer sidecar.Stop()
+	sidecars, err := sc.tell(ctx, s, node, demoDir)
+	stopSidecars := func() {
+		for _, p := range sidecars {
+			p.Stop()
+		}
 	}
+	defer stopSidecars()
 	if err != nil {
 		return s.fail(ctx, err, home)
 	}
 
 	if keep {
-		s.keepRunning(ctx, node, sidecar)
+		s.keepRunning(ctx, node, sidecars[0])
 	}
-	s.say("Stopping the sidecar...")
-	sidecar.Stop()
+	s.say("Stopping the sidecars...")
+	stopSidecars()
 	stop()
 	s.blank()
 	s.say("Everything is left in %s for you to look at:", s.rel(demoDir))
 	s.detail("node log      %s", s.rel(filepath.Join(home, "node.log")))
-	s.detail("sidecar log   %s", s.rel(sidecar.LogPath()))
-	s.detail("sidecar home  %s (config.toml, its store, lease work folders and checkpoints)", s.rel(sidecar.Home))
+	for _, p := range sidecars {
+		s.detail("sidecar       %s (config.toml, provider.log, its store, lease folders and checkpoints)", s.rel(p.Home))
+	}
 	s.detail("this story    %s", s.rel(filepath.Join(demoDir, "demo.log")))
 	s.detail("job spec      %s", s.rel(filepath.Join(demoDir, "job.yaml")))
 	s.detail("chain home    %s (config, data, test keyring)", s.rel(home))
