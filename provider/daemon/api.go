@@ -215,6 +215,9 @@ func (d *Daemon) roles() []string {
 	if d.cfg.Verifier.Enabled {
 		roles = append(roles, "verifier")
 	}
+	if d.storageRole != nil {
+		roles = append(roles, "storage")
+	}
 	return roles
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -89,6 +90,9 @@ type Daemon struct {
 	pricer    bidder.Pricer
 	runtimes  runtimes
 	metrics   *metrics.Metrics
+	// storageRole holds dataset pieces and answers their challenges; nil
+	// unless [storage_role] is enabled.
+	storageRole *storage.Role
 
 	// bidQueue holds jobs to decide on; withdrawQueue coalesces requests to
 	// withdraw earnings. Both are rebuilt from the chain after a restart.
@@ -203,6 +207,17 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if d.store, err = store.Open(filepath.Join(cfg.Storage.DataDir, StateFileName)); err != nil {
 		return nil, fmt.Errorf("storage.data_dir: %w", err)
 	}
+	if cfg.StorageRole.Enabled {
+		d.storageRole, err = storage.New(storage.Options{
+			Operator: d.operator, Submit: d.submit, Conn: conn, Store: d.store,
+			PiecesDir: cfg.StorageRole.PiecesDir, ClaimLocal: cfg.StorageRole.ClaimLocal,
+			Repair: cfg.StorageRole.Repair, RepairDatasets: cfg.StorageRole.RepairDatasets,
+			CheckInterval: cfg.StorageRole.CheckInterval.Duration, Logger: log.With("component", "storage"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage_role: %w", err)
+		}
+	}
 	d.follower, err = chain.NewFollower(chain.FollowerConfig{
 		RPC: cfg.Chain.RPC, StartHeight: cfg.Chain.StartHeight, Logger: log.With("component", "follower"),
 	}, d.store, d.handleHeight)
@@ -248,7 +263,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}()
 	}
 
-	checkpointSrv := &http.Server{Handler: checkpoint.NewHandler(d.catalog), ReadHeaderTimeout: 10 * time.Second}
+	public := http.NewServeMux()
+	public.Handle("/checkpoints/", checkpoint.NewHandler(d.catalog))
+	if d.storageRole != nil {
+		// Holders repairing a shard fetch its other pieces from here.
+		public.Handle("/pieces/", storage.NewPieceHandler(d.cfg.StorageRole.PiecesDir))
+	}
+	checkpointSrv := &http.Server{Handler: public, ReadHeaderTimeout: 10 * time.Second}
 	spawn("checkpoint server", func(ctx context.Context) error { return serveHTTP(ctx, checkpointSrv, checkpointLn) })
 	spawn("status api", func(ctx context.Context) error { return d.serveAPI(ctx, apiLn) })
 
@@ -276,6 +297,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	spawn("disputes", d.runDisputes)
 	if d.cfg.Verifier.Enabled {
 		spawn("verifier", d.runVerifier)
+	}
+	if d.storageRole != nil {
+		spawn("storage role", d.storageRole.Run)
 	}
 
 	var runErr error
@@ -381,6 +405,9 @@ func (d *Daemon) checkGrants(ctx context.Context) error {
 	required := chain.RequiredGrants
 	if d.cfg.Verifier.Enabled {
 		required = append(slices.Clone(required), VerifierGrants...)
+	}
+	if d.cfg.StorageRole.Enabled {
+		required = append(slices.Clone(required), storage.RequiredGrants...)
 	}
 	missing, err := d.querier.CheckGrants(ctx, d.operator, hot, required)
 	if err != nil {

@@ -51,6 +51,14 @@ func (d *Daemon) handleHeight(ctx context.Context, height int64, events []chain.
 	for _, act := range actions {
 		act()
 	}
+	if d.storageRole != nil {
+		// The role queues its own work and ignores replays.
+		for _, ev := range events {
+			if err := d.storageRole.HandleEvent(ctx, height, ev); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/storage"
 )
 
 // ProviderOptions describe a GPU provider driven by a real depinprovider.
@@ -128,7 +129,8 @@ func SetupProvider(ctx context.Context, n *Node, opts ProviderOptions) (*Provide
 		}
 	}
 	if !opts.SkipGrants {
-		for _, msg := range append(slices.Clone(chain.RequiredGrants), daemon.VerifierGrants...) {
+		grants := append(append(slices.Clone(chain.RequiredGrants), daemon.VerifierGrants...), storage.RequiredGrants...)
+		for _, msg := range grants {
 			if err := mustTx(ctx, n, opts.Operator, "authz", "grant", p.HotKey, "generic", "--msg-type", msg); err != nil {
 				return nil, err
 			}
