@@ -275,3 +275,23 @@ func (s statusService) Verifications(context.Context, *statusv1.VerificationsReq
 	})
 	return res, storeErr(err)
 }
+
+func (s statusService) Storage(context.Context, *statusv1.StorageRequest) (*statusv1.StorageResponse, error) {
+	if s.d.storageRole == nil {
+		return &statusv1.StorageResponse{}, nil
+	}
+	st := s.d.storageRole.Status()
+	res := &statusv1.StorageResponse{
+		Enabled: true, PiecesDir: st.PiecesDir, ClaimLocal: st.ClaimLocal, Repair: st.Repair, Height: st.Height,
+		Claims: st.Counters.Claims, ChallengesAnswered: st.Counters.ChallengesAnswered, ChallengesMissed: st.Counters.ChallengesMissed,
+		FaultsDeclared: st.Counters.FaultsDeclared, Repairs: st.Counters.Repairs, RepairFailures: st.Counters.RepairFailures,
+		Slashed: st.Counters.Slashed, LastError: st.LastError,
+	}
+	for _, p := range st.Pieces {
+		res.Pieces = append(res.Pieces, &statusv1.StoragePiece{
+			ReplicaId: p.ReplicaID, DatasetId: p.DatasetID, Shard: p.Shard, Piece: p.Piece, File: p.File,
+			NextDeadline: p.NextDeadline, Answered: p.Answered, Missed: p.Missed, Repaired: p.Repaired, Problem: p.Problem,
+		})
+	}
+	return res, nil
+}

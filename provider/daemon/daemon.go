@@ -217,6 +217,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("storage_role: %w", err)
 		}
+		d.metrics.RegisterStorage(func() metrics.StorageTotals {
+			c := d.storageRole.Status().Counters
+			return metrics.StorageTotals{PiecesHeld: c.PiecesHeld, ChallengesAnswered: c.ChallengesAnswered,
+				ChallengesMissed: c.ChallengesMissed, FaultsDecl: c.FaultsDeclared, Repairs: c.Repairs}
+		})
 	}
 	d.follower, err = chain.NewFollower(chain.FollowerConfig{
 		RPC: cfg.Chain.RPC, StartHeight: cfg.Chain.StartHeight, Logger: log.With("component", "follower"),

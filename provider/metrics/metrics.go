@@ -300,3 +300,31 @@ func boolFloat(b bool) float64 {
 	}
 	return 0
 }
+
+// StorageTotals are the storage role's running totals.
+type StorageTotals struct {
+	PiecesHeld                                       int
+	ChallengesAnswered, ChallengesMissed, FaultsDecl uint64
+	Repairs                                          uint64
+}
+
+// RegisterStorage exports the storage role's totals, read from totals at
+// each scrape: pieces held, storage proofs answered and missed, faults
+// declared and repairs made.
+func (m *Metrics) RegisterStorage(totals func() StorageTotals) {
+	counter := func(name, help string, v func(StorageTotals) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(totals())) })
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "depinprovider_storage_pieces_held", Help: "Dataset pieces the storage role holds."},
+			func() float64 { return float64(totals().PiecesHeld) }),
+		counter("depinprovider_storage_proofs_answered_total", "Storage challenges answered with accepted proofs.",
+			func(t StorageTotals) uint64 { return t.ChallengesAnswered }),
+		counter("depinprovider_storage_proofs_missed_total", "Storage challenges whose deadline passed unanswered.",
+			func(t StorageTotals) uint64 { return t.ChallengesMissed }),
+		counter("depinprovider_storage_faults_declared_total", "Faults declared for pieces found lost or corrupt.",
+			func(t StorageTotals) uint64 { return t.FaultsDecl }),
+		counter("depinprovider_storage_repairs_total", "Repair slots claimed by rebuilding a piece.",
+			func(t StorageTotals) uint64 { return t.Repairs }),
+	)
+}

@@ -1675,6 +1675,310 @@ func (x *Verification) GetHeight() int64 {
 	return 0
 }
 
+type StorageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageRequest) Reset() {
+	*x = StorageRequest{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageRequest) ProtoMessage() {}
+
+func (x *StorageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageRequest.ProtoReflect.Descriptor instead.
+func (*StorageRequest) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{23}
+}
+
+type StorageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled is false when the sidecar runs no storage role.
+	Enabled            bool            `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	PiecesDir          string          `protobuf:"bytes,2,opt,name=pieces_dir,json=piecesDir,proto3" json:"pieces_dir,omitempty"`
+	ClaimLocal         bool            `protobuf:"varint,3,opt,name=claim_local,json=claimLocal,proto3" json:"claim_local,omitempty"`
+	Repair             bool            `protobuf:"varint,4,opt,name=repair,proto3" json:"repair,omitempty"`
+	Height             int64           `protobuf:"varint,5,opt,name=height,proto3" json:"height,omitempty"`
+	Pieces             []*StoragePiece `protobuf:"bytes,6,rep,name=pieces,proto3" json:"pieces,omitempty"`
+	Claims             uint64          `protobuf:"varint,7,opt,name=claims,proto3" json:"claims,omitempty"`
+	ChallengesAnswered uint64          `protobuf:"varint,8,opt,name=challenges_answered,json=challengesAnswered,proto3" json:"challenges_answered,omitempty"`
+	ChallengesMissed   uint64          `protobuf:"varint,9,opt,name=challenges_missed,json=challengesMissed,proto3" json:"challenges_missed,omitempty"`
+	FaultsDeclared     uint64          `protobuf:"varint,10,opt,name=faults_declared,json=faultsDeclared,proto3" json:"faults_declared,omitempty"`
+	Repairs            uint64          `protobuf:"varint,11,opt,name=repairs,proto3" json:"repairs,omitempty"`
+	RepairFailures     uint64          `protobuf:"varint,12,opt,name=repair_failures,json=repairFailures,proto3" json:"repair_failures,omitempty"`
+	// slashed is everything slashed for the operator's replicas, as coins.
+	Slashed       string `protobuf:"bytes,13,opt,name=slashed,proto3" json:"slashed,omitempty"`
+	LastError     string `protobuf:"bytes,14,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageResponse) Reset() {
+	*x = StorageResponse{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageResponse) ProtoMessage() {}
+
+func (x *StorageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageResponse.ProtoReflect.Descriptor instead.
+func (*StorageResponse) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StorageResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *StorageResponse) GetPiecesDir() string {
+	if x != nil {
+		return x.PiecesDir
+	}
+	return ""
+}
+
+func (x *StorageResponse) GetClaimLocal() bool {
+	if x != nil {
+		return x.ClaimLocal
+	}
+	return false
+}
+
+func (x *StorageResponse) GetRepair() bool {
+	if x != nil {
+		return x.Repair
+	}
+	return false
+}
+
+func (x *StorageResponse) GetHeight() int64 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetPieces() []*StoragePiece {
+	if x != nil {
+		return x.Pieces
+	}
+	return nil
+}
+
+func (x *StorageResponse) GetClaims() uint64 {
+	if x != nil {
+		return x.Claims
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetChallengesAnswered() uint64 {
+	if x != nil {
+		return x.ChallengesAnswered
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetChallengesMissed() uint64 {
+	if x != nil {
+		return x.ChallengesMissed
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetFaultsDeclared() uint64 {
+	if x != nil {
+		return x.FaultsDeclared
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetRepairs() uint64 {
+	if x != nil {
+		return x.Repairs
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetRepairFailures() uint64 {
+	if x != nil {
+		return x.RepairFailures
+	}
+	return 0
+}
+
+func (x *StorageResponse) GetSlashed() string {
+	if x != nil {
+		return x.Slashed
+	}
+	return ""
+}
+
+func (x *StorageResponse) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// StoragePiece is one replica the operator holds.
+type StoragePiece struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaId uint64                 `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	DatasetId string                 `protobuf:"bytes,2,opt,name=dataset_id,json=datasetId,proto3" json:"dataset_id,omitempty"`
+	Shard     uint32                 `protobuf:"varint,3,opt,name=shard,proto3" json:"shard,omitempty"`
+	Piece     uint32                 `protobuf:"varint,4,opt,name=piece,proto3" json:"piece,omitempty"`
+	File      string                 `protobuf:"bytes,5,opt,name=file,proto3" json:"file,omitempty"`
+	// next_deadline is the height by which the next storage proof is due.
+	NextDeadline  int64  `protobuf:"varint,6,opt,name=next_deadline,json=nextDeadline,proto3" json:"next_deadline,omitempty"`
+	Answered      uint64 `protobuf:"varint,7,opt,name=answered,proto3" json:"answered,omitempty"`
+	Missed        uint64 `protobuf:"varint,8,opt,name=missed,proto3" json:"missed,omitempty"`
+	Repaired      bool   `protobuf:"varint,9,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	Problem       string `protobuf:"bytes,10,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoragePiece) Reset() {
+	*x = StoragePiece{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoragePiece) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoragePiece) ProtoMessage() {}
+
+func (x *StoragePiece) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoragePiece.ProtoReflect.Descriptor instead.
+func (*StoragePiece) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StoragePiece) GetReplicaId() uint64 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetDatasetId() string {
+	if x != nil {
+		return x.DatasetId
+	}
+	return ""
+}
+
+func (x *StoragePiece) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetPiece() uint32 {
+	if x != nil {
+		return x.Piece
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *StoragePiece) GetNextDeadline() int64 {
+	if x != nil {
+		return x.NextDeadline
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetAnswered() uint64 {
+	if x != nil {
+		return x.Answered
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetMissed() uint64 {
+	if x != nil {
+		return x.Missed
+	}
+	return 0
+}
+
+func (x *StoragePiece) GetRepaired() bool {
+	if x != nil {
+		return x.Repaired
+	}
+	return false
+}
+
+func (x *StoragePiece) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
 var File_depinchain_provider_v1_status_proto protoreflect.FileDescriptor
 
 const file_depinchain_provider_v1_status_proto_rawDesc = "" +
@@ -1816,7 +2120,41 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12!\n" +
 	"\fchallenge_id\x18\a \x01(\x04R\vchallengeId\x12\x18\n" +
 	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x16\n" +
-	"\x06height\x18\t \x01(\x03R\x06height2\xab\a\n" +
+	"\x06height\x18\t \x01(\x03R\x06height\"\x10\n" +
+	"\x0eStorageRequest\"\xf4\x03\n" +
+	"\x0fStorageResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1d\n" +
+	"\n" +
+	"pieces_dir\x18\x02 \x01(\tR\tpiecesDir\x12\x1f\n" +
+	"\vclaim_local\x18\x03 \x01(\bR\n" +
+	"claimLocal\x12\x16\n" +
+	"\x06repair\x18\x04 \x01(\bR\x06repair\x12\x16\n" +
+	"\x06height\x18\x05 \x01(\x03R\x06height\x12<\n" +
+	"\x06pieces\x18\x06 \x03(\v2$.depinchain.provider.v1.StoragePieceR\x06pieces\x12\x16\n" +
+	"\x06claims\x18\a \x01(\x04R\x06claims\x12/\n" +
+	"\x13challenges_answered\x18\b \x01(\x04R\x12challengesAnswered\x12+\n" +
+	"\x11challenges_missed\x18\t \x01(\x04R\x10challengesMissed\x12'\n" +
+	"\x0ffaults_declared\x18\n" +
+	" \x01(\x04R\x0efaultsDeclared\x12\x18\n" +
+	"\arepairs\x18\v \x01(\x04R\arepairs\x12'\n" +
+	"\x0frepair_failures\x18\f \x01(\x04R\x0erepairFailures\x12\x18\n" +
+	"\aslashed\x18\r \x01(\tR\aslashed\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x0e \x01(\tR\tlastError\"\x9b\x02\n" +
+	"\fStoragePiece\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x01 \x01(\x04R\treplicaId\x12\x1d\n" +
+	"\n" +
+	"dataset_id\x18\x02 \x01(\tR\tdatasetId\x12\x14\n" +
+	"\x05shard\x18\x03 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05piece\x18\x04 \x01(\rR\x05piece\x12\x12\n" +
+	"\x04file\x18\x05 \x01(\tR\x04file\x12#\n" +
+	"\rnext_deadline\x18\x06 \x01(\x03R\fnextDeadline\x12\x1a\n" +
+	"\banswered\x18\a \x01(\x04R\banswered\x12\x16\n" +
+	"\x06missed\x18\b \x01(\x04R\x06missed\x12\x1a\n" +
+	"\brepaired\x18\t \x01(\bR\brepaired\x12\x18\n" +
+	"\aproblem\x18\n" +
+	" \x01(\tR\aproblem2\x9c\b\n" +
 	"\rStatusService\x12k\n" +
 	"\x06Status\x12%.depinchain.provider.v1.StatusRequest\x1a&.depinchain.provider.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/status\x12c\n" +
@@ -1830,7 +2168,8 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"/v1/leases\x12\x91\x01\n" +
 	"\vCheckpoints\x12*.depinchain.provider.v1.CheckpointsRequest\x1a+.depinchain.provider.v1.CheckpointsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/leases/{lease_id}/checkpoints\x12s\n" +
 	"\bDisputes\x12'.depinchain.provider.v1.DisputesRequest\x1a(.depinchain.provider.v1.DisputesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/disputes\x12\x87\x01\n" +
-	"\rVerifications\x12,.depinchain.provider.v1.VerificationsRequest\x1a-.depinchain.provider.v1.VerificationsResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/verificationsB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
+	"\rVerifications\x12,.depinchain.provider.v1.VerificationsRequest\x1a-.depinchain.provider.v1.VerificationsResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/verifications\x12o\n" +
+	"\aStorage\x12&.depinchain.provider.v1.StorageRequest\x1a'.depinchain.provider.v1.StorageResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/storageB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
 
 var (
 	file_depinchain_provider_v1_status_proto_rawDescOnce sync.Once
@@ -1844,7 +2183,7 @@ func file_depinchain_provider_v1_status_proto_rawDescGZIP() []byte {
 	return file_depinchain_provider_v1_status_proto_rawDescData
 }
 
-var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 0: depinchain.provider.v1.StatusRequest
 	(*StatusResponse)(nil),        // 1: depinchain.provider.v1.StatusResponse
@@ -1869,10 +2208,13 @@ var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*VerificationsRequest)(nil),  // 20: depinchain.provider.v1.VerificationsRequest
 	(*VerificationsResponse)(nil), // 21: depinchain.provider.v1.VerificationsResponse
 	(*Verification)(nil),          // 22: depinchain.provider.v1.Verification
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*StorageRequest)(nil),        // 23: depinchain.provider.v1.StorageRequest
+	(*StorageResponse)(nil),       // 24: depinchain.provider.v1.StorageResponse
+	(*StoragePiece)(nil),          // 25: depinchain.provider.v1.StoragePiece
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
-	23, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	26, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: depinchain.provider.v1.GPUsResponse.gpus:type_name -> depinchain.provider.v1.GPU
 	7,  // 2: depinchain.provider.v1.JobsResponse.jobs:type_name -> depinchain.provider.v1.Job
 	10, // 3: depinchain.provider.v1.BidsResponse.bids:type_name -> depinchain.provider.v1.Bid
@@ -1880,27 +2222,30 @@ var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
 	16, // 5: depinchain.provider.v1.CheckpointsResponse.checkpoints:type_name -> depinchain.provider.v1.Checkpoint
 	19, // 6: depinchain.provider.v1.DisputesResponse.disputes:type_name -> depinchain.provider.v1.Dispute
 	22, // 7: depinchain.provider.v1.VerificationsResponse.verifications:type_name -> depinchain.provider.v1.Verification
-	0,  // 8: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
-	2,  // 9: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
-	5,  // 10: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
-	8,  // 11: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
-	11, // 12: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
-	14, // 13: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
-	17, // 14: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
-	20, // 15: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
-	1,  // 16: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
-	3,  // 17: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
-	6,  // 18: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
-	9,  // 19: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
-	12, // 20: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
-	15, // 21: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
-	18, // 22: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
-	21, // 23: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	25, // 8: depinchain.provider.v1.StorageResponse.pieces:type_name -> depinchain.provider.v1.StoragePiece
+	0,  // 9: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
+	2,  // 10: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
+	5,  // 11: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
+	8,  // 12: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
+	11, // 13: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
+	14, // 14: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
+	17, // 15: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
+	20, // 16: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
+	23, // 17: depinchain.provider.v1.StatusService.Storage:input_type -> depinchain.provider.v1.StorageRequest
+	1,  // 18: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
+	3,  // 19: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
+	6,  // 20: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
+	9,  // 21: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
+	12, // 22: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
+	15, // 23: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
+	18, // 24: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
+	21, // 25: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
+	24, // 26: depinchain.provider.v1.StatusService.Storage:output_type -> depinchain.provider.v1.StorageResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_depinchain_provider_v1_status_proto_init() }
@@ -1914,7 +2259,7 @@ func file_depinchain_provider_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depinchain_provider_v1_status_proto_rawDesc), len(file_depinchain_provider_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	StatusService_Checkpoints_FullMethodName   = "/depinchain.provider.v1.StatusService/Checkpoints"
 	StatusService_Disputes_FullMethodName      = "/depinchain.provider.v1.StatusService/Disputes"
 	StatusService_Verifications_FullMethodName = "/depinchain.provider.v1.StatusService/Verifications"
+	StatusService_Storage_FullMethodName       = "/depinchain.provider.v1.StatusService/Storage"
 )
 
 // StatusServiceClient is the client API for StatusService service.
@@ -59,6 +60,9 @@ type StatusServiceClient interface {
 	Disputes(ctx context.Context, in *DisputesRequest, opts ...grpc.CallOption) (*DisputesResponse, error)
 	// Verifications lists what the verifier checked, skipped and found.
 	Verifications(ctx context.Context, in *VerificationsRequest, opts ...grpc.CallOption) (*VerificationsResponse, error)
+	// Storage is the storage role: the dataset pieces held and the storage
+	// proofs answered, missed and repaired.
+	Storage(ctx context.Context, in *StorageRequest, opts ...grpc.CallOption) (*StorageResponse, error)
 }
 
 type statusServiceClient struct {
@@ -149,6 +153,16 @@ func (c *statusServiceClient) Verifications(ctx context.Context, in *Verificatio
 	return out, nil
 }
 
+func (c *statusServiceClient) Storage(ctx context.Context, in *StorageRequest, opts ...grpc.CallOption) (*StorageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StorageResponse)
+	err := c.cc.Invoke(ctx, StatusService_Storage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StatusServiceServer is the server API for StatusService service.
 // All implementations must embed UnimplementedStatusServiceServer
 // for forward compatibility.
@@ -172,6 +186,9 @@ type StatusServiceServer interface {
 	Disputes(context.Context, *DisputesRequest) (*DisputesResponse, error)
 	// Verifications lists what the verifier checked, skipped and found.
 	Verifications(context.Context, *VerificationsRequest) (*VerificationsResponse, error)
+	// Storage is the storage role: the dataset pieces held and the storage
+	// proofs answered, missed and repaired.
+	Storage(context.Context, *StorageRequest) (*StorageResponse, error)
 	mustEmbedUnimplementedStatusServiceServer()
 }
 
@@ -205,6 +222,9 @@ func (UnimplementedStatusServiceServer) Disputes(context.Context, *DisputesReque
 }
 func (UnimplementedStatusServiceServer) Verifications(context.Context, *VerificationsRequest) (*VerificationsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Verifications not implemented")
+}
+func (UnimplementedStatusServiceServer) Storage(context.Context, *StorageRequest) (*StorageResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Storage not implemented")
 }
 func (UnimplementedStatusServiceServer) mustEmbedUnimplementedStatusServiceServer() {}
 func (UnimplementedStatusServiceServer) testEmbeddedByValue()                       {}
@@ -371,6 +391,24 @@ func _StatusService_Verifications_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StatusService_Storage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StorageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatusServiceServer).Storage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatusService_Storage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatusServiceServer).Storage(ctx, req.(*StorageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StatusService_ServiceDesc is the grpc.ServiceDesc for StatusService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -409,6 +447,10 @@ var StatusService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Verifications",
 			Handler:    _StatusService_Verifications_Handler,
+		},
+		{
+			MethodName: "Storage",
+			Handler:    _StatusService_Storage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
