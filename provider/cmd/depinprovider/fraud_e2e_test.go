@@ -32,7 +32,7 @@ type fraudNet struct {
 // inside its third checkpoint (steps 32..48) of a 64-step job.
 const cheatStep = 40
 
-func newFraudNet(t *testing.T, timeout time.Duration) *fraudNet {
+func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real node and three real sidecars")
