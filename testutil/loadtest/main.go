@@ -92,7 +92,7 @@ func defaultConfig() config {
 	return config{
 		duration: 20 * time.Second, warmup: 5 * time.Second,
 		concurrency: 8, msgsPerTx: 1, maxPending: 2000,
-		bankAccounts: 32, owners: 32, providers: 16, bidsPerJob: 2, bidBacklog: 400,
+		bankAccounts: 32, owners: 32, providers: 32, bidsPerJob: 2, bidBacklog: 400,
 		biddingWindow: 6, steps: 8, challengeWindow: 10,
 		blockTime: 500 * time.Millisecond, seed: "default",
 		fund: 1_000_000_000_000, bond: 100_000_000_000,
@@ -278,7 +278,7 @@ func run(ctx context.Context, cfg config) (*Report, error) {
 		return nil, err
 	}
 	m := newMarket(t, markettypes.NewQueryClient(conn), spec, sdk.NewInt64Coin(denom, 1_000_000),
-		cfg.bidsPerJob, cfg.msgsPerTx, cfg.bidBacklog, cfg.concurrency, owners, providers)
+		cfg.bidsPerJob, cfg.msgsPerTx, cfg.bidBacklog, float64(2*cfg.concurrency), owners, providers)
 	m.verbose = cfg.verbose
 	current.Store(m)
 	if cfg.warmup > 0 {

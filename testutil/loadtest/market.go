@@ -58,6 +58,7 @@ func registerProviderMsg(p *account, bond int64) *stakingexttypes.MsgRegisterPro
 // task is market work waiting for a provider: a bid on a job (until its
 // bidding deadline), or the checkpoint of a lease it won.
 type task struct {
+	kind           msgKind
 	jobID, leaseID uint64
 	price          int64
 	deadline       int64
@@ -83,36 +84,41 @@ type market struct {
 	// reached, so bids go out well inside the bidding window instead of
 	// piling up behind a burst of jobs.
 	maxBacklog int
-	// minJobs is the job budget of a block interval however few market
-	// transactions the last block had (the workers: so the pipeline starts).
-	minJobs int
+	// minJobRate is the job rate however few market transactions recent
+	// blocks had, so that the pipeline starts.
+	minJobRate float64
 	// verbose logs every block's market transactions and queues.
 	verbose    bool
 	owners     []*account
 	providers  []*account
 	provByAddr map[string]*account
 
-	mu          sync.Mutex
-	cond        *sync.Cond
-	stopped     bool
-	ownerBusy   []bool
-	nextOwner   int
-	bids        map[*account][]task
-	checkpoints map[*account][]task
-	ready       []*account // providers with work that nobody holds
-	queued      map[*account]bool
-	busy        map[*account]bool
-	jobs        map[uint64]bool // jobs this phase created
-	jobSeq      int
+	mu        sync.Mutex
+	cond      *sync.Cond
+	stopped   bool
+	ownerBusy []bool
+	nextOwner int
+	// tasks are each provider's bids and checkpoints in the order they
+	// arose; bidsOf counts the bids among them.
+	tasks  map[*account][]task
+	bidsOf map[*account]int
+	ready  []*account // providers with work that nobody holds
+	queued map[*account]bool
+	busy   map[*account]bool
+	jobs   map[uint64]bool // jobs this phase created
+	jobSeq int
 	// jobsInFlight are submitted jobs not yet in a block; queuedBids the bid
 	// tasks not yet taken by a worker.
 	jobsInFlight, queuedBids int
-	// jobBudget is how many more jobs owners may submit before the next
-	// block (see block); height is the last block seen.
-	jobBudget int
-	height    int64
+	// New jobs are paced by a token bucket filled at jobRate jobs per second
+	// (see block); wakeup is set while a timer will wake workers waiting for
+	// tokens. height is the last block seen.
+	jobRate, tokens float64
+	refilled        time.Time
+	wakeup          bool
+	height          int64
 	// recent are the market messages of ours in the last blocks.
-	recent []int
+	recent []blockSample
 	// takenJobs and takenCheckpoints count the messages workers took.
 	takenJobs, takenCheckpoints int
 	stats                       MarketReport
@@ -120,13 +126,13 @@ type market struct {
 }
 
 func newMarket(t *tracker, query markettypes.QueryClient, spec markettypes.JobSpec, deposit sdk.Coin,
-	bidsPerJob, msgsPerTx, maxBacklog, minJobs int, owners, providers []*account,
+	bidsPerJob, msgsPerTx, maxBacklog int, minJobRate float64, owners, providers []*account,
 ) *market {
 	m := &market{
 		t: t, query: query, spec: spec, deposit: deposit, bidsPerJob: bidsPerJob, msgsPerTx: msgsPerTx, maxBacklog: maxBacklog,
-		minJobs: minJobs, jobBudget: minJobs,
+		minJobRate: minJobRate, jobRate: minJobRate, refilled: time.Now(),
 		owners: owners, providers: providers, provByAddr: byAddress(providers),
-		ownerBusy: make([]bool, len(owners)), bids: map[*account][]task{}, checkpoints: map[*account][]task{},
+		ownerBusy: make([]bool, len(owners)), tasks: map[*account][]task{}, bidsOf: map[*account]int{},
 		queued: map[*account]bool{}, busy: map[*account]bool{}, jobs: map[uint64]bool{}, unsent: map[string]int{},
 	}
 	m.cond = sync.NewCond(&m.mu)
@@ -176,12 +182,14 @@ func (m *market) work(stop, ctx context.Context) error {
 	return err
 }
 
-// next waits for an account with work. Bids come first: they have a
-// deadline. Then checkpoints and new jobs take turns (checkpoints while
-// fewer have been taken than jobs), so that the burst of leases an auction
-// block brings does not hold up new jobs, which would make the mix come in
-// waves; either takes the other's turn when it has nothing to send. New
-// jobs also need room in the job budget and the bid backlog.
+// next waits for an account with work. A provider's bids and checkpoints
+// go out in the order they arose, a few of one kind per transaction.
+// Providers with bids queued come first: bids have a deadline. Then
+// checkpoints and new jobs take turns (checkpoints while fewer have been
+// taken than jobs), so that the burst of leases an auction block brings
+// does not hold up new jobs, which would make the mix come in waves; either
+// takes the other's turn when it has nothing to send. New jobs also need
+// tokens (see block) and room in the bid backlog.
 func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
 	wake := context.AfterFunc(stop, func() {
 		m.mu.Lock()
@@ -191,30 +199,28 @@ func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
 	defer wake()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hasBids := func(p *account) bool { return len(m.bids[p]) > 0 }
-	hasCheckpoints := func(p *account) bool { return len(m.checkpoints[p]) > 0 }
+	hasBids := func(p *account) bool { return m.bidsOf[p] > 0 }
+	anyWork := func(p *account) bool { return len(m.tasks[p]) > 0 }
 	for {
 		if m.stopped || stop.Err() != nil {
 			return nil, "", nil, errStopped
 		}
-		if p := m.pop(hasBids); p != nil {
-			if bids := m.takeBids(p); len(bids) > 0 {
-				return p, kindPlaceBid, bids, nil
+		p := m.pop(hasBids)
+		if p == nil && m.takenCheckpoints <= m.takenJobs {
+			p = m.pop(anyWork)
+		}
+		if p == nil {
+			if owner := m.freeOwner(); owner != nil {
+				return owner, kindSubmitJob, nil, nil
 			}
-			m.busy[p] = false // all its bids were too late
-			m.enqueue(p)
+			p = m.pop(anyWork)
+		}
+		if p != nil {
+			if tasks := m.take(p); len(tasks) > 0 {
+				return p, tasks[0].kind, tasks, nil
+			}
+			m.busy[p] = false // all it had were bids too late to send
 			continue
-		}
-		if m.takenCheckpoints <= m.takenJobs {
-			if p := m.pop(hasCheckpoints); p != nil {
-				return p, kindCheckpoint, m.takeCheckpoints(p), nil
-			}
-		}
-		if owner := m.freeOwner(); owner != nil {
-			return owner, kindSubmitJob, nil, nil
-		}
-		if p := m.pop(hasCheckpoints); p != nil {
-			return p, kindCheckpoint, m.takeCheckpoints(p), nil
 		}
 		waited := time.Now()
 		m.cond.Wait()
@@ -222,7 +228,7 @@ func (m *market) next(stop context.Context) (*account, msgKind, []task, error) {
 	}
 }
 
-// pop takes the first ready provider that has work of a kind, marking it
+// pop takes the first ready provider for which has is true, marking it
 // busy, or returns nil. m.mu is held.
 func (m *market) pop(has func(*account) bool) *account {
 	for i, p := range m.ready {
@@ -236,10 +242,64 @@ func (m *market) pop(has func(*account) bool) *account {
 	return nil
 }
 
-// freeOwner takes a free owner if the job budget and the bid backlog allow
+// take takes the first of p's tasks and up to msgsPerTx-1 more of the same
+// kind that follow it. Bids that could no longer land by their job's
+// bidding deadline (the next block may be past it) are dropped as unsent.
+// m.mu is held.
+func (m *market) take(p *account) []task {
+	var out []task
+	for len(out) < m.msgsPerTx && len(m.tasks[p]) > 0 {
+		tk := m.tasks[p][0]
+		if len(out) > 0 && tk.kind != out[0].kind {
+			break
+		}
+		m.tasks[p] = m.tasks[p][1:]
+		if tk.kind == kindPlaceBid {
+			m.bidsOf[p]--
+			m.queuedBids--
+			if tk.deadline <= m.height+1 {
+				m.unsent[string(kindPlaceBid)+" (bidding closed before it was sent)"]++
+				continue
+			}
+		} else {
+			m.takenCheckpoints++
+		}
+		out = append(out, tk)
+	}
+	return out
+}
+
+// add queues a task for p. m.mu is held.
+func (m *market) add(p *account, tk task) {
+	m.tasks[p] = append(m.tasks[p], tk)
+	if tk.kind == kindPlaceBid {
+		m.bidsOf[p]++
+		m.queuedBids++
+	}
+	m.enqueue(p)
+}
+
+// freeOwner takes a free owner if the job pacing and the bid backlog allow
 // another submit-job transaction, or returns nil. m.mu is held.
 func (m *market) freeOwner() *account {
-	if m.jobBudget < m.msgsPerTx || (m.jobsInFlight+m.msgsPerTx)*m.bidsPerJob+m.queuedBids > m.maxBacklog {
+	now := time.Now()
+	burst := max(float64(m.msgsPerTx), m.jobRate/2) // at most half a second of jobs at once
+	m.tokens = min(burst, m.tokens+m.jobRate*now.Sub(m.refilled).Seconds())
+	m.refilled = now
+	need := float64(m.msgsPerTx)
+	if m.tokens < need {
+		if !m.wakeup {
+			m.wakeup = true
+			time.AfterFunc(time.Duration((need-m.tokens)/m.jobRate*float64(time.Second)), func() {
+				m.mu.Lock()
+				m.wakeup = false
+				m.cond.Broadcast()
+				m.mu.Unlock()
+			})
+		}
+		return nil
+	}
+	if (m.jobsInFlight+m.msgsPerTx)*m.bidsPerJob+m.queuedBids > m.maxBacklog {
 		return nil
 	}
 	for i := range m.owners {
@@ -248,39 +308,12 @@ func (m *market) freeOwner() *account {
 			m.ownerBusy[idx] = true
 			m.nextOwner = idx + 1
 			m.jobsInFlight += m.msgsPerTx
-			m.jobBudget -= m.msgsPerTx
+			m.tokens -= need
 			m.takenJobs += m.msgsPerTx
 			return m.owners[idx]
 		}
 	}
 	return nil
-}
-
-func (m *market) takeCheckpoints(p *account) []task {
-	q := m.checkpoints[p]
-	n := min(m.msgsPerTx, len(q))
-	out := append([]task(nil), q[:n]...)
-	m.checkpoints[p] = q[n:]
-	m.takenCheckpoints += n
-	return out
-}
-
-// takeBids takes up to msgsPerTx of p's bids, dropping (as unsent) those
-// that could no longer land by their job's bidding deadline: the next block
-// may already be past it. m.mu is held.
-func (m *market) takeBids(p *account) []task {
-	var out []task
-	for len(out) < m.msgsPerTx && len(m.bids[p]) > 0 {
-		tk := m.bids[p][0]
-		m.bids[p] = m.bids[p][1:]
-		m.queuedBids--
-		if tk.deadline <= m.height+1 {
-			m.unsent[string(kindPlaceBid)+" (bidding closed before it was sent)"]++
-			continue
-		}
-		out = append(out, tk)
-	}
-	return out
 }
 
 func (m *market) release(a *account, kind msgKind) {
@@ -297,7 +330,7 @@ func (m *market) release(a *account, kind msgKind) {
 
 // enqueue marks p ready if it has work and nobody holds it. m.mu is held.
 func (m *market) enqueue(p *account) {
-	if m.busy[p] || m.queued[p] || len(m.bids[p])+len(m.checkpoints[p]) == 0 {
+	if m.busy[p] || m.queued[p] || len(m.tasks[p]) == 0 {
 		return
 	}
 	m.ready = append(m.ready, p)
@@ -311,14 +344,13 @@ func (m *market) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stopped = true
-	for _, q := range m.bids {
-		m.unsent[string(kindPlaceBid)] += len(q)
+	for _, q := range m.tasks {
+		for _, tk := range q {
+			m.unsent[string(tk.kind)]++
+		}
 	}
-	for _, q := range m.checkpoints {
-		m.unsent[string(kindCheckpoint)] += len(q)
-	}
-	clear(m.bids)
-	clear(m.checkpoints)
+	clear(m.tasks)
+	clear(m.bidsOf)
 	m.queuedBids = 0
 	m.ready = nil
 	m.cond.Broadcast()
@@ -368,47 +400,57 @@ func (m *market) jobsCreated(events []abci.Event) {
 		for j := range m.bidsPerJob {
 			p := m.providers[(m.jobSeq*m.bidsPerJob+j)%len(m.providers)]
 			price := 1000 + int64((created.JobId*7919+uint64(j)*104729)%(maxPrice-1000))
-			m.bids[p] = append(m.bids[p], task{jobID: created.JobId, price: price, deadline: created.BiddingDeadline})
-			m.queuedBids++
-			m.enqueue(p)
+			m.add(p, task{kind: kindPlaceBid, jobID: created.JobId, price: price, deadline: created.BiddingDeadline})
 		}
 		m.jobSeq++
 		m.mu.Unlock()
 	}
 }
 
-// jobGrowth is how much the job budget may exceed the recent share of jobs;
-// budgetBlocks is how many recent blocks that share averages over (one
+// jobGrowth is how much faster than their recent share new jobs may come;
+// rateBlocks is how many recent blocks that share is measured over (one
 // block is too noisy: a block cut just after a big one holds little).
 const (
-	jobGrowth    = 2
-	budgetBlocks = 4
+	jobGrowth  = 2
+	rateBlocks = 4
 )
 
+// blockSample is how many market messages of ours a block included, and
+// when the tool saw it.
+type blockSample struct {
+	msgs int
+	at   time.Time
+}
+
 // block takes in a new block. The leases the auctions gave the tool's
-// providers become checkpoints to commit. The job budget for the coming
-// block interval is set from the market messages recent blocks included: in
-// a steady pipeline each job brings bidsPerJob bids and one checkpoint, so
-// jobs are 1/(bidsPerJob+2) of them. The budget allows twice that (and at
-// least minJobs), so the load grows until the node or the workers are
+// providers become checkpoints to commit. The job rate is set from the
+// market messages recent blocks included per second: in a steady pipeline
+// each job brings bidsPerJob bids and one checkpoint, so jobs are
+// 1/(bidsPerJob+2) of them. The rate allows twice that (and at least
+// minJobRate), so the load grows until the node or the workers are
 // saturated (jobs are the workers' last choice, so a saturated pipeline
-// does not take them), but an empty pipeline does not start with a burst of
-// jobs whose bids would then all come due at once.
+// does not take them), while jobs still come spread over the block
+// interval: a burst of jobs would bring a burst of bids, all due at once,
+// and the mix would come in waves.
 func (m *market) block(h int64, events []abci.Event, ours map[msgKind]counts) {
 	m.mu.Lock()
 	m.height = h
-	m.recent = append(m.recent, ours[kindSubmitJob].msgs+ours[kindPlaceBid].msgs+ours[kindCheckpoint].msgs)
-	if len(m.recent) > budgetBlocks {
+	m.recent = append(m.recent, blockSample{ours[kindSubmitJob].msgs + ours[kindPlaceBid].msgs + ours[kindCheckpoint].msgs, time.Now()})
+	if len(m.recent) > rateBlocks+1 {
 		m.recent = m.recent[1:]
 	}
-	sum := 0
-	for _, n := range m.recent {
-		sum += n
+	if n := len(m.recent); n > 1 {
+		msgs := 0
+		for _, b := range m.recent[1:] {
+			msgs += b.msgs
+		}
+		if span := m.recent[n-1].at.Sub(m.recent[0].at).Seconds(); span > 0 {
+			m.jobRate = max(m.minJobRate, jobGrowth*float64(msgs)/span/float64(m.bidsPerJob+2))
+		}
 	}
-	m.jobBudget = max(m.minJobs, int(jobGrowth*float64(sum)/float64(len(m.recent)*(m.bidsPerJob+2))))
 	if m.verbose {
-		m.t.logf("block %d: %d jobs, %d bids, %d checkpoints of ours; next: job budget %d, %d bids queued, %d jobs in flight",
-			h, ours[kindSubmitJob].msgs, ours[kindPlaceBid].msgs, ours[kindCheckpoint].msgs, m.jobBudget, m.queuedBids, m.jobsInFlight)
+		m.t.logf("block %d: %d jobs, %d bids, %d checkpoints of ours; job rate now %.0f/s, %d bids queued, %d jobs in flight",
+			h, ours[kindSubmitJob].msgs, ours[kindPlaceBid].msgs, ours[kindCheckpoint].msgs, m.jobRate, m.queuedBids, m.jobsInFlight)
 	}
 	m.cond.Broadcast()
 	m.mu.Unlock()
@@ -426,8 +468,7 @@ func (m *market) block(h int64, events []abci.Event, ours map[msgKind]counts) {
 				if m.stopped {
 					m.unsent[string(kindCheckpoint)]++
 				} else {
-					m.checkpoints[p] = append(m.checkpoints[p], task{jobID: lease.JobId, leaseID: lease.LeaseId})
-					m.enqueue(p)
+					m.add(p, task{kind: kindCheckpoint, jobID: lease.JobId, leaseID: lease.LeaseId})
 				}
 			}
 		}
