@@ -172,7 +172,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.submitter, err = chain.NewSubmitter(conn, kr, enc, chain.SubmitterConfig{
 		ChainID: cfg.Chain.ChainID, HotKey: cfg.Keys.HotKey, Operator: cfg.Keys.Operator,
 		GasPrices: cfg.Chain.GasPrices, GasAdjustment: cfg.Chain.GasAdjustment,
-		Logger: log.With("component", "submitter"),
+		Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
@@ -212,7 +212,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 			Operator: d.operator, Submit: d.submit, Conn: conn, Store: d.store,
 			PiecesDir: cfg.StorageRole.PiecesDir, ClaimLocal: cfg.StorageRole.ClaimLocal,
 			Repair: cfg.StorageRole.Repair, RepairDatasets: cfg.StorageRole.RepairDatasets,
-			CheckInterval: cfg.StorageRole.CheckInterval.Duration, Logger: log.With("component", "storage"),
+			CheckInterval: cfg.StorageRole.CheckInterval.Duration, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("storage_role: %w", err)
@@ -224,7 +224,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		})
 	}
 	d.follower, err = chain.NewFollower(chain.FollowerConfig{
-		RPC: cfg.Chain.RPC, StartHeight: cfg.Chain.StartHeight, Logger: log.With("component", "follower"),
+		RPC: cfg.Chain.RPC, StartHeight: cfg.Chain.StartHeight, Logger: log,
 	}, d.store, d.handleHeight)
 	if err != nil {
 		return nil, err
