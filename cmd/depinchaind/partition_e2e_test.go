@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 )
 
 // The partition tests run four validators as containers of a FROM-scratch
@@ -134,11 +135,11 @@ func TestPartitions(t *testing.T) {
 
 	t.Run("sidecar cut off from its node misses no event", func(t *testing.T) {
 		v1 := net.Validators[1]
-		opts := localnet.ProviderOptions{
+		opts := sidecar.Options{
 			Home: filepath.Join(t.TempDir(), "provider"), Operator: "operator", HotKey: "hot", Bond: "100000000000udepin",
 			Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000},
 		}
-		p, err := localnet.SetupProvider(ctx, v1.Node, opts)
+		p, err := sidecar.Setup(ctx, v1.Node, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

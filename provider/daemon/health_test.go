@@ -16,6 +16,7 @@ import (
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -56,7 +57,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Stop()
-	p, err := localnet.SetupProvider(ctx, node, localnet.ProviderOptions{
+	p, err := sidecar.Setup(ctx, node, sidecar.Options{
 		Home: filepath.Join(t.TempDir(), "provider"), Operator: "operator", HotKey: "hot", Bond: "100000000000udepin",
 		Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000},
 		EditConfig: func(text string) string {

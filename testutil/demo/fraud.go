@@ -14,6 +14,7 @@ import (
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -53,7 +54,7 @@ var fraudStory = scenario{
 	tell: tellFraud,
 }
 
-func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*localnet.Provider, error) {
+func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error) {
 	conn, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -71,10 +72,10 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 
 	s.section("1. Three sidecars join")
 	s.say("Each runs depinprovider with its own hot key, granted over x/authz by its operator:")
-	var sidecars []*localnet.Provider
-	setup := func(name, role string, opts localnet.ProviderOptions) (*localnet.Provider, error) {
+	var sidecars []*sidecar.Provider
+	setup := func(name, role string, opts sidecar.Options) (*sidecar.Provider, error) {
 		opts.Home, opts.Operator, opts.HotKey = filepath.Join(demoDir, name), name, name+"-hot"
-		p, err := localnet.SetupProvider(ctx, n, opts)
+		p, err := sidecar.Setup(ctx, n, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -83,18 +84,18 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 		return p, nil
 	}
 	cheater, err := setup("cheater", fmt.Sprintf("bonds 100 DEPIN, asks 1 DEPIN/GPU-hour; fabricates its hashes from step %d", cheatFromStep),
-		localnet.ProviderOptions{Bond: "100000000udepin", Prices: map[string]uint64{gpuModel: 1_000_000},
+		sidecar.Options{Bond: "100000000udepin", Prices: map[string]uint64{gpuModel: 1_000_000},
 			StartArgs: []string{"--cheat-fabricate-from-step", fmt.Sprint(cheatFromStep)}})
 	if err != nil {
 		return sidecars, err
 	}
 	honest, err := setup("honest", "bonds 100 DEPIN, asks 2 DEPIN/GPU-hour; trains honestly",
-		localnet.ProviderOptions{Bond: "100000000udepin", Prices: map[string]uint64{gpuModel: 2_000_000}})
+		sidecar.Options{Bond: "100000000udepin", Prices: map[string]uint64{gpuModel: 2_000_000}})
 	if err != nil {
 		return sidecars, err
 	}
 	verifier, err := setup("verifier", "no GPUs, no bond; re-executes every reference checkpoint",
-		localnet.ProviderOptions{Prices: map[string]uint64{}, EditConfig: func(text string) string {
+		sidecar.Options{Prices: map[string]uint64{}, EditConfig: func(text string) string {
 			text = setInSection(text, "verifier", "enabled", "true")
 			text = setInSection(text, "verifier", "policy", `"all"`)
 			return setInSection(text, "gpus", "source", `"none"`)
@@ -266,7 +267,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	s.say("Every move above was made by a sidecar; see each one's provider.log, and")
 	s.detail("GET /v1/disputes and /v1/verifications on the verifier's status API (http://%s).", verifier.API)
 	// -keep leaves the honest provider first, for exploring.
-	return []*localnet.Provider{honest, cheater, verifier}, nil
+	return []*sidecar.Provider{honest, cheater, verifier}, nil
 }
 
 func bondOf(ctx context.Context, pq stakingexttypes.QueryClient, operator string) string {

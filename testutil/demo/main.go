@@ -31,6 +31,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -92,7 +93,7 @@ type scenario struct {
 	genesis  func(appState map[string]any) error
 	// tell narrates the story on a started node and returns the sidecars it
 	// started (the first is the one -keep leaves running for exploring).
-	tell func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*localnet.Provider, error)
+	tell func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error)
 }
 
 var trainingStory = scenario{
@@ -102,12 +103,12 @@ var trainingStory = scenario{
 		app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
 		return nil
 	},
-	tell: func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*localnet.Provider, error) {
+	tell: func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error) {
 		p, err := tell(ctx, s, n, filepath.Join(demoDir, "provider"))
 		if p == nil {
 			return nil, err
 		}
-		return []*localnet.Provider{p}, err
+		return []*sidecar.Provider{p}, err
 	},
 }
 
@@ -229,7 +230,7 @@ func run(keep bool, sc scenario) int {
 
 // tell runs the scenario against a started node, narrating every step. It returns
 // the sidecar once started, so the caller stops it on every way out.
-func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (*localnet.Provider, error) {
+func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (*sidecar.Provider, error) {
 	conn, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -257,7 +258,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	s.detail("key, through x/authz, exactly the messages it sends: bids, checkpoints, dispute moves,")
 	s.detail("withdrawals. This host has no NVIDIA GPU, so the sidecar reads a simulated DGX H100")
 	s.detail("(go-nvml's mock) and trains on the reference runtime, which needs none.")
-	p, err := localnet.SetupProvider(ctx, n, localnet.ProviderOptions{
+	p, err := sidecar.Setup(ctx, n, sidecar.Options{
 		Home: sidecarHome, Operator: "provider", HotKey: "sidecar", Bond: providerBond,
 		Prices: map[string]uint64{gpuModel: price},
 	})
@@ -464,7 +465,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 }
 
 // keepRunning prints how to reach the chain and waits for Ctrl-C or the node's end.
-func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *localnet.Provider) {
+func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Provider) {
 	bin := n.Binary
 	if rel, err := filepath.Rel(s.root, bin); err == nil && !strings.HasPrefix(rel, "..") {
 		bin = rel

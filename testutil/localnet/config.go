@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
+// FreePorts asks the kernel for n distinct free loopback ports.
+func FreePorts(n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {

@@ -164,7 +164,7 @@ func newDockerNet(ctx context.Context, opts *DockerOptions, n int) (*dockerNet, 
 		d.name = "depin-" + randomHex(4)
 	}
 	for i := 0; i < n; i++ {
-		ports, err := freePorts(4)
+		ports, err := FreePorts(4)
 		if err != nil {
 			return nil, err
 		}

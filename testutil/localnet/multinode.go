@@ -289,7 +289,7 @@ func (n *Network) configure(opts NetworkOptions) error {
 			}
 		} else {
 			var err error
-			if ports, err = freePorts(6); err != nil {
+			if ports, err = FreePorts(6); err != nil {
 				return err
 			}
 		}
@@ -804,12 +804,4 @@ func copyDir(from, to string) error {
 		}
 	}
 	return nil
-}
-
-// Pid is the sidecar's process id, 0 before Start.
-func (p *Provider) Pid() int {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
 }

@@ -67,7 +67,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.BlockTime == 0 {
 		opts.BlockTime = 300 * time.Millisecond
 	}
-	ports, err := freePorts(5)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -18,7 +18,7 @@ import (
 // chain. The ratio is the latency in blocks; blocks/bid counts them exactly
 // (bid height − job height), where 1 is the best possible (the next block).
 func BenchmarkBidLatency(b *testing.B) {
-	w := newWorld(b, 10*time.Minute, localnet.ProviderOptions{})
+	w := newWorld(b, 10*time.Minute, sidecar.Options{})
 	if err := w.provider.Start(w.ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func BenchmarkBidLatency(b *testing.B) {
 // (1 would be a move in the deadline's last block).
 func BenchmarkDispute1024Steps(b *testing.B) {
 	f := newFraudNet(b, 10*time.Minute)
-	for _, p := range []*localnet.Provider{f.verifier, f.cheater} {
+	for _, p := range []*sidecar.Provider{f.verifier, f.cheater} {
 		if err := p.Start(f.ctx); err != nil {
 			b.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/provider/dispute"
-	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -22,7 +22,7 @@ import (
 func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 	challengeWindow = "40"
 	t.Cleanup(func() { challengeWindow = "6" })
-	w := newWorld(t, 6*time.Minute, localnet.ProviderOptions{})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -25,7 +26,7 @@ type world struct {
 	t        testing.TB
 	ctx      context.Context
 	node     *localnet.Node
-	provider *localnet.Provider
+	provider *sidecar.Provider
 	market   markettypes.QueryClient
 	verify   verifytypes.QueryClient
 }
@@ -36,12 +37,12 @@ const h100Price = 2_000_000 // udepin per GPU-hour
 // lying-challenger test widens it to have time to lie.
 var challengeWindow = "6"
 
-func newWorld(t testing.TB, timeout time.Duration, opts localnet.ProviderOptions) *world {
+func newWorld(t testing.TB, timeout time.Duration, opts sidecar.Options) *world {
 	t.Helper()
-	return newWorldOpts(t, timeout, func(*localnet.Node) localnet.ProviderOptions { return opts })
+	return newWorldOpts(t, timeout, func(*localnet.Node) sidecar.Options { return opts })
 }
 
-func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localnet.Node) localnet.ProviderOptions) *world {
+func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localnet.Node) sidecar.Options) *world {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real node and a real sidecar")
@@ -71,7 +72,7 @@ func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localn
 	if testing.Verbose() {
 		opts.Log = prefixWriter{os.Stderr, "    sidecar| "}
 	}
-	provider, err := localnet.SetupProvider(ctx, node, opts)
+	provider, err := sidecar.Setup(ctx, node, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ type jobsJSON struct {
 // committed, finalized and paid, and the earnings are withdrawn — while a
 // job the inventory cannot serve gets no bid, and says why.
 func TestSidecarTrainsAndGetsPaid(t *testing.T) {
-	w := newWorld(t, 6*time.Minute, localnet.ProviderOptions{})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -23,7 +24,7 @@ import (
 // verifier, each a real depinprovider process.
 type fraudNet struct {
 	*world
-	honest, cheater, verifier *localnet.Provider
+	honest, cheater, verifier *sidecar.Provider
 	providers                 stakingexttypes.QueryClient
 	bank                      banktypes.QueryClient
 }
@@ -65,12 +66,12 @@ func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 		world:     &world{t: t, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)},
 		providers: stakingexttypes.NewQueryClient(conn), bank: banktypes.NewQueryClient(conn),
 	}
-	setup := func(name string, opts localnet.ProviderOptions) *localnet.Provider {
+	setup := func(name string, opts sidecar.Options) *sidecar.Provider {
 		opts.Home, opts.Operator, opts.HotKey = filepath.Join(t.TempDir(), name), name, name+"-hot"
 		if testing.Verbose() {
 			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
 		}
-		p, err := localnet.SetupProvider(ctx, node, opts)
+		p, err := sidecar.Setup(ctx, node, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,10 +79,10 @@ func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 		return p
 	}
 	// The cheater undercuts the honest provider, so it wins the first auction.
-	f.cheater = setup("cheater", localnet.ProviderOptions{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
+	f.cheater = setup("cheater", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
 		StartArgs: []string{"--cheat-fabricate-from-step", "40"}})
-	f.honest = setup("honest", localnet.ProviderOptions{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
-	f.verifier = setup("verifier", localnet.ProviderOptions{Prices: map[string]uint64{}, EditConfig: func(text string) string {
+	f.honest = setup("honest", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
+	f.verifier = setup("verifier", sidecar.Options{Prices: map[string]uint64{}, EditConfig: func(text string) string {
 		text = setInSection(text, "verifier", "enabled", "true")
 		text = setInSection(text, "verifier", "policy", `"all"`)
 		return setInSection(text, "gpus", "source", `"none"`)
@@ -108,7 +109,7 @@ func (f *fraudNet) balance(addr string) int64 {
 // resumes on the honest provider from the last final checkpoint and is paid.
 func TestVerifierCatchesACheater(t *testing.T) {
 	f := newFraudNet(t, 8*time.Minute)
-	for _, p := range []*localnet.Provider{f.verifier, f.cheater, f.honest} {
+	for _, p := range []*sidecar.Provider{f.verifier, f.cheater, f.honest} {
 		if err := p.Start(f.ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -78,7 +79,7 @@ bidding_window_blocks: 4
 // replays the blocks it missed, and every checkpoint is finalized and paid.
 func TestSidecarKilledMidTrainingResumes(t *testing.T) {
 	trainerBin := buildTestTrainer(t)
-	w := newWorld(t, 6*time.Minute, localnet.ProviderOptions{EditConfig: processTrainer(trainerBin, "--step-delay", "25ms")})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{EditConfig: processTrainer(trainerBin, "--step-delay", "25ms")})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +235,9 @@ func TestSidecarReplaysBlocksAfterWebsocketDrop(t *testing.T) {
 		t.Skip("starts a real node and a real sidecar")
 	}
 	var rpcProxy *proxy
-	w := newWorldWith(t, 5*time.Minute, func(n *localnet.Node) localnet.ProviderOptions {
+	w := newWorldWith(t, 5*time.Minute, func(n *localnet.Node) sidecar.Options {
 		rpcProxy = startProxy(t, strings.TrimPrefix(n.RPC, "tcp://"))
-		return localnet.ProviderOptions{RPC: "tcp://" + rpcProxy.addr}
+		return sidecar.Options{RPC: "tcp://" + rpcProxy.addr}
 	})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ func TestSidecarReplaysBlocksAfterWebsocketDrop(t *testing.T) {
 }
 
 // newWorldWith is newWorld with provider options that depend on the node.
-func newWorldWith(t *testing.T, timeout time.Duration, opts func(*localnet.Node) localnet.ProviderOptions) *world {
+func newWorldWith(t *testing.T, timeout time.Duration, opts func(*localnet.Node) sidecar.Options) *world {
 	t.Helper()
 	return newWorldOpts(t, timeout, opts)
 }
@@ -287,7 +288,7 @@ func newWorldWith(t *testing.T, timeout time.Duration, opts func(*localnet.Node)
 // times, and no payment leaves the job's escrow.
 func TestSidecarFlagsABrokenTrainer(t *testing.T) {
 	trainerBin := buildTestTrainer(t)
-	w := newWorld(t, 5*time.Minute, localnet.ProviderOptions{EditConfig: processTrainer(trainerBin, "--mode", "crash")})
+	w := newWorld(t, 5*time.Minute, sidecar.Options{EditConfig: processTrainer(trainerBin, "--mode", "crash")})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestSidecarFlagsABrokenTrainer(t *testing.T) {
 // wrong stops it at start with a message naming the problem, and costs
 // nothing.
 func TestSidecarRefusesBadSetups(t *testing.T) {
-	w := newWorld(t, 4*time.Minute, localnet.ProviderOptions{SkipGrants: true})
+	w := newWorld(t, 4*time.Minute, sidecar.Options{SkipGrants: true})
 	balances := func() string {
 		out, err := w.node.Exec(w.ctx, "query", "bank", "balances", w.provider.Operator, "--node", w.node.RPC, "--output", "json")
 		if err != nil {
@@ -423,7 +424,7 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 	}
 	digest := strings.TrimSpace(string(out))
 
-	w := newWorld(t, 5*time.Minute, localnet.ProviderOptions{EditConfig: func(text string) string {
+	w := newWorld(t, 5*time.Minute, sidecar.Options{EditConfig: func(text string) string {
 		return strings.Replace(text, "container = false", "container = true", 1)
 	}})
 	if err := w.provider.Start(w.ctx); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -33,7 +34,7 @@ const storageDatasetID = "sidecar-corpus"
 // with [storage_role] enabled.
 type storageSidecar struct {
 	name      string
-	p         *localnet.Provider
+	p         *sidecar.Provider
 	piecesDir string
 }
 
@@ -103,7 +104,7 @@ func TestStorageRoleWithRealSidecars(t *testing.T) {
 		setupErr []error
 	)
 	for _, name := range []string{"s1", "s2", "s3", "s4"} {
-		opts := localnet.ProviderOptions{
+		opts := sidecar.Options{
 			Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin",
 			EditConfig: func(text string) string {
 				text = setInSection(text, "storage_role", "enabled", "true")
@@ -121,7 +122,7 @@ func TestStorageRoleWithRealSidecars(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := localnet.SetupProvider(ctx, node, opts)
+			p, err := sidecar.Setup(ctx, node, opts)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 )
 
 const usage = `usage: localnetctl [-dir .localnet] <command>
@@ -179,7 +180,7 @@ func up(ctx context.Context, dir string, args []string) error {
 	var prov *providerState
 	if *withProvider {
 		fmt.Println("registering a provider and starting its sidecar ...")
-		p, err := localnet.SetupProvider(ctx, net.Validators[0].Node, localnet.ProviderOptions{
+		p, err := sidecar.Setup(ctx, net.Validators[0].Node, sidecar.Options{
 			Home: filepath.Join(dir, "provider"), Operator: "operator", HotKey: "hot", Bond: "100000000000udepin",
 			Prices: map[string]uint64{"H100-SXM5-80GB": 1_500_000},
 		})

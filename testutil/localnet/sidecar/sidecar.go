@@ -1,4 +1,9 @@
-package localnet
+// Package sidecar drives real depinprovider processes beside a localnet
+// chain: it registers a provider with the inventory its sidecar reports,
+// grants the sidecar's hot key over authz, writes the sidecar's config with
+// `depinprovider init` and starts, stops and kills it. End-to-end tests and
+// the demos use it.
+package sidecar
 
 import (
 	"bufio"
@@ -18,10 +23,11 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/provider/storage"
+	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
-// ProviderOptions describe a GPU provider driven by a real depinprovider.
-type ProviderOptions struct {
+// Options describe a GPU provider driven by a real depinprovider.
+type Options struct {
 	// Home is the sidecar's folder; it must not exist yet.
 	Home string
 	// Operator is the funded test-keyring key that registers and bonds the
@@ -55,26 +61,26 @@ type Provider struct {
 	API      string // host:port of the status API
 	Public   string // base URL of the checkpoint server
 
-	node      *Node
+	node      *localnet.Node
 	log       io.Writer
 	startArgs []string
 	cmd       *exec.Cmd
 	done      chan struct{}
 }
 
-// SetupProvider registers a provider on n with the inventory its sidecar
+// Setup registers a provider on n with the inventory its sidecar
 // reports, grants the hot key what the sidecar sends and writes the
 // sidecar's config with `depinprovider init`, on a simulated DGX H100.
 // Start runs it.
-func SetupProvider(ctx context.Context, n *Node, opts ProviderOptions) (*Provider, error) {
-	bin, err := ProviderBinary()
+func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, error) {
+	bin, err := localnet.ProviderBinary()
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(opts.Home, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := localnet.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +145,7 @@ func SetupProvider(ctx context.Context, n *Node, opts ProviderOptions) (*Provide
 	return p, nil
 }
 
-func mustTx(ctx context.Context, n *Node, from string, args ...string) error {
+func mustTx(ctx context.Context, n *localnet.Node, from string, args ...string) error {
 	res, err := n.Tx(ctx, from, args...)
 	if err != nil {
 		return err
@@ -155,7 +161,7 @@ func (p *Provider) exec(ctx context.Context, args ...string) (string, error) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", &ExecError{Args: args, Stdout: stdout.String(), Stderr: stderr.String(), Err: err}
+		return "", &localnet.ExecError{Args: args, Stdout: stdout.String(), Stderr: stderr.String(), Err: err}
 	}
 	return stdout.String(), nil
 }
@@ -291,4 +297,12 @@ func tail(path string, lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
+}
+
+// Pid is the sidecar's process id, 0 before Start.
+func (p *Provider) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
