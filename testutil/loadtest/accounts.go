@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cosmos/cosmos-sdk/client"
 	clienttx "github.com/cosmos/cosmos-sdk/client/tx"
@@ -33,8 +34,9 @@ type account struct {
 	number uint64
 	seq    uint64
 	// resync asks the next holder to re-read the sequence from the chain (a
-	// transaction of this account was lost, so later ones can never land).
-	resync bool
+	// transaction of this account was lost, so later ones can never land);
+	// the tracker sets it while a worker may hold the account.
+	resync atomic.Bool
 }
 
 func (a *account) String() string { return fmt.Sprintf("%s-%d", a.role, a.index) }
@@ -121,7 +123,8 @@ func (a *account) load(ctx context.Context, auth authtypes.QueryClient) error {
 	if err != nil {
 		return fmt.Errorf("account %s (%s): %w", a, a.address, err)
 	}
-	a.number, a.seq, a.resync = res.Info.AccountNumber, res.Info.Sequence, false
+	a.number, a.seq = res.Info.AccountNumber, res.Info.Sequence
+	a.resync.Store(false)
 	return nil
 }
 

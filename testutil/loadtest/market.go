@@ -64,13 +64,13 @@ type task struct {
 	deadline       int64
 }
 
-// market drives the market phase. Owners submit jobs; each job the chain
-// creates (EventJobCreated in the submit-job result) gives bidsPerJob of the
-// tool's providers a bid to place; each lease a provider wins
-// (EventLeaseCreated in the end-block events) gives it a checkpoint to
-// commit. Workers take provider work first (bids before checkpoints, since
-// bids have a deadline), and submit new jobs when there is none, so the
-// chain always has work while the pipeline keeps moving.
+// market drives the market warm-up and phase. Owners submit jobs; each job
+// the chain creates (EventJobCreated in the submit-job result) gives
+// bidsPerJob of the tool's providers a bid to place; each lease a provider
+// wins (EventLeaseCreated in the end-block events) gives it a checkpoint to
+// commit. Workers pick the next transaction as next describes; new jobs are
+// paced so that the three kinds flow steadily, about one job, bidsPerJob
+// bids and one checkpoint at a time.
 type market struct {
 	t          *tracker
 	ph         *phase
@@ -105,7 +105,7 @@ type market struct {
 	ready  []*account // providers with work that nobody holds
 	queued map[*account]bool
 	busy   map[*account]bool
-	jobs   map[uint64]bool // jobs this phase created
+	jobs   map[uint64]bool // jobs the tool created
 	jobSeq int
 	// jobsInFlight are submitted jobs not yet in a block; queuedBids the bid
 	// tasks not yet taken by a worker.

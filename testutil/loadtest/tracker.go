@@ -58,11 +58,12 @@ type tracker struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending map[string]*sentTx
-	// height is the last block processed; times and blockTxs describe every
-	// block processed since the tracker started.
-	height   int64
-	times    map[int64]time.Time
-	blockTxs map[int64]int
+	// height is the last block processed; settled the last one whose
+	// callbacks (done, onBlock) have returned. times and blockTxs describe
+	// every block processed since the tracker started.
+	height, settled int64
+	times           map[int64]time.Time
+	blockTxs        map[int64]int
 	// okAt counts the successful transactions the tool sent, by height and kind.
 	okAt map[int64]map[msgKind]counts
 	// onBlock receives each block's finalize-block events (end-block auction
@@ -83,6 +84,7 @@ func (t *tracker) init(ctx context.Context) error {
 		return fmt.Errorf("CometBFT status: %w", err)
 	}
 	t.height = st.SyncInfo.LatestBlockHeight
+	t.settled = t.height
 	t.times[t.height] = st.SyncInfo.LatestBlockTime
 	return nil
 }
@@ -186,6 +188,10 @@ func (t *tracker) processBlock(ctx context.Context, h int64) error {
 	if t.onBlock != nil {
 		t.onBlock(h, res.FinalizeBlockEvents, ours)
 	}
+	t.mu.Lock()
+	t.settled = h
+	t.cond.Broadcast()
+	t.mu.Unlock()
 	return nil
 }
 
@@ -197,7 +203,7 @@ func (t *tracker) lose(hash string, st *sentTx) func() {
 	delete(t.pending, hash)
 	st.phase.lost++
 	st.phase.pending--
-	st.acct.resync = true
+	st.acct.resync.Store(true)
 	t.logf("lost %s %s from %s after %s", st.kind, hash, st.acct, time.Since(st.sentAt).Round(time.Second))
 	return func() {
 		if st.done != nil {
@@ -266,7 +272,7 @@ func (t *tracker) send(stop, ctx context.Context, ph *phase, a *account, kind ms
 		}
 		return false, err
 	}
-	if a.resync {
+	if a.resync.Load() {
 		if err := a.load(ctx, t.auth); err != nil {
 			return false, err
 		}
@@ -306,7 +312,7 @@ func (t *tracker) send(stop, ctx context.Context, ph *phase, a *account, kind ms
 		t.mu.Unlock()
 		if err != nil {
 			// Whether the node took it is unknown: learn the sequence again.
-			a.resync = true
+			a.resync.Store(true)
 			t.mu.Lock()
 			ph.reject(kind, "broadcast: "+err.Error())
 			t.mu.Unlock()
@@ -371,12 +377,13 @@ func (t *tracker) sendAndWait(ctx context.Context, ph *phase, a *account, kind m
 	}
 }
 
-// drain waits until the phase has nothing in flight, or until timeout, after
-// which what is left counts as lost.
+// drain waits until the phase has nothing in flight and the callbacks of
+// the blocks that included its transactions have run, or until timeout,
+// after which what is left counts as lost.
 func (t *tracker) drain(ctx context.Context, ph *phase, timeout time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := t.wait(wctx, func() bool { return ph.pending == 0 })
+	err := t.wait(wctx, func() bool { return ph.pending == 0 && t.settled == t.height })
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 		var callbacks []func()
 		t.mu.Lock()
