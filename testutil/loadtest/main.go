@@ -70,7 +70,8 @@ type config struct {
 	challengeWindow                    uint64
 	blockTime                          time.Duration
 	seed                               string
-	// fund is what each generated account gets, in udepin.
+	// fund is what each generated account gets, in udepin; bond is what
+	// each provider bonds (a run's leases lock a few hundred udepin each).
 	fund int64
 	bond int64
 
@@ -95,7 +96,7 @@ func defaultConfig() config {
 		bankAccounts: 32, owners: 32, providers: 32, bidsPerJob: 2, bidBacklog: 400,
 		biddingWindow: 6, steps: 8, challengeWindow: 10,
 		blockTime: 500 * time.Millisecond, seed: "default",
-		fund: 1_000_000_000_000, bond: 100_000_000_000,
+		fund: 1_000_000_000_000, bond: 1_000_000_000,
 		drainTimeout: 30 * time.Second, lostAfter: 30 * time.Second,
 		log: os.Stderr,
 	}
@@ -105,7 +106,7 @@ func main() {
 	cfg := defaultConfig()
 	flag.DurationVar(&cfg.duration, "duration", cfg.duration, "length of the bank phase and of the market phase")
 	flag.IntVar(&cfg.txs, "txs", 0, "end each phase after this many transactions instead (0: use -duration)")
-	flag.DurationVar(&cfg.warmup, "warmup", cfg.warmup, "bank sends before the measured phases, not counted")
+	flag.DurationVar(&cfg.warmup, "warmup", cfg.warmup, "bank sends before the bank phase, not counted (the market warm-up lasts -bidding-window + 8 blocks); 0 skips both")
 	flag.IntVar(&cfg.concurrency, "concurrency", cfg.concurrency, "goroutines signing and broadcasting, in both phases")
 	flag.IntVar(&cfg.msgsPerTx, "msgs-per-tx", cfg.msgsPerTx, "messages per transaction (sends, jobs, bids or checkpoints of one account)")
 	flag.IntVar(&cfg.maxPending, "max-pending", cfg.maxPending, "transactions in flight (accepted, not yet in a block) at most")
@@ -166,6 +167,8 @@ func (c config) validate() error {
 		return errors.New("-rpc and -grpc go together")
 	case c.rpc != "" && c.funder == "":
 		return errors.New("an existing node needs -funder (and -keyring-dir) to fund the generated accounts")
+	case c.fund < 2*c.bond:
+		return fmt.Errorf("-fund must be at least %d udepin: providers bond %d and owners' jobs need deposits", 2*c.bond, c.bond)
 	}
 	return nil
 }
@@ -403,17 +406,19 @@ func fundAccounts(ctx context.Context, cfg config, conn *grpc.ClientConn, enc ap
 func registerProviders(ctx context.Context, cfg config, t *tracker, setup *phase, q stakingexttypes.QueryClient, providers []*account) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(providers))
+	registered := 0
 	for i, p := range providers {
 		if _, err := q.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: p.address}); err == nil {
 			continue // registered by an earlier run with the same seed
 		}
+		registered++
 		wg.Go(func() { errs[i] = t.sendAndWait(ctx, setup, p, kindRegister, registerProviderMsg(p, cfg.bond)) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("registering providers: %w", err)
 	}
-	cfg.logf("%d providers registered", len(providers))
+	cfg.logf("%d providers, %d of them registered now", len(providers), registered)
 	return nil
 }
 

@@ -46,7 +46,8 @@ func jobSpec(steps, biddingWindow uint64) (markettypes.JobSpec, error) {
 }
 
 // registerProviderMsg registers p with eight H100s and a bond that covers the
-// collateral of far more leases than a run creates.
+// collateral of far more leases than a run creates (each locks 10% of the
+// job's maximum value, 360 udepin).
 func registerProviderMsg(p *account, bond int64) *stakingexttypes.MsgRegisterProvider {
 	return &stakingexttypes.MsgRegisterProvider{
 		Operator: p.address, Moniker: p.String(), Endpoint: fmt.Sprintf("https://%s.loadtest.invalid", p), Region: "local",

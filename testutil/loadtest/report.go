@@ -341,9 +341,13 @@ func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tblocks\tspan\ttxs\ttx/s\tmsgs/s\tworkers idle\tCPU node/tool/machine\ttx per node CPU-s\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d-%d\t%s\t%d\t%.1f\t%.1f\t%.0f%%\t%.2f/%.2f/%.2f\t%.0f\t\n", p.Name,
+		node, perCPU := "-", "-" // unknown for a node the tool did not start
+		if p.NodeCores > 0 {
+			node, perCPU = fmt.Sprintf("%.2f", p.NodeCores), fmt.Sprintf("%.0f", p.TxPerNodeCPUSec)
+		}
+		fmt.Fprintf(tw, "%s\t%d-%d\t%s\t%d\t%.1f\t%.1f\t%.0f%%\t%s/%.2f/%.2f\t%s\t\n", p.Name,
 			p.FirstHeight, p.LastHeight, p.Span.Round(10*time.Millisecond), p.WindowTxs, p.TxPerSec, p.MsgPerSec, 100*p.Idle,
-			p.NodeCores, p.ToolCores, p.MachineCores, p.TxPerNodeCPUSec)
+			node, p.ToolCores, p.MachineCores, perCPU)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nmarket/bank throughput ratio: %.2f (tx/s), %.2f (msgs/s)", r.Ratio, r.MsgRatio)
