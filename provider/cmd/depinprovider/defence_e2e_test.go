@@ -99,8 +99,9 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 				t.Fatal(err)
 			}
 			tx("verify", "step", "1", "--state", prePath)
-		case ch.Rounds >= 1 && !killed:
-			// The defender dies mid-game and comes back within the move timeout.
+		case ch.Rounds >= 1 && ch.Hi-ch.Lo >= 8 && !killed:
+			// The defender dies mid-game, with at least two reveals still to
+			// make, and comes back within the move timeout.
 			w.provider.Kill()
 			killed = true
 			if err := w.node.WaitBlocks(w.ctx, 3); err != nil {
