@@ -60,9 +60,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 	p, err := sidecar.Setup(ctx, node, sidecar.Options{
 		Home: filepath.Join(t.TempDir(), "provider"), Operator: "operator", HotKey: "hot", Bond: "100000000000udepin",
 		Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000},
-		EditConfig: func(text string) string {
-			return strings.Replace(text, `refresh_interval = "10s"`, `refresh_interval = "200ms"`, 1)
-		},
+		Set:    map[string]string{"gpus.refresh_interval": `"200ms"`},
 	})
 	if err != nil {
 		t.Fatal(err)

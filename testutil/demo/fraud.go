@@ -95,10 +95,8 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 		return sidecars, err
 	}
 	verifier, err := setup("verifier", "no GPUs, no bond; re-executes every reference checkpoint",
-		sidecar.Options{Prices: map[string]uint64{}, EditConfig: func(text string) string {
-			text = setInSection(text, "verifier", "enabled", "true")
-			text = setInSection(text, "verifier", "policy", `"all"`)
-			return setInSection(text, "gpus", "source", `"none"`)
+		sidecar.Options{Prices: map[string]uint64{}, Set: map[string]string{
+			"verifier.enabled": "true", "verifier.policy": `"all"`, "gpus.source": `"none"`,
 		}})
 	if err != nil {
 		return sidecars, err
@@ -289,20 +287,4 @@ func poll(ctx context.Context, done func() (bool, error)) error {
 			return err
 		}
 	}
-}
-
-// setInSection sets key = value in a TOML section of a config file's text.
-func setInSection(text, section, key, value string) string {
-	start := strings.Index(text, "\n["+section+"]\n")
-	if start < 0 {
-		return text
-	}
-	lines := strings.SplitAfter(text[start+1:], "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, key+" = ") {
-			lines[i] = key + " = " + value + "\n"
-			return text[:start+1] + strings.Join(lines, "")
-		}
-	}
-	return text
 }

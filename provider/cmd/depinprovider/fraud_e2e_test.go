@@ -82,11 +82,7 @@ func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 	f.cheater = setup("cheater", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
 		StartArgs: []string{"--cheat-fabricate-from-step", "40"}})
 	f.honest = setup("honest", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
-	f.verifier = setup("verifier", sidecar.Options{Prices: map[string]uint64{}, EditConfig: func(text string) string {
-		text = setInSection(text, "verifier", "enabled", "true")
-		text = setInSection(text, "verifier", "policy", `"all"`)
-		return setInSection(text, "gpus", "source", `"none"`)
-	}})
+	f.verifier = setup("verifier", sidecar.Options{Prices: map[string]uint64{}, Set: verifierConfig})
 	f.provider = f.honest
 	return f
 }
@@ -234,18 +230,5 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	}
 }
 
-// setInSection sets key = value in a TOML section of a config file's text.
-func setInSection(text, section, key, value string) string {
-	start := strings.Index(text, "\n["+section+"]\n")
-	if start < 0 {
-		panic("no section " + section)
-	}
-	lines := strings.SplitAfter(text[start+1:], "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, key+" = ") {
-			lines[i] = key + " = " + value + "\n"
-			return text[:start+1] + strings.Join(lines, "")
-		}
-	}
-	panic("no " + key + " in section " + section)
-}
+// verifierConfig makes a sidecar a verifier of every checkpoint, with no GPUs.
+var verifierConfig = map[string]string{"verifier.enabled": "true", "verifier.policy": `"all"`, "gpus.source": `"none"`}

@@ -43,15 +43,14 @@ func buildTestTrainer(t *testing.T) string {
 }
 
 // processTrainer turns on the process runtime with argv mapped to testTrainerDigest.
-func processTrainer(argv ...string) func(string) string {
-	return func(text string) string {
-		text = strings.Replace(text, "process = false", "process = true", 1)
-		text = strings.Replace(text, "trainers = []\n", "", 1)
-		quoted := make([]string, len(argv))
-		for i, a := range argv {
-			quoted[i] = fmt.Sprintf("%q", a)
-		}
-		return text + fmt.Sprintf("\n[[runtimes.trainers]]\ndigest = %q\ncommand = [%s]\n", testTrainerDigest, strings.Join(quoted, ", "))
+func processTrainer(argv ...string) map[string]string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	return map[string]string{
+		"runtimes.process":  "true",
+		"runtimes.trainers": fmt.Sprintf("[{digest = %q, command = [%s]}]", testTrainerDigest, strings.Join(quoted, ", ")),
 	}
 }
 
@@ -79,7 +78,7 @@ bidding_window_blocks: 4
 // replays the blocks it missed, and every checkpoint is finalized and paid.
 func TestSidecarKilledMidTrainingResumes(t *testing.T) {
 	trainerBin := buildTestTrainer(t)
-	w := newWorld(t, 6*time.Minute, sidecar.Options{EditConfig: processTrainer(trainerBin, "--step-delay", "25ms")})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{Set: processTrainer(trainerBin, "--step-delay", "25ms")})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +287,7 @@ func newWorldWith(t *testing.T, timeout time.Duration, opts func(*localnet.Node)
 // times, and no payment leaves the job's escrow.
 func TestSidecarFlagsABrokenTrainer(t *testing.T) {
 	trainerBin := buildTestTrainer(t)
-	w := newWorld(t, 5*time.Minute, sidecar.Options{EditConfig: processTrainer(trainerBin, "--mode", "crash")})
+	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: processTrainer(trainerBin, "--mode", "crash")})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -424,9 +423,7 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 	}
 	digest := strings.TrimSpace(string(out))
 
-	w := newWorld(t, 5*time.Minute, sidecar.Options{EditConfig: func(text string) string {
-		return strings.Replace(text, "container = false", "container = true", 1)
-	}})
+	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true"}})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -106,11 +106,9 @@ func TestStorageRoleWithRealSidecars(t *testing.T) {
 	for _, name := range []string{"s1", "s2", "s3", "s4"} {
 		opts := sidecar.Options{
 			Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin",
-			EditConfig: func(text string) string {
-				text = setInSection(text, "storage_role", "enabled", "true")
-				text = setInSection(text, "storage_role", "claim_local", "true")
-				text = setInSection(text, "storage_role", "repair", fmt.Sprint(name == "s2" || name == "s4"))
-				return setInSection(text, "storage_role", "check_interval", `"1s"`)
+			Set: map[string]string{
+				"storage_role.enabled": "true", "storage_role.claim_local": "true",
+				"storage_role.repair": fmt.Sprint(name == "s2" || name == "s4"), "storage_role.check_interval": `"1s"`,
 			},
 		}
 		if name == "s1" {

@@ -46,8 +46,9 @@ type Options struct {
 	SkipGrants bool
 	// StartArgs are extra arguments of `depinprovider start`.
 	StartArgs []string
-	// EditConfig edits config.toml's text after `depinprovider init` wrote it.
-	EditConfig func(text string) string
+	// Set overrides fields of config.toml after `depinprovider init` wrote
+	// it: "section.key" to a TOML value, e.g. "verifier.policy": `"all"`.
+	Set map[string]string
 	// Log receives the sidecar's stderr; nil writes it to Home/provider.log.
 	Log io.Writer
 }
@@ -109,13 +110,19 @@ func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, erro
 	if _, err := p.exec(ctx, args...); err != nil {
 		return nil, err
 	}
-	if opts.EditConfig != nil {
+	if len(opts.Set) > 0 {
 		path := filepath.Join(opts.Home, "config.toml")
-		text, err := os.ReadFile(path)
+		raw, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, []byte(opts.EditConfig(string(text))), 0o600); err != nil {
+		text := string(raw)
+		for field, value := range opts.Set {
+			if text, err = setField(text, field, value); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -143,6 +150,30 @@ func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, erro
 		}
 	}
 	return p, nil
+}
+
+// setField sets "section.key" = value in the text `depinprovider init`
+// writes, where every field of a section stands on its own line.
+func setField(text, field, value string) (string, error) {
+	dot := strings.LastIndex(field, ".")
+	if dot < 0 {
+		return "", fmt.Errorf("config field %q: want section.key", field)
+	}
+	section, key := field[:dot], field[dot+1:]
+	lines := strings.SplitAfter(text, "\n")
+	in := false
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(l)
+		if strings.HasPrefix(trimmed, "[") {
+			in = trimmed == "["+section+"]"
+			continue
+		}
+		if in && strings.HasPrefix(trimmed, key+" = ") {
+			lines[i] = key + " = " + value + "\n"
+			return strings.Join(lines, ""), nil
+		}
+	}
+	return "", fmt.Errorf("config.toml has no field %s", field)
 }
 
 func mustTx(ctx context.Context, n *localnet.Node, from string, args ...string) error {
