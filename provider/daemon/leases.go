@@ -479,20 +479,7 @@ func parseCheckpointURI(uri string) (base string, ref checkpoint.Ref, err error)
 // part, else downloaded from the provider that did and verified against the
 // roots on chain.
 func (d *Daemon) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Lease, out string) error {
-	base, ref, err := parseCheckpointURI(lease.ResumeUri)
-	if err != nil {
-		return err
-	}
-	cpRes, err := d.verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ref.LeaseID, Index: ref.Index})
-	if err != nil {
-		return fmt.Errorf("reading checkpoint %s on chain: %w", ref, err)
-	}
-	onChain := cpRes.Checkpoint
-	stateRoot, err := merkle.HashFromBytes(onChain.StateRoot)
-	if err != nil {
-		return err
-	}
-	traceRoot, err := merkle.HashFromBytes(onChain.TraceRoot)
+	client, ref, onChain, err := d.checkpointAt(ctx, lease.ResumeUri)
 	if err != nil {
 		return err
 	}
@@ -500,7 +487,7 @@ func (d *Daemon) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Le
 	// at least the step before its state.
 	var state []byte
 	var before merkle.Hash
-	if entry, ok := d.catalog.Lookup(ref); ok && entry.Commitment.State.Root == stateRoot {
+	if entry, ok := d.catalog.Lookup(ref); ok && slices.Equal(entry.Commitment.State.Root[:], onChain.StateRoot) {
 		local, err := trainer.ReadCheckpoint(entry.Dir, onChain.EndStep)
 		if err != nil {
 			return err
@@ -510,13 +497,10 @@ func (d *Daemon) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Le
 			return err
 		}
 	} else {
-		tmp := filepath.Join(out, "resume.state.download")
-		client := checkpoint.Client{BaseURL: base}
-		if _, err := client.DownloadState(ctx, ref, stateRoot, tmp, maxResumeStateBytes); err != nil {
+		if state, err = d.downloadState(ctx, client, ref, onChain); err != nil {
 			return err
 		}
-		state, err = os.ReadFile(tmp)
-		os.Remove(tmp)
+		traceRoot, err := merkle.HashFromBytes(onChain.TraceRoot)
 		if err != nil {
 			return err
 		}
@@ -533,6 +517,39 @@ func (d *Daemon) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Le
 	}
 	d.log.Info("resume checkpoint fetched", "lease", lease.Id, "step", lease.ResumeStep, "from", lease.ResumeUri, "bytes", len(state))
 	return nil
+}
+
+// checkpointAt names the checkpoint a URI serves and reads its commitment on
+// chain, which is what everything downloaded from the URI is checked against.
+func (d *Daemon) checkpointAt(ctx context.Context, uri string) (checkpoint.Client, checkpoint.Ref, verifytypes.Checkpoint, error) {
+	base, ref, err := parseCheckpointURI(uri)
+	if err != nil {
+		return checkpoint.Client{}, ref, verifytypes.Checkpoint{}, err
+	}
+	res, err := d.verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ref.LeaseID, Index: ref.Index})
+	if err != nil {
+		return checkpoint.Client{}, ref, verifytypes.Checkpoint{}, fmt.Errorf("reading checkpoint %s on chain: %w", ref, err)
+	}
+	return checkpoint.Client{BaseURL: base}, ref, res.Checkpoint, nil
+}
+
+// downloadState fetches a checkpoint's state from its provider, every chunk
+// verified against the state_root on chain as it arrives.
+func (d *Daemon) downloadState(ctx context.Context, client checkpoint.Client, ref checkpoint.Ref, onChain verifytypes.Checkpoint) ([]byte, error) {
+	root, err := merkle.HashFromBytes(onChain.StateRoot)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(d.cfg.Storage.WorkDir, "download-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, trainer.StateFileName)
+	if _, err := client.DownloadState(ctx, ref, root, path, maxResumeStateBytes); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
 }
 
 // checkpointMetrics reports the training loss at a checkpoint's end step, as

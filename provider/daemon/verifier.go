@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -16,7 +14,6 @@ import (
 	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -217,31 +214,13 @@ func (d *Daemon) startState(ctx context.Context, cp verifytypes.Checkpoint, job 
 		}
 		uri = lease.Lease.ResumeUri
 	}
-	base, ref, err := parseCheckpointURI(uri)
+	client, ref, from, err := d.checkpointAt(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
-	from, err := d.verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ref.LeaseID, Index: ref.Index})
+	raw, err := d.downloadState(ctx, client, ref, from)
 	if err != nil {
-		return nil, err
-	}
-	root, err := merkle.HashFromBytes(from.Checkpoint.StateRoot)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(d.cfg.Storage.WorkDir, "verify-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "state")
-	client := checkpoint.Client{BaseURL: base}
-	if _, err := client.DownloadState(ctx, ref, root, path, maxResumeStateBytes); err != nil {
 		return nil, fmt.Errorf("the start state (checkpoint %s at %s) is not available: %w", ref, uri, err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
 	}
 	if h := sha256.Sum256(raw); !slices.Equal(h[:], cp.StartHash) {
 		return nil, errors.New("the served start state does not hash to the checkpoint's start hash")
