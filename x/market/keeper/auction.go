@@ -65,7 +65,7 @@ func (k Keeper) closeAuction(ctx sdk.Context, jobID uint64) error {
 	}
 	rankBids(ranked)
 
-	active, err := k.activeLeases(ctx, jobID)
+	active, err := k.ActiveLeases(ctx, jobID)
 	if err != nil {
 		return err
 	}

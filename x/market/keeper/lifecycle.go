@@ -56,7 +56,7 @@ func (k Keeper) closeJob(ctx sdk.Context, job *types.Job, state types.JobState, 
 	if _, err := k.settleJob(ctx, job); err != nil {
 		return sdk.Coin{}, err
 	}
-	leases, err := k.activeLeases(ctx, job.Id)
+	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return sdk.Coin{}, err
 	}
@@ -166,7 +166,7 @@ func (k Keeper) reopenAfterLeaseLoss(ctx sdk.Context, job *types.Job) error {
 	if job.State.IsTerminal() {
 		return k.Jobs.Set(ctx, job.Id, *job)
 	}
-	active, err := k.activeLeases(ctx, job.Id)
+	active, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func (m msgServer) PlaceBid(ctx context.Context, msg *types.MsgPlaceBid) (*types
 			"provider %s has no GPU class with %d GPUs of models %v and at least %d GiB VRAM",
 			msg.Provider, job.Spec.Gpu.PerWorker, job.Spec.Gpu.Models, job.Spec.Gpu.MinVramGib)
 	}
-	active, err := m.activeLeases(sdkCtx, job.Id)
+	active, err := m.ActiveLeases(sdkCtx, job.Id)
 	if err != nil {
 		return nil, err
 	}

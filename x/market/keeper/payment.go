@@ -18,8 +18,8 @@ import (
 // scheduled moment per job when its escrow would run dry or a lease reaches its
 // max duration (the TimeDeadlines index).
 
-// activeLeases returns the job's active leases in lease-id order.
-func (k Keeper) activeLeases(ctx sdk.Context, jobID uint64) ([]types.Lease, error) {
+// ActiveLeases returns the job's active leases in lease-id order.
+func (k Keeper) ActiveLeases(ctx sdk.Context, jobID uint64) ([]types.Lease, error) {
 	iter, err := k.Leases.Indexes.Job.MatchExact(ctx, jobID)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func leaseEnd(job types.Job, lease types.Lease) time.Time {
 // The caller saves the job (its escrow changed). It reports whether the escrow could not
 // cover everything owed, in which case the leases got what was left.
 func (k Keeper) settleJob(ctx sdk.Context, job *types.Job) (exhausted bool, err error) {
-	leases, err := k.activeLeases(ctx, job.Id)
+	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return false, err
 	}
@@ -100,7 +100,7 @@ func (k Keeper) scheduleTimeDeadline(ctx sdk.Context, job *types.Job) error {
 	if err := k.clearTimeDeadline(ctx, job); err != nil {
 		return err
 	}
-	leases, err := k.activeLeases(ctx, job.Id)
+	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil || len(leases) == 0 {
 		return err
 	}
@@ -163,7 +163,7 @@ func (k Keeper) processTimeDeadline(ctx sdk.Context, jobID uint64) error {
 	if err != nil {
 		return err
 	}
-	leases, err := k.activeLeases(ctx, job.Id)
+	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return err
 	}

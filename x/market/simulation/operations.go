@@ -140,29 +140,6 @@ func SimulateMsgSubmitJob(d Deps) simtypes.Operation {
 	}
 }
 
-// activeLeases lists the active leases of a job.
-func activeLeases(ctx sdk.Context, k keeper.Keeper, jobID uint64) ([]types.Lease, error) {
-	iter, err := k.Leases.Indexes.Job.MatchExact(ctx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := iter.PrimaryKeys()
-	if err != nil {
-		return nil, err
-	}
-	var out []types.Lease
-	for _, id := range ids {
-		l, err := k.Leases.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if l.State == types.LEASE_STATE_ACTIVE {
-			out = append(out, l)
-		}
-	}
-	return out, nil
-}
-
 // SimulateMsgPlaceBid has an eligible provider bid on an open job at a price up to the
 // job's maximum. Eligibility is worked out the way the market does (stakingext's
 // CheckCanBid, a GPU class satisfying the spec, not already serving the job, room for
@@ -207,7 +184,7 @@ func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
 		}
 
 		collateral := sdk.NewCoin(params.Denom, job.Spec.RequiredCollateral(params))
-		serving, err := activeLeases(ctx, d.Keeper, job.Id)
+		serving, err := d.Keeper.ActiveLeases(ctx, job.Id)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
