@@ -29,8 +29,8 @@ FUZZ_TARGETS := \
 	./x/market/types:FuzzParseJobSpecYAML \
 	./x/market/types:FuzzJobSpecValidate \
 	./x/staking_ext/keeper:FuzzValidateRegisterProvider \
-	./x/verify/merkle:FuzzVerifyInclusion \
-	./x/verify/merkle:FuzzStreamRoot \
+	./pkg/merkle:FuzzVerifyInclusion \
+	./pkg/merkle:FuzzStreamRoot \
 	./x/verify/reftrainer:FuzzDecode
 FUZZ_TIME ?= 10s
 

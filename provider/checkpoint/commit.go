@@ -6,8 +6,8 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/trainer"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

@@ -8,9 +8,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/trainer"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

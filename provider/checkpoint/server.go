@@ -9,7 +9,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

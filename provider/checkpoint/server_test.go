@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/trainer"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

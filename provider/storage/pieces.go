@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 )
 
 // PiecePath is where a piece's file lives under the pieces folder: the

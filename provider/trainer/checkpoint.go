@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/trainer"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 )
 
 func testEnv(t *testing.T) trainer.Env {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // Watcher reports the checkpoints of one run as the trainer completes them:

@@ -15,8 +15,8 @@ import (
 
 	"github.com/klauspost/reedsolomon"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 )
 
 // Options of Build.

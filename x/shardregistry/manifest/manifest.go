@@ -1,7 +1,7 @@
 // Package manifest builds, reads and uses dataset manifests for x/shardregistry, off
 // chain: it cuts a folder of sample files or a token file into shards of whole samples,
 // Reed-Solomon encodes them (github.com/klauspost/reedsolomon) or keeps them whole for
-// replication, hashes every piece into its RFC 6962 Merkle root with x/verify/merkle,
+// replication, hashes every piece into its RFC 6962 Merkle root with pkg/merkle,
 // writes the pieces and a manifest.json, rebuilds shards from enough pieces, and answers
 // storage challenges. The chain never runs this code; it shares its definitions
 // (types.ManifestRoot, types.Encoding) so what Build writes is what the chain checks.

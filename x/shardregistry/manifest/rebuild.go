@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 )
 
 // ErrNotEnoughPieces is returned by Rebuild when too few intact pieces are left.

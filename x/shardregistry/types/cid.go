@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // CID encoding of a piece root. A piece is named on chain by its raw 32-byte Merkle root;

@@ -5,7 +5,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 

@@ -10,11 +10,11 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/merkle"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	shardsim "github.com/depinchain/depinchain/x/shardregistry/simulation"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/merkle"
 	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // A trace file is the on-disk form of a per-step hash trace, written by trainers and read

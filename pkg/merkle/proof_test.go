@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // propertySizes returns every tree size up to 64 and a fixed random sample up

@@ -3,7 +3,7 @@ package merkle_test
 import (
 	"crypto/sha256"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // This file holds naive reference implementations written straight from the

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/depinchain/depinchain/x/verify/merkle"
+	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
 // The eight leaves of the Certificate Transparency reference test vectors.
