@@ -31,7 +31,7 @@ FUZZ_TARGETS := \
 	./x/staking_ext/keeper:FuzzValidateRegisterProvider \
 	./pkg/merkle:FuzzVerifyInclusion \
 	./pkg/merkle:FuzzStreamRoot \
-	./x/verify/reftrainer:FuzzDecode
+	./pkg/reftrainer:FuzzDecode
 FUZZ_TIME ?= 10s
 
 .PHONY: all build build-prev install test test-unit test-e2e test-fuzz test-long lint bench demo \
@@ -111,7 +111,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkDispute' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
-	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./x/shardregistry/manifest/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./pkg/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt

@@ -82,6 +82,7 @@ import (
 	stakingkeeper "github.com/cosmos/cosmos-sdk/x/staking/keeper"
 	stakingtypes "github.com/cosmos/cosmos-sdk/x/staking/types"
 
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/x/market"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -99,10 +100,10 @@ import (
 const (
 	// Name is the application name used in logs and the default home folder.
 	Name = "depinchain"
-	// Bech32Prefix is the account address prefix.
-	Bech32Prefix = "depin"
-	// BondDenom is the staking and fee denomination.
-	BondDenom = "udepin"
+	// Bech32Prefix is the account address prefix (re-exported from pkg/chainparams).
+	Bech32Prefix = chainparams.Bech32Prefix
+	// BondDenom is the staking and fee denomination (re-exported from pkg/chainparams).
+	BondDenom = chainparams.BondDenom
 )
 
 // DefaultNodeHome is where depinchaind keeps its config and data unless --home says otherwise.
@@ -173,7 +174,7 @@ func New(
 	appOpts servertypes.AppOptions,
 	baseAppOptions ...func(*baseapp.BaseApp),
 ) *App {
-	enc := MakeEncodingConfig()
+	enc := chainparams.MakeEncodingConfig()
 	appCodec, legacyAmino, interfaceRegistry, txConfig := enc.Codec, enc.Amino, enc.InterfaceRegistry, enc.TxConfig
 
 	bApp := baseapp.NewBaseApp(Name, logger, db, txConfig.TxDecoder(), baseAppOptions...)

@@ -37,6 +37,7 @@ import (
 	stakingtypes "github.com/cosmos/cosmos-sdk/x/staking/types"
 
 	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -63,7 +64,7 @@ var seedList = []int64{7, 124, 582, 4, 32, 123, 2, 1893, 2989, 3012, 4728, 37827
 func init() {
 	simcli.GetSimulatorFlags()
 	flag.IntVar(&flagNumSeeds, "NumSeeds", 0, "number of seeds to run (default: 2 for the full simulation, 1 for the others)")
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 }
 
 // simConfig is the simulation config from the flags, with the short defaults for the

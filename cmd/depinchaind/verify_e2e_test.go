@@ -16,10 +16,10 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

@@ -82,3 +82,13 @@ func (lh *leafHasher) sum(data []byte) Hash {
 	lh.digest = lh.state.Sum(lh.digest[:0])
 	return Hash(lh.digest)
 }
+
+// HashesToBytes converts hashes (a proof, say) to their wire form, one copied 32-byte
+// slice each.
+func HashesToBytes(hs []Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		out[i] = append([]byte(nil), h[:]...)
+	}
+	return out
+}

@@ -13,7 +13,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/x/authz"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -22,8 +22,8 @@ import (
 // NewEncodingConfig returns the app's codecs with the interfaces the sidecar
 // meets registered: the messages it sends, directly or wrapped in an authz
 // MsgExec, and the authorizations inside the grants it checks.
-func NewEncodingConfig() app.EncodingConfig {
-	enc := app.MakeEncodingConfig()
+func NewEncodingConfig() chainparams.EncodingConfig {
+	enc := chainparams.MakeEncodingConfig()
 	for _, register := range []func(codectypes.InterfaceRegistry){
 		authz.RegisterInterfaces,
 		banktypes.RegisterInterfaces,

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
@@ -22,7 +22,7 @@ import (
 // uses its own accounts and jobs so they do not see each other's state.
 var (
 	node *localnet.Node
-	enc  app.EncodingConfig
+	enc  chainparams.EncodingConfig
 	conn *grpc.ClientConn
 )
 
@@ -45,7 +45,7 @@ func runTests(m *testing.M) int {
 	if testing.Short() {
 		return m.Run()
 	}
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 	dir, err := os.MkdirTemp("", "provider-chain-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

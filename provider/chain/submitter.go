@@ -33,7 +33,7 @@ import (
 	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
 	"github.com/cosmos/cosmos-sdk/x/authz"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 )
 
 // OpenKeyring opens the keyring holding the hot key. input answers the
@@ -136,7 +136,7 @@ type Submitter struct {
 
 // NewSubmitter prepares a submitter for the hot key in kr. conn comes from
 // DialGRPC and enc from NewEncodingConfig.
-func NewSubmitter(conn grpc.ClientConnInterface, kr keyring.Keyring, enc app.EncodingConfig, cfg SubmitterConfig) (*Submitter, error) {
+func NewSubmitter(conn grpc.ClientConnInterface, kr keyring.Keyring, enc chainparams.EncodingConfig, cfg SubmitterConfig) (*Submitter, error) {
 	if cfg.ChainID == "" {
 		return nil, errors.New("submitter needs the chain id")
 	}

@@ -7,13 +7,13 @@ import (
 	"runtime"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/trainer"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // ChunkSize is the leaf size of a state file's Merkle tree, the chain's
 // CheckpointChunkSize.
-const ChunkSize = verifytypes.CheckpointChunkSize
+const ChunkSize = trace.CheckpointChunkSize
 
 // maxDefaultWorkers caps the default number of hashing goroutines: a few
 // cores already hash faster than disks read, and every worker costs two

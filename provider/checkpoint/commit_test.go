@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/trainer"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 func randomBytes(rng *rand.Rand, n int) []byte {
@@ -99,8 +99,8 @@ func TestCommit(t *testing.T) {
 	out := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 6))
 	state := randomBytes(rng, 2*checkpoint.ChunkSize+5)
-	trace := []merkle.Hash{{1}, {2}, {3}, sha256.Sum256(state)}
-	dir, err := trainer.WriteCheckpoint(out, 13, state, trace)
+	tr := []merkle.Hash{{1}, {2}, {3}, sha256.Sum256(state)}
+	dir, err := trainer.WriteCheckpoint(out, 13, state, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestCommit(t *testing.T) {
 	want := checkpoint.Commitment{
 		StartStep: 10,
 		EndStep:   13,
-		StartHash: trace[0],
-		FinalHash: trace[3],
+		StartHash: tr[0],
+		FinalHash: tr[3],
 		State:     checkpoint.StateCommitment{Root: merkle.RootOfBytes(state, checkpoint.ChunkSize), Size: int64(len(state)), Chunks: 3},
-		TraceRoot: verifytypes.NewTrace(10, trace).Root(),
+		TraceRoot: trace.New(10, tr).Root(),
 	}
 	if got != want {
 		t.Fatalf("Commit = %+v\nwant %+v", got, want)

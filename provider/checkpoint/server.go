@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+	"github.com/depinchain/depinchain/pkg/trace"
 )
 
 // The JSON documents the server returns. Hashes, chunk data and proofs are
@@ -231,7 +231,7 @@ func (s *server) chunk(w http.ResponseWriter, r *http.Request) {
 		Index:  index,
 		Chunks: e.Commitment.State.Chunks,
 		Data:   data,
-		Proof:  verifytypes.HashesToBytes(proof),
+		Proof:  merkle.HashesToBytes(proof),
 	})
 }
 
@@ -272,7 +272,7 @@ func (s *server) traceStep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "step %d is outside %s's trace [%d, %d]", step, e.Ref, c.StartStep, c.EndStep))
 		return
 	}
-	trace, err := verifytypes.ReadTraceFile(e.tracePath(), c.StartStep)
+	trace, err := trace.ReadFile(e.tracePath(), c.StartStep)
 	if err != nil {
 		writeError(w, err)
 		return

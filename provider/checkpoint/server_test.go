@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/trainer"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // servedCheckpoint is a checkpoint retained by a catalog behind a test server.
@@ -105,7 +105,7 @@ func TestServerMetadata(t *testing.T) {
 	if m.LeaseID != 4 || m.Index != 2 || m.JobID != 9 || m.StartStep != 20 || m.EndStep != 25 ||
 		!bytes.Equal(m.StartHash, s.trace[0][:]) || !bytes.Equal(m.FinalHash, s.trace[5][:]) ||
 		!bytes.Equal(m.StateRoot, c.State.Root[:]) || m.StateSize != int64(len(s.state)) ||
-		m.ChunkSize != verifytypes.CheckpointChunkSize || m.Chunks != 4 || !bytes.Equal(m.TraceRoot, c.TraceRoot[:]) {
+		m.ChunkSize != trace.CheckpointChunkSize || m.Chunks != 4 || !bytes.Equal(m.TraceRoot, c.TraceRoot[:]) {
 		t.Fatalf("metadata %+v", m)
 	}
 	got, err := s.client.Metadata(context.Background(), s.ref)
@@ -168,7 +168,7 @@ func TestServerChunkProofs(t *testing.T) {
 func TestServerTrace(t *testing.T) {
 	s := serveCheckpoint(t)
 	resp := s.get(t, "/checkpoints/4/2/trace", nil)
-	trace, err := verifytypes.ReadTrace(resp.Body, 20)
+	trace, err := trace.Read(resp.Body, 20)
 	if err != nil || trace.Root() != s.entry.Commitment.TraceRoot {
 		t.Fatalf("trace file: %v", err)
 	}

@@ -23,7 +23,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/bech32"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -224,7 +224,7 @@ func Default() *Config {
 			RPC:           "tcp://127.0.0.1:26657",
 			GRPC:          "127.0.0.1:9090",
 			ChainID:       "depin-1",
-			GasPrices:     "0.025" + app.BondDenom,
+			GasPrices:     "0.025" + chainparams.BondDenom,
 			GasAdjustment: 1.5,
 		},
 		Keys: Keys{
@@ -405,8 +405,8 @@ func (c *Config) Validate() error {
 	if c.Keys.Operator != "" {
 		if hrp, _, err := bech32.DecodeAndConvert(c.Keys.Operator); err != nil {
 			bad("keys.operator", "%q is not a bech32 address: %v", c.Keys.Operator, err)
-		} else if hrp != app.Bech32Prefix {
-			bad("keys.operator", "%q has prefix %q, want %q", c.Keys.Operator, hrp, app.Bech32Prefix)
+		} else if hrp != chainparams.Bech32Prefix {
+			bad("keys.operator", "%q has prefix %q, want %q", c.Keys.Operator, hrp, chainparams.Bech32Prefix)
 		}
 	}
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/bech32"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 )
 
 func operatorAddress(t *testing.T, prefix string) string {
@@ -76,7 +76,7 @@ func TestRenderRoundTripsEverySetting(t *testing.T) {
 	c.Keys.KeyringBackend = KeyringBackendTest
 	c.Keys.KeyringDir = "/var/lib/keys"
 	c.Keys.HotKey = "hot \"quoted\" key"
-	c.Keys.Operator = operatorAddress(t, app.Bech32Prefix)
+	c.Keys.Operator = operatorAddress(t, chainparams.Bech32Prefix)
 	c.Pricing.Table = map[string]uint64{"H100-SXM5-80GB": 2_000_000, "RTX 4090 24GB": 400_000}
 	c.Pricing.PricingCommand = []string{"/usr/local/bin/price", "--margin", "0.2"}
 	c.Runtimes = Runtimes{Reference: false, Process: true, Container: true, DockerHost: "unix:///run/docker.sock",
@@ -274,7 +274,7 @@ func TestDefaultIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Default()
-	c.Chain.GasPrices = "0" + app.BondDenom
+	c.Chain.GasPrices = "0" + chainparams.BondDenom
 	if err := c.Validate(); err != nil {
 		t.Fatalf("zero gas prices: %v", err)
 	}

@@ -29,7 +29,8 @@ import (
 	cmtservice "github.com/cosmos/cosmos-sdk/client/grpc/cmtservice"
 	"github.com/cosmos/cosmos-sdk/crypto/keyring"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/bidder"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -41,7 +42,6 @@ import (
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -476,7 +476,7 @@ func newPricer(p config.Pricing) (bidder.Pricer, error) {
 	for model, price := range p.Table {
 		table[model] = sdkmath.NewIntFromUint64(price)
 	}
-	return bidder.TablePricer{Denom: app.BondDenom, Table: table}, nil
+	return bidder.TablePricer{Denom: chainparams.BondDenom, Table: table}, nil
 }
 
 // simulatedGPUs reports whether the inventory is the simulated DGX H100.

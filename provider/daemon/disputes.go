@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/dispute"
@@ -130,7 +131,7 @@ func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, 
 	if _, err := os.Stat(path); err != nil {
 		path = filepath.Join(dir, trainer.TraceFileName)
 	}
-	trace, err := verifytypes.ReadTraceFile(path, cp.StartStep)
+	trace, err := trace.ReadFile(path, cp.StartStep)
 	if err != nil {
 		return dispute.Evidence{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/runtime"
@@ -330,19 +331,19 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 		return d.recordCheckpoint(record)
 	}
 
-	trace := cp.Trace
+	tr := cp.Trace
 	if d.cheatFrom > cp.StartStep() && d.cheatFrom <= cp.EndStep() {
-		if trace, err = d.fabricate(cp); err != nil {
+		if tr, err = d.fabricate(cp); err != nil {
 			return err
 		}
-		root := trace.Root()
-		record.TraceRoot, record.FinalHash = root[:], trace.Hashes[len(trace.Hashes)-1][:]
+		root := tr.Root()
+		record.TraceRoot, record.FinalHash = root[:], tr.Hashes[len(tr.Hashes)-1][:]
 	}
-	final, proof, err := trace.Open(trace.End())
+	final, proof, err := tr.Open(tr.End())
 	if err != nil {
 		return err
 	}
-	root := trace.Root()
+	root := tr.Root()
 	msg := &verifytypes.MsgSubmitCheckpoint{
 		Provider: d.operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: commitment.State.Root[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
@@ -400,20 +401,20 @@ func (d *Daemon) adoptChainCheckpoints(rec store.LeaseRecord, onChain []verifyty
 // d.cheatFrom on with made-up ones, as a provider that skipped the work
 // would, and keeps them beside the honest trace so the cheater defends what
 // it committed.
-func (d *Daemon) fabricate(cp trainer.Checkpoint) (verifytypes.Trace, error) {
+func (d *Daemon) fabricate(cp trainer.Checkpoint) (trace.Trace, error) {
 	hashes := slices.Clone(cp.Trace.Hashes)
 	for i := d.cheatFrom - cp.StartStep(); i < uint64(len(hashes)); i++ {
 		hashes[i] = sha256.Sum256([]byte(fmt.Sprintf("fabricated h_%d", cp.StartStep()+i)))
 	}
 	f, err := os.Create(filepath.Join(cp.Dir, CommittedTraceFileName))
 	if err != nil {
-		return verifytypes.Trace{}, err
+		return trace.Trace{}, err
 	}
-	if err := errors.Join(verifytypes.WriteTrace(f, hashes), f.Close()); err != nil {
-		return verifytypes.Trace{}, err
+	if err := errors.Join(trace.Write(f, hashes), f.Close()); err != nil {
+		return trace.Trace{}, err
 	}
 	d.log.Warn("CHEATING: committing fabricated hashes", "from_step", d.cheatFrom, "checkpoint_steps", fmt.Sprintf("%d..%d", cp.StartStep(), cp.EndStep()))
-	return verifytypes.NewTrace(cp.StartStep(), hashes), nil
+	return trace.New(cp.StartStep(), hashes), nil
 }
 
 func (d *Daemon) recordCheckpoint(cp store.CheckpointRecord) error {

@@ -9,12 +9,12 @@ import (
 	"math"
 	"slices"
 
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

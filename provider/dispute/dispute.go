@@ -17,8 +17,9 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -61,7 +62,7 @@ var ErrTooLate = errors.New("dispute: the move's deadline has passed")
 type Evidence struct {
 	// Trace is h_start..h_end as this party computed (challenger) or
 	// committed (defender) it.
-	Trace verifytypes.Trace
+	Trace trace.Trace
 	// StateAt returns the encoded reference state at a step of the
 	// checkpoint; only the challenger needs it, for the one-step proof.
 	StateAt func(step uint64) ([]byte, error)
@@ -102,7 +103,7 @@ func NextMove(sender string, side Side, ch verifytypes.Challenge, height int64, 
 		if err != nil {
 			return nil, err
 		}
-		chunks, err := data.StepData(verifytypes.ReferenceConfig(job.Seed), job.Seed, ch.Lo)
+		chunks, err := verifytypes.StepData(data, verifytypes.ReferenceConfig(job.Seed), job.Seed, ch.Lo)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +128,7 @@ func waitsOn(turn verifytypes.GameTurn, side Side) bool {
 // Execution is an honest re-execution of a range of a reference job.
 type Execution struct {
 	// Trace is h_start..h_end.
-	Trace verifytypes.Trace
+	Trace trace.Trace
 	// End is the state at the range's end.
 	End *reftrainer.State
 
@@ -157,7 +158,7 @@ func Reexecute(job markettypes.Job, start *reftrainer.State, startStep, endStep 
 		return nil, err
 	}
 	return &Execution{
-		Trace: verifytypes.NewTrace(startStep, hashes), End: end,
+		Trace: trace.New(startStep, hashes), End: end,
 		start: start, startStep: startStep, data: data.Bytes, seed: job.Seed,
 	}, nil
 }

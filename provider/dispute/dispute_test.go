@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/dispute"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 

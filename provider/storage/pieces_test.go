@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 

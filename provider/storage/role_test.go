@@ -18,12 +18,12 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/x/authz"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/testutil/localnet"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -56,7 +56,7 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node")
 	}
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

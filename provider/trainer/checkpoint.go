@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+	"github.com/depinchain/depinchain/pkg/trace"
 )
 
 // Names of the files and folders of a trainer's output (see CONTRACT.md).
@@ -56,7 +56,7 @@ type Checkpoint struct {
 	Dir string
 	// Trace is h_start..h_end; Trace.Start is the checkpoint's start step
 	// and Trace.End() its end step.
-	Trace verifytypes.Trace
+	Trace trace.Trace
 	// StateSize is the size of the state file in bytes.
 	StateSize int64
 }
@@ -94,14 +94,14 @@ func ReadCheckpoint(dir string, endStep uint64) (Checkpoint, error) {
 		}
 		return Checkpoint{}, err
 	}
-	parsed, err := verifytypes.ReadTraceFile(filepath.Join(dir, TraceFileName), 0)
+	parsed, err := trace.ReadFile(filepath.Join(dir, TraceFileName), 0)
 	if err != nil {
 		return Checkpoint{}, invalid("%v", err)
 	}
 	if steps := uint64(len(parsed.Hashes)) - 1; steps > endStep {
 		return Checkpoint{}, invalid("%s holds %d steps, more than the %d before step %d", TraceFileName, steps, endStep, endStep)
 	}
-	trace := verifytypes.NewTrace(endStep-uint64(len(parsed.Hashes))+1, parsed.Hashes)
+	tr := trace.New(endStep-uint64(len(parsed.Hashes))+1, parsed.Hashes)
 
 	state, err := os.Open(filepath.Join(dir, StateFileName))
 	if err != nil {
@@ -119,7 +119,7 @@ func ReadCheckpoint(dir string, endStep uint64) (Checkpoint, error) {
 	if _, err := io.Copy(digest, state); err != nil {
 		return Checkpoint{}, fmt.Errorf("hashing %s: %w", state.Name(), err)
 	}
-	cp := Checkpoint{Dir: dir, Trace: trace, StateSize: info.Size()}
+	cp := Checkpoint{Dir: dir, Trace: tr, StateSize: info.Size()}
 	if got, want := digest.Sum(nil), cp.FinalHash(); !bytes.Equal(got, want[:]) {
 		return Checkpoint{}, invalid("SHA-256 of %s is %x, but the trace ends with h_%d = %s", StateFileName, got, endStep, want)
 	}
@@ -161,12 +161,12 @@ func CompletedSteps(outputDir string) ([]uint64, error) {
 // its last hash must be SHA-256(state). A folder left without COMPLETE by an
 // earlier, interrupted attempt is replaced; a complete one is an error. It
 // returns the folder.
-func WriteCheckpoint(outputDir string, endStep uint64, state []byte, trace []merkle.Hash) (string, error) {
+func WriteCheckpoint(outputDir string, endStep uint64, state []byte, hashes []merkle.Hash) (string, error) {
 	dir := CheckpointDir(outputDir, endStep)
-	if len(trace) < 2 {
-		return "", fmt.Errorf("%w %s: a trace needs h_start and h_end, got %d hashes", ErrInvalidCheckpoint, dir, len(trace))
+	if len(hashes) < 2 {
+		return "", fmt.Errorf("%w %s: a trace needs h_start and h_end, got %d hashes", ErrInvalidCheckpoint, dir, len(hashes))
 	}
-	if sha256.Sum256(state) != trace[len(trace)-1] {
+	if sha256.Sum256(state) != hashes[len(hashes)-1] {
 		return "", fmt.Errorf("%w %s: the trace's last hash is not SHA-256 of the state", ErrInvalidCheckpoint, dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, CompleteMarkerName)); err == nil {
@@ -185,7 +185,7 @@ func WriteCheckpoint(outputDir string, endStep uint64, state []byte, trace []mer
 		return "", err
 	}
 	if err := writeFileSynced(filepath.Join(dir, TraceFileName), func(w io.Writer) error {
-		return verifytypes.WriteTrace(w, trace)
+		return trace.Write(w, hashes)
 	}); err != nil {
 		return "", err
 	}

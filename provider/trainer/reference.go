@@ -6,11 +6,11 @@ import (
 	"os"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// RunReference trains the chain's reference workload (x/verify/reftrainer
+// RunReference trains the chain's reference workload (pkg/reftrainer
 // with verifytypes.ReferenceConfig of the job seed) on data as the contract
 // asks of any trainer: from the initial weights or the resume checkpoint,
 // one checkpoint folder per interval, a metrics line per step, and DONE at

@@ -29,7 +29,7 @@ import (
 	govtypes "github.com/cosmos/cosmos-sdk/x/gov/types"
 	minttypes "github.com/cosmos/cosmos-sdk/x/mint/types"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrykeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
@@ -68,8 +68,8 @@ func (c communityPool) FundCommunityPool(ctx context.Context, amount sdk.Coins, 
 // New builds a fixture at height 1 with default params for every module.
 func New(t testing.TB) *Fixture {
 	t.Helper()
-	app.SetAddressPrefixes()
-	enc := app.MakeEncodingConfig()
+	chainparams.SetAddressPrefixes()
+	enc := chainparams.MakeEncodingConfig()
 	authtypes.RegisterInterfaces(enc.InterfaceRegistry) // module accounts are stored as Any
 	markettypes.RegisterInterfaces(enc.InterfaceRegistry)
 	verifytypes.RegisterInterfaces(enc.InterfaceRegistry)
@@ -83,7 +83,7 @@ func New(t testing.TB) *Fixture {
 		WithEventManager(sdk.NewEventManager())
 
 	authority := authtypes.NewModuleAddress(govtypes.ModuleName).String()
-	addrCodec := addresscodec.NewBech32Codec(app.Bech32Prefix)
+	addrCodec := addresscodec.NewBech32Codec(chainparams.Bech32Prefix)
 	maccPerms := map[string][]string{
 		minttypes.ModuleName:          {authtypes.Minter},
 		distrtypes.ModuleName:         nil,
@@ -93,7 +93,7 @@ func New(t testing.TB) *Fixture {
 		shardregistrytypes.ModuleName: nil,
 	}
 	ak := authkeeper.NewAccountKeeper(enc.Codec, runtime.NewKVStoreService(keys[authtypes.StoreKey]),
-		authtypes.ProtoBaseAccount, maccPerms, addrCodec, app.Bech32Prefix, authority)
+		authtypes.ProtoBaseAccount, maccPerms, addrCodec, chainparams.Bech32Prefix, authority)
 	bk := bankkeeper.NewBaseKeeper(enc.Codec, runtime.NewKVStoreService(keys[banktypes.StoreKey]), ak,
 		map[string]bool{}, authority, log.NewNopLogger())
 	sk := stakingextkeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[stakingexttypes.StoreKey]),

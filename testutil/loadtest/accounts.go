@@ -17,7 +17,7 @@ import (
 	authsigning "github.com/cosmos/cosmos-sdk/x/auth/signing"
 	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 )
 
 // account is a key the tool generated and signs for offline. Its sequence is
@@ -48,7 +48,7 @@ func newAccounts(seed, role string, n int) []*account {
 	for i := range out {
 		secret := sha256.Sum256([]byte(fmt.Sprintf("depinchain/loadtest/%s/%s/%d", seed, role, i)))
 		priv := secp256k1.GenPrivKeyFromSecret(secret[:])
-		addr := sdk.MustBech32ifyAddressBytes(app.Bech32Prefix, priv.PubKey().Address())
+		addr := sdk.MustBech32ifyAddressBytes(chainparams.Bech32Prefix, priv.PubKey().Address())
 		out[i] = &account{role: role, index: i, priv: priv, address: addr}
 	}
 	return out

@@ -48,7 +48,7 @@ import (
 	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -379,7 +379,7 @@ func startNode(ctx context.Context, cfg config, accounts []*account) (*localnet.
 
 // fundAccounts tops up the generated accounts on an existing node with one
 // MsgMultiSend from the funder key, through the sidecar's Submitter.
-func fundAccounts(ctx context.Context, cfg config, conn *grpc.ClientConn, enc app.EncodingConfig, chainID string, accounts []*account) error {
+func fundAccounts(ctx context.Context, cfg config, conn *grpc.ClientConn, enc chainparams.EncodingConfig, chainID string, accounts []*account) error {
 	kr, err := chain.OpenKeyring(keyring.BackendTest, cfg.keyringDir, enc.Codec, nil)
 	if err != nil {
 		return err

@@ -12,9 +12,10 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -512,15 +513,15 @@ func (m *market) checkpoint(ctx context.Context, p *account, tk task) (*verifyty
 	if err != nil {
 		return nil, err
 	}
-	trace := verifytypes.NewTrace(0, hashes)
-	finalHash, proof, err := trace.Open(trace.End())
+	tr := trace.New(0, hashes)
+	finalHash, proof, err := tr.Open(tr.End())
 	if err != nil {
 		return nil, err
 	}
-	root := trace.Root()
-	stateRoot := merkle.RootOfBytes(final.Encode(), verifytypes.CheckpointChunkSize)
+	root := tr.Root()
+	stateRoot := merkle.RootOfBytes(final.Encode(), trace.CheckpointChunkSize)
 	return &verifytypes.MsgSubmitCheckpoint{
-		Provider: p.address, LeaseId: tk.leaseID, Index: 0, StartStep: 0, EndStep: trace.End(),
+		Provider: p.address, LeaseId: tk.leaseID, Index: 0, StartStep: 0, EndStep: tr.End(),
 		StateRoot: stateRoot[:], TraceRoot: root[:], FinalHash: finalHash[:], FinalHashProof: proof,
 		Uri:     fmt.Sprintf("https://%s.loadtest.invalid/ckpt/%d/0", p, tk.leaseID),
 		Metrics: []verifytypes.Metric{{Name: "loss", Value: reftrainer.FormatQ16(loss)}},

@@ -17,8 +17,8 @@ import (
 
 	sdkmath "cosmossdk.io/math"
 
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/testutil/localnet"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 )
 
 // num decodes a JSON integer whether it is printed as a number (32-bit proto fields) or

@@ -36,17 +36,18 @@ import (
 	genutilcli "github.com/cosmos/cosmos-sdk/x/genutil/client/cli"
 
 	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	shardregistrycli "github.com/depinchain/depinchain/x/shardregistry/client/cli"
 )
 
 // NewRootCmd returns depinchaind's root command.
 func NewRootCmd() *cobra.Command {
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 
 	// A throw-away app instance gives AutoCLI and the basic manager the
 	// module list; it never touches a real database.
 	tempApp := app.New(log.NewNopLogger(), dbm.NewMemDB(), nil, true, emptyAppOptions{})
-	encodingConfig := app.EncodingConfig{
+	encodingConfig := chainparams.EncodingConfig{
 		InterfaceRegistry: tempApp.InterfaceRegistry(),
 		Codec:             tempApp.AppCodec(),
 		TxConfig:          tempApp.TxConfig(),
@@ -124,7 +125,7 @@ func initCometConfig() *cmtcfg.Config {
 // transactions, and turns on the REST API and gRPC that integrators use.
 func initAppConfig() (string, interface{}) {
 	srvCfg := serverconfig.DefaultConfig()
-	srvCfg.MinGasPrices = "0" + app.BondDenom
+	srvCfg.MinGasPrices = "0" + chainparams.BondDenom
 	srvCfg.API.Enable = true
 	srvCfg.GRPC.Enable = true
 	return serverconfig.DefaultConfigTemplate, srvCfg

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/provider/gpu"
@@ -38,7 +38,7 @@ const flagCheat = "cheat-fabricate-from-step"
 var Version = "dev"
 
 func main() {
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

@@ -20,10 +20,10 @@ import (
 
 	sdkmath "cosmossdk.io/math"
 
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
 )
 
@@ -42,7 +43,7 @@ func TestRegistersBesideTheApp(t *testing.T) {
 		}
 	}
 
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 	a := app.New(log.NewNopLogger(), dbm.NewMemDB(), nil, true, simtestutil.EmptyAppOptions{})
 	if a.InterfaceRegistry() == nil {
 		t.Fatal("app without an interface registry")

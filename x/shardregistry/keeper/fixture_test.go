@@ -27,7 +27,7 @@ import (
 	govtypes "github.com/cosmos/cosmos-sdk/x/gov/types"
 	minttypes "github.com/cosmos/cosmos-sdk/x/mint/types"
 
-	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
@@ -73,8 +73,8 @@ func (c communityPool) FundCommunityPool(ctx context.Context, amount sdk.Coins, 
 // x/shardregistry, whose genesis is given.
 func newFixture(t testing.TB, gs *types.GenesisState) *fixture {
 	t.Helper()
-	app.SetAddressPrefixes()
-	enc := app.MakeEncodingConfig()
+	chainparams.SetAddressPrefixes()
+	enc := chainparams.MakeEncodingConfig()
 	authtypes.RegisterInterfaces(enc.InterfaceRegistry)
 	markettypes.RegisterInterfaces(enc.InterfaceRegistry)
 	stakingexttypes.RegisterInterfaces(enc.InterfaceRegistry)
@@ -95,7 +95,7 @@ func newFixture(t testing.TB, gs *types.GenesisState) *fixture {
 		WithEventManager(sdk.NewEventManager())
 
 	authority := authtypes.NewModuleAddress(govtypes.ModuleName).String()
-	addrCodec := addresscodec.NewBech32Codec(app.Bech32Prefix)
+	addrCodec := addresscodec.NewBech32Codec(chainparams.Bech32Prefix)
 	maccPerms := map[string][]string{
 		minttypes.ModuleName:       {authtypes.Minter},
 		distrtypes.ModuleName:      nil,
@@ -104,7 +104,7 @@ func newFixture(t testing.TB, gs *types.GenesisState) *fixture {
 		types.ModuleName:           nil,
 	}
 	ak := authkeeper.NewAccountKeeper(enc.Codec, runtime.NewKVStoreService(keys[authtypes.StoreKey]),
-		authtypes.ProtoBaseAccount, maccPerms, addrCodec, app.Bech32Prefix, authority)
+		authtypes.ProtoBaseAccount, maccPerms, addrCodec, chainparams.Bech32Prefix, authority)
 	bk := bankkeeper.NewBaseKeeper(enc.Codec, runtime.NewKVStoreService(keys[banktypes.StoreKey]), ak,
 		map[string]bool{}, authority, log.NewNopLogger())
 	sk := stakingextkeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[stakingexttypes.StoreKey]),

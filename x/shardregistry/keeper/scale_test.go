@@ -9,8 +9,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/app"
-
+	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -26,7 +25,7 @@ const (
 // stakingext, and schedule(key) as each replica's due challenge.
 func bigEnv(t *testing.T, params types.Params, schedule func(key []byte) types.Schedule) (*env, []sdk.AccAddress) {
 	t.Helper()
-	app.SetAddressPrefixes()
+	chainparams.SetAddressPrefixes()
 	params.MaxDeadlinesPerBlock = bigCap
 	params.MaxShardsPerDataset = bigShards
 	params.MinReplicaCollateral = coin(100)

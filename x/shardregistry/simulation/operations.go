@@ -12,9 +12,9 @@ import (
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
 
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"

@@ -9,10 +9,11 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/manifest"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -57,9 +58,9 @@ func TestDatasetJobDisputeChecksShardRoots(t *testing.T) {
 			stream = append(stream, piece...)
 		}
 	}
-	data, err := types.NewTrainingData(layout, stream)
+	data, err := traindata.NewStream(layout, stream)
 	require.NoError(t, err)
-	_, err = types.NewTrainingData(layout, append([]byte{'x'}, stream[1:]...))
+	_, err = traindata.NewStream(layout, append([]byte{'x'}, stream[1:]...))
 	require.ErrorContains(t, err, "does not match its committed root")
 
 	r := computeRunOn(t, job, data, 16)

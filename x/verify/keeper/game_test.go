@@ -15,9 +15,10 @@ import (
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -673,7 +674,7 @@ func TestMoveRejections(t *testing.T) {
 	}
 	// Extra (proven) chunks are harmless, and anyone may run the referee.
 	m := good()
-	all, err := s.run.data.StepData(s.run.cfg, s.run.seed, 1000)
+	all, err := types.StepData(s.run.data, s.run.cfg, s.run.seed, 1000)
 	require.NoError(t, err)
 	for _, c := range all {
 		if c.Index == unused(m) {
@@ -769,8 +770,8 @@ func TestStepForgedPreStates(t *testing.T) {
 				provHashes[i] = sha256.Sum256([]byte{'p', byte(i)})
 				chalHashes[i] = sha256.Sum256([]byte{'c', byte(i)})
 			}
-			prov := newParty(s.prov, types.NewTrace(0, provHashes), nil)
-			chal := newParty(s.account("colluder"), types.NewTrace(0, chalHashes), nil)
+			prov := newParty(s.prov, trace.New(0, provHashes), nil)
+			chal := newParty(s.account("colluder"), trace.New(0, chalHashes), nil)
 			s.submitCheckpoint(prov, s.lease.Id, 0)
 			id := s.openChallenge(chal, s.lease.Id, 0)
 			ch := s.game(id, prov, chal, nil).play(s.run)

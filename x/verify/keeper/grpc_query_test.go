@@ -10,7 +10,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 

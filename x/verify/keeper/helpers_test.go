@@ -23,13 +23,15 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/testutil/keepers"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	"github.com/depinchain/depinchain/x/verify/keeper"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -416,7 +418,7 @@ func (e *env) requireRejected(want *errorsmod.Error, call func(ctx sdk.Context) 
 type honestRun struct {
 	cfg    reftrainer.Config
 	seed   []byte
-	data   types.TrainingData
+	data   traindata.Stream
 	hashes []merkle.Hash
 	every  uint64
 	snaps  map[uint64]*reftrainer.State
@@ -437,7 +439,7 @@ func computeRun(t testing.TB, job markettypes.Job, n uint64) *honestRun {
 
 // computeRunOn trains the job's reference workload on data for n steps (cached by seed,
 // data and n).
-func computeRunOn(t testing.TB, job markettypes.Job, data types.TrainingData, n uint64) *honestRun {
+func computeRunOn(t testing.TB, job markettypes.Job, data traindata.Stream, n uint64) *honestRun {
 	t.Helper()
 	key := fmt.Sprintf("%x/%x/%d", job.Seed, data.Segments[0].Root, n)
 	runCacheMu.Lock()
@@ -485,17 +487,17 @@ func (r *honestRun) stateAt(t testing.TB, step uint64) *reftrainer.State {
 }
 
 // trace is the honest trace h_a..h_b.
-func (r *honestRun) trace(a, b uint64) types.Trace {
-	return types.NewTrace(a, append([]merkle.Hash(nil), r.hashes[a:b+1]...))
+func (r *honestRun) trace(a, b uint64) trace.Trace {
+	return trace.New(a, append([]merkle.Hash(nil), r.hashes[a:b+1]...))
 }
 
 // garbageFrom is a liar's trace over [a, b]: honest before step k, made-up hashes from k on.
-func (r *honestRun) garbageFrom(a, b, k uint64) types.Trace {
+func (r *honestRun) garbageFrom(a, b, k uint64) trace.Trace {
 	hs := append([]merkle.Hash(nil), r.hashes[a:b+1]...)
 	for i := k; i <= b; i++ {
 		hs[i-a] = sha256.Sum256(append([]byte("lie"), hs[i-a][:]...))
 	}
-	return types.NewTrace(a, hs)
+	return trace.New(a, hs)
 }
 
 // corruptState returns a copy of s with one weight changed: a provider that computed
@@ -511,7 +513,7 @@ func corruptState(s *reftrainer.State) *reftrainer.State {
 
 // corruptedAt is a liar whose step k went wrong (one weight off) and who kept training
 // from the corrupted state: its trace over [a, b] and its states.
-func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (types.Trace, func(uint64) *reftrainer.State) {
+func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (trace.Trace, func(uint64) *reftrainer.State) {
 	hs := append([]merkle.Hash(nil), r.hashes[a:k]...)
 	states := map[uint64]*reftrainer.State{}
 	cur := corruptState(r.stateAt(t, k))
@@ -524,7 +526,7 @@ func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (types.Trace, func
 		states[cur.Step] = cur
 		hs = append(hs, cur.Hash())
 	}
-	return types.NewTrace(a, hs), func(step uint64) *reftrainer.State {
+	return trace.New(a, hs), func(step uint64) *reftrainer.State {
 		if step < k {
 			return r.stateAt(t, step)
 		}
@@ -538,13 +540,13 @@ func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (types.Trace, func
 // MsgStep) the states behind it.
 type party struct {
 	addr    sdk.AccAddress
-	trace   types.Trace
+	trace   trace.Trace
 	stateAt func(step uint64) *reftrainer.State
 	// reveals counts the provider's MsgRevealHash per step, across all its games.
 	reveals map[uint64]int
 }
 
-func newParty(a sdk.AccAddress, tr types.Trace, stateAt func(uint64) *reftrainer.State) *party {
+func newParty(a sdk.AccAddress, tr trace.Trace, stateAt func(uint64) *reftrainer.State) *party {
 	return &party{addr: a, trace: tr, stateAt: stateAt, reveals: map[uint64]int{}}
 }
 
@@ -640,7 +642,7 @@ func (g *game) respondMsg(step uint64) *types.MsgRespond {
 }
 
 func stepMsg(r *honestRun, sender sdk.AccAddress, id uint64, pre *reftrainer.State, lo uint64) *types.MsgStep {
-	data, err := r.data.StepData(r.cfg, r.seed, lo)
+	data, err := types.StepData(r.data, r.cfg, r.seed, lo)
 	if err != nil {
 		panic(err)
 	}

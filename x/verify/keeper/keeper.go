@@ -17,6 +17,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -168,17 +169,17 @@ const assignmentEpoch = 0
 
 // dataLayout is the committed layout of a worker's training stream: the built-in corpus,
 // or the data pieces of the shards x/shardregistry assigns to the worker.
-func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32) (types.DataLayout, error) {
+func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32) (traindata.Layout, error) {
 	if job.Spec.DatasetId == "" {
-		return types.BuiltinData().DataLayout, nil
+		return types.BuiltinData().Layout, nil
 	}
 	ds, err := k.shardKeeper.GetDataset(ctx, job.Spec.DatasetId)
 	if err != nil {
-		return types.DataLayout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d: %s", job.Id, err)
+		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d: %s", job.Id, err)
 	}
 	shards, err := k.shardKeeper.WorkerShards(ctx, job.Id, worker, assignmentEpoch)
 	if err != nil {
-		return types.DataLayout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d worker %d: %s", job.Id, worker, err)
+		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d worker %d: %s", job.Id, worker, err)
 	}
 	return types.DatasetLayout(ds, shards)
 }

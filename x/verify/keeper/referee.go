@@ -10,7 +10,8 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -117,7 +118,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 // each proven against its segment's root in the worker's committed data layout. Which
 // windows make the batch is fixed by the job seed and the step index, so the sender
 // chooses nothing but the (proven) bytes.
-func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, layout types.DataLayout, chunks []types.DataChunk) ([][]byte, error) {
+func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, layout traindata.Layout, chunks []types.DataChunk) ([][]byte, error) {
 	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, layout.Size())
 	if err != nil {
 		return nil, errorsmod.Wrapf(types.ErrInvalidData, "%s", err)

@@ -14,6 +14,7 @@ import (
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
 
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -233,7 +234,7 @@ func SimulateMsgSubmitCheckpoint(d Deps) simtypes.Operation {
 	}
 }
 
-func checkpointMsg(provider string, leaseID, index uint64, tr types.Trace, params types.Params, r *rand.Rand) types.MsgSubmitCheckpoint {
+func checkpointMsg(provider string, leaseID, index uint64, tr trace.Trace, params types.Params, r *rand.Rand) types.MsgSubmitCheckpoint {
 	final, proof, err := tr.Open(tr.End())
 	if err != nil {
 		panic(err) // End is always inside the trace
@@ -338,7 +339,7 @@ func SimulateMsgChallenge(d Deps) simtypes.Operation {
 	}
 }
 
-func challengeMsg(challenger string, cp types.Checkpoint, tr types.Trace) types.MsgChallenge {
+func challengeMsg(challenger string, cp types.Checkpoint, tr trace.Trace) types.MsgChallenge {
 	final, proof, err := tr.Open(tr.End())
 	if err != nil {
 		panic(err)
@@ -484,7 +485,7 @@ func SimulateMsgStep(d Deps) simtypes.Operation {
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
-		data, err := run.data.StepData(run.cfg, run.seed, lo)
+		data, err := types.StepData(run.data, run.cfg, run.seed, lo)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}

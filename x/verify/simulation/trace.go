@@ -11,11 +11,13 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	shardsim "github.com/depinchain/depinchain/x/shardregistry/simulation"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -23,21 +25,21 @@ import (
 // it: the built-in corpus, or the data pieces of the worker's assigned shards rebuilt
 // from the simulated datasets' deterministic bytes. An error means the referee could not
 // adjudicate the worker's checkpoints (no such dataset, no shard for the worker).
-func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Job, worker uint32) (types.TrainingData, error) {
+func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Job, worker uint32) (traindata.Stream, error) {
 	if job.Spec.DatasetId == "" {
 		return types.BuiltinData(), nil
 	}
 	ds, err := shards.GetDataset(ctx, job.Spec.DatasetId)
 	if err != nil {
-		return types.TrainingData{}, err
+		return traindata.Stream{}, err
 	}
 	assigned, err := shards.WorkerShards(ctx, job.Id, worker, 0)
 	if err != nil {
-		return types.TrainingData{}, err
+		return traindata.Stream{}, err
 	}
 	layout, err := types.DatasetLayout(ds, assigned)
 	if err != nil {
-		return types.TrainingData{}, err
+		return traindata.Stream{}, err
 	}
 	var stream []byte
 	for _, sh := range assigned {
@@ -50,12 +52,12 @@ func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Jo
 		for _, p := range pieces[:data] {
 			b, err := shardsim.PieceBytes(ds, sh, p.Index)
 			if err != nil {
-				return types.TrainingData{}, err
+				return traindata.Stream{}, err
 			}
 			stream = append(stream, b...)
 		}
 	}
-	return types.NewTrainingData(layout, stream)
+	return traindata.NewStream(layout, stream)
 }
 
 // honestRun is the reference workload of one job and worker stream, trained from the
@@ -63,7 +65,7 @@ func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Jo
 type honestRun struct {
 	cfg    reftrainer.Config
 	seed   []byte
-	data   types.TrainingData
+	data   traindata.Stream
 	states []*reftrainer.State
 	hashes []merkle.Hash
 }
@@ -79,7 +81,7 @@ const maxCachedRuns = 256
 
 // runFor trains the job's reference model on data for n steps, memoized by seed, data and
 // n. Simulated jobs have a dozen steps at most, so every state is kept.
-func runFor(job markettypes.Job, data types.TrainingData, n uint64) (*honestRun, error) {
+func runFor(job markettypes.Job, data traindata.Stream, n uint64) (*honestRun, error) {
 	h := sha256.New()
 	h.Write(job.Seed)
 	for _, s := range data.Segments {
@@ -112,8 +114,8 @@ func runFor(job markettypes.Job, data types.TrainingData, n uint64) (*honestRun,
 }
 
 // honest is the honest trace over [a, b].
-func (r *honestRun) honest(a, b uint64) types.Trace {
-	return types.NewTrace(a, append([]merkle.Hash(nil), r.hashes[a:b+1]...))
+func (r *honestRun) honest(a, b uint64) trace.Trace {
+	return trace.New(a, append([]merkle.Hash(nil), r.hashes[a:b+1]...))
 }
 
 // saltOf names a liar: its role, its address and the checkpoint it lies about.
@@ -126,19 +128,19 @@ func saltOf(role, addr string, leaseID, index uint64) []byte {
 // lie is a liar's trace over [a, b] (b > a): honest up to step k − 1 and made-up hashes
 // from step k on, k in (a, b] fixed by the salt. Different liars' made-up hashes differ,
 // so two liars agree exactly where both are still honest.
-func lie(hashes []merkle.Hash, a, b uint64, salt []byte) types.Trace {
+func lie(hashes []merkle.Hash, a, b uint64, salt []byte) trace.Trace {
 	sum := sha256.Sum256(salt)
 	k := a + 1 + binary.BigEndian.Uint64(sum[:8])%(b-a)
 	out := append([]merkle.Hash(nil), hashes[a:b+1]...)
 	for i := k; i <= b; i++ {
 		out[i-a] = sha256.Sum256(append(append([]byte("depinchain/sim/lie/v1"), salt...), out[i-a][:]...))
 	}
-	return types.NewTrace(a, out)
+	return trace.New(a, out)
 }
 
 // opaque is the trace of a workload nobody can recompute on-chain (a container job, or a
 // reference job whose data the referee cannot see): hashes derived from the lease.
-func opaque(leaseID, a, b uint64) types.Trace {
+func opaque(leaseID, a, b uint64) trace.Trace {
 	var hs []merkle.Hash
 	for i := a; i <= b; i++ {
 		var buf [16]byte
@@ -146,12 +148,12 @@ func opaque(leaseID, a, b uint64) types.Trace {
 		binary.BigEndian.PutUint64(buf[8:], i)
 		hs = append(hs, sha256.Sum256(append([]byte("depinchain/sim/opaque/v1"), buf[:]...)))
 	}
-	return types.NewTrace(a, hs)
+	return trace.New(a, hs)
 }
 
 // party is the trace an account committed to for a checkpoint, and whether it is honest.
 type party struct {
-	trace  types.Trace
+	trace  trace.Trace
 	honest bool
 }
 

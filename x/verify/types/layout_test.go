@@ -6,14 +6,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
-	"github.com/depinchain/depinchain/x/verify/reftrainer"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
 // layoutOf registers pieces of the given sizes (replicated shards, one piece each) and
 // returns the worker layout over them plus the stream's bytes.
-func layoutOf(t *testing.T, chunkSize uint32, sizes ...int) (types.DataLayout, []byte) {
+func layoutOf(t *testing.T, chunkSize uint32, sizes ...int) (traindata.Layout, []byte) {
 	t.Helper()
 	corpus := reftrainer.DefaultCorpus()
 	var shards []shardtypes.Shard
@@ -53,12 +54,12 @@ func TestDataLayoutAddressesEveryByte(t *testing.T) {
 
 func TestStepDataAcrossPieces(t *testing.T) {
 	layout, stream := layoutOf(t, 64, 700, 300, 65, 900)
-	data, err := types.NewTrainingData(layout, stream)
+	data, err := traindata.NewStream(layout, stream)
 	require.NoError(t, err)
 	seed := []byte("seed")
 	cfg := types.ReferenceConfig(seed)
 	for step := uint64(0); step < 20; step++ {
-		chunks, err := data.StepData(cfg, seed, step)
+		chunks, err := types.StepData(data, cfg, seed, step)
 		require.NoError(t, err)
 		got := map[uint64][]byte{}
 		for _, c := range chunks {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/pkg/manifest"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/client/cli"
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
 )
 
 func TestParseSize(t *testing.T) {

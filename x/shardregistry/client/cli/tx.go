@@ -15,7 +15,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/client/flags"
 	"github.com/cosmos/cosmos-sdk/client/tx"
 
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 

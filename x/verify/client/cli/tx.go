@@ -16,6 +16,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/client/tx"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -86,7 +87,7 @@ func submitCheckpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := types.ReadTraceFile(tracePath, start)
+			tr, err := trace.ReadFile(tracePath, start)
 			if err != nil {
 				return err
 			}
@@ -95,11 +96,11 @@ func submitCheckpointCmd() *cobra.Command {
 				return err
 			}
 			defer stateFile.Close()
-			stateRoot, _, err := merkle.StreamRoot(stateFile, types.CheckpointChunkSize)
+			stateRoot, _, err := merkle.StreamRoot(stateFile, trace.CheckpointChunkSize)
 			if err != nil {
 				return fmt.Errorf("hashing %s: %w", statePath, err)
 			}
-			finalHash, proof, err := trace.Open(trace.End())
+			finalHash, proof, err := tr.Open(tr.End())
 			if err != nil {
 				return err
 			}
@@ -119,10 +120,10 @@ func submitCheckpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			root := trace.Root()
+			root := tr.Root()
 			msg := &types.MsgSubmitCheckpoint{
 				Provider: clientCtx.GetFromAddress().String(), LeaseId: leaseID, Index: index,
-				StartStep: start, EndStep: trace.End(), StateRoot: stateRoot[:], TraceRoot: root[:],
+				StartStep: start, EndStep: tr.End(), StateRoot: stateRoot[:], TraceRoot: root[:],
 				FinalHash: finalHash[:], FinalHashProof: proof, Uri: uri, Metrics: metrics,
 			}
 			return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
@@ -162,18 +163,18 @@ func challengeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
+			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
-			if trace.End() != cp.Checkpoint.EndStep {
-				return fmt.Errorf("%s covers steps %d..%d but the checkpoint covers %d..%d", tracePath, trace.Start, trace.End(), cp.Checkpoint.StartStep, cp.Checkpoint.EndStep)
+			if tr.End() != cp.Checkpoint.EndStep {
+				return fmt.Errorf("%s covers steps %d..%d but the checkpoint covers %d..%d", tracePath, tr.Start, tr.End(), cp.Checkpoint.StartStep, cp.Checkpoint.EndStep)
 			}
-			final, proof, err := trace.Open(trace.End())
+			final, proof, err := tr.Open(tr.End())
 			if err != nil {
 				return err
 			}
-			root := trace.Root()
+			root := tr.Root()
 			msg := &types.MsgChallenge{
 				Challenger: clientCtx.GetFromAddress().String(), LeaseId: leaseID, CheckpointIndex: index,
 				TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
@@ -216,11 +217,11 @@ func revealCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
+			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
-			h, proof, err := trace.Open(step)
+			h, proof, err := tr.Open(step)
 			if err != nil {
 				return err
 			}
@@ -265,11 +266,11 @@ func respondCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			trace, err := types.ReadTraceFile(tracePath, cp.Checkpoint.StartStep)
+			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
 			if err != nil {
 				return err
 			}
-			h, proof, err := trace.Open(ch.Challenge.Mid)
+			h, proof, err := tr.Open(ch.Challenge.Mid)
 			if err != nil {
 				return err
 			}
@@ -327,7 +328,7 @@ the step and decides the game.`,
 			if err != nil {
 				return err
 			}
-			chunks, err := data.StepData(types.ReferenceConfig(job.Job.Seed), job.Job.Seed, ch.Challenge.Lo)
+			chunks, err := types.StepData(data, types.ReferenceConfig(job.Job.Seed), job.Job.Seed, ch.Challenge.Lo)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/depinchain/depinchain/x/shardregistry/manifest"
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 

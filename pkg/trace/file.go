@@ -1,4 +1,4 @@
-package types
+package trace
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 // by the CLI, the provider sidecar and verifiers: one lowercase hex SHA-256 hash per line,
 // h_start first. Blank lines are ignored.
 
-// ReadTrace parses a trace from r; start is the step of its first hash.
-func ReadTrace(r io.Reader, start uint64) (Trace, error) {
+// Read parses a trace from r; start is the step of its first hash.
+func Read(r io.Reader, start uint64) (Trace, error) {
 	var hashes []merkle.Hash
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
@@ -40,25 +40,25 @@ func ReadTrace(r io.Reader, start uint64) (Trace, error) {
 	if len(hashes) < 2 {
 		return Trace{}, fmt.Errorf("a trace needs at least h_start and h_end, got %d hashes", len(hashes))
 	}
-	return NewTrace(start, hashes), nil
+	return New(start, hashes), nil
 }
 
-// ReadTraceFile reads a trace file.
-func ReadTraceFile(path string, start uint64) (Trace, error) {
+// ReadFile reads a trace file.
+func ReadFile(path string, start uint64) (Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Trace{}, err
 	}
 	defer f.Close()
-	t, err := ReadTrace(f, start)
+	t, err := Read(f, start)
 	if err != nil {
 		return Trace{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
 }
 
-// WriteTrace writes hashes in trace-file form.
-func WriteTrace(w io.Writer, hashes []merkle.Hash) error {
+// Write writes hashes in trace-file form.
+func Write(w io.Writer, hashes []merkle.Hash) error {
 	bw := bufio.NewWriter(w)
 	for _, h := range hashes {
 		if _, err := bw.WriteString(h.Hex() + "\n"); err != nil {

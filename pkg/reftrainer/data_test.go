@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/depinchain/depinchain/pkg/traindata"
 )
 
 func TestBatchWindows(t *testing.T) {
@@ -55,15 +57,15 @@ func TestBatchWindowsDataLengthEdges(t *testing.T) {
 
 func TestBatch(t *testing.T) {
 	data := []byte("0123456789")
-	got, err := Batch(data, []Window{{Start: 2, Length: 3}, {Start: 7, Length: 3}})
+	got, err := Batch(data, []traindata.Window{{Start: 2, Length: 3}, {Start: 7, Length: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got[0]) != "234" || string(got[1]) != "789" || cap(got[0]) != 3 {
 		t.Errorf("Batch = %q (cap %d)", got, cap(got[0]))
 	}
-	for _, w := range []Window{{Start: 8, Length: 3}, {Start: 11, Length: 0}, {Start: 1<<64 - 1, Length: 2}} {
-		if _, err := Batch(data, []Window{w}); !errors.Is(err, ErrInvalidData) {
+	for _, w := range []traindata.Window{{Start: 8, Length: 3}, {Start: 11, Length: 0}, {Start: 1<<64 - 1, Length: 2}} {
+		if _, err := Batch(data, []traindata.Window{w}); !errors.Is(err, ErrInvalidData) {
 			t.Errorf("window %+v: %v", w, err)
 		}
 	}

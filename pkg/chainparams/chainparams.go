@@ -1,4 +1,8 @@
-package app
+// Package chainparams holds what every client of the chain must agree on with it and
+// nothing else: the address prefix, the bond denom, and the codecs. The chain (app), the
+// CLI, the provider sidecar and the tools import it, so the sidecar need not link the
+// chain's keepers to sign a transaction.
+package chainparams
 
 import (
 	"github.com/cosmos/gogoproto/proto"
@@ -12,6 +16,13 @@ import (
 	"github.com/cosmos/cosmos-sdk/std"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	authtx "github.com/cosmos/cosmos-sdk/x/auth/tx"
+)
+
+const (
+	// Bech32Prefix is the account address prefix.
+	Bech32Prefix = "depin"
+	// BondDenom is the staking and fee denomination.
+	BondDenom = "udepin"
 )
 
 // EncodingConfig bundles the codecs the app, the CLI and the tests share.

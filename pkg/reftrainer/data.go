@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/depinchain/depinchain/pkg/traindata"
 )
 
 // ErrInvalidData is wrapped by errors about the training data or batch.
@@ -25,14 +27,8 @@ func DefaultCorpus() []byte {
 	return []byte(defaultCorpus)
 }
 
-// Window is one training example: data[Start : Start+Length]. Length is
-// always Context+1: Context input tokens followed by the target token.
-type Window struct {
-	Start  uint64
-	Length uint64
-}
-
 // BatchWindows returns the BatchSize windows that step number step trains
+// (each Context+1 bytes long: Context input tokens followed by the target token)
 // on, for a token stream of dataLen bytes. Window k starts at
 //
 //	uint64le(SHA-256(batchDomain || uint64le(len(jobSeed)) || jobSeed ||
@@ -41,7 +37,7 @@ type Window struct {
 // so the choice depends only on the job seed, the step index and the data
 // length, never on anything a provider or challenger submits later. The
 // modulo bias is below dataLen/2^64, negligible for any real corpus.
-func BatchWindows(cfg Config, jobSeed []byte, step uint64, dataLen uint64) ([]Window, error) {
+func BatchWindows(cfg Config, jobSeed []byte, step uint64, dataLen uint64) ([]traindata.Window, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -57,10 +53,10 @@ func BatchWindows(cfg Config, jobSeed []byte, step uint64, dataLen uint64) ([]Wi
 	prefix = binary.LittleEndian.AppendUint64(prefix, uint64(len(jobSeed)))
 	prefix = append(prefix, jobSeed...)
 	prefix = binary.LittleEndian.AppendUint64(prefix, step)
-	windows := make([]Window, cfg.BatchSize)
+	windows := make([]traindata.Window, cfg.BatchSize)
 	for k := range windows {
 		digest := sha256.Sum256(binary.LittleEndian.AppendUint32(prefix, uint32(k)))
-		windows[k] = Window{
+		windows[k] = traindata.Window{
 			Start:  binary.LittleEndian.Uint64(digest[:8]) % starts,
 			Length: windowLen,
 		}
@@ -70,7 +66,7 @@ func BatchWindows(cfg Config, jobSeed []byte, step uint64, dataLen uint64) ([]Wi
 
 // Batch returns the bytes of each window, as sub-slices of data (capacity
 // limited to the window, so an append by the caller cannot clobber data).
-func Batch(data []byte, windows []Window) ([][]byte, error) {
+func Batch(data []byte, windows []traindata.Window) ([][]byte, error) {
 	batch := make([][]byte, len(windows))
 	for i, w := range windows {
 		if w.Start > uint64(len(data)) || w.Length > uint64(len(data))-w.Start {
