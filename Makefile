@@ -115,29 +115,29 @@ bench: build
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
-	$(GO) run ./testutil/benchratio $(BUILD_DIR)/bench.txt
+	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
 	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./testutil/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./tools/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow with a provider sidecar, told as it happens (KEEP=1 leaves it running)
 demo: build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./testutil/demo $(if $(KEEP),-keep)
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo $(if $(KEEP),-keep)
 
 ## demo-fraud: an honest provider, a cheating one and a verifier; the cheat is caught, slashed and the job resumes
 demo-fraud: build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./testutil/demo -fraud $(if $(KEEP),-keep)
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo -fraud $(if $(KEEP),-keep)
 
 ## localnet: four validators as separate processes (homes in .localnet/, fixed ports from 26600,
 ##           Prometheus on) and a provider sidecar, left running; see docs/localnet.md.
 ##           LOCALNET_FLAGS passes flags to `localnetctl up` (e.g. -base-port=0 -block-time=500ms).
-## localnet-stop: stop them all. One validator: go run ./testutil/localnet/cmd/localnetctl stop|kill|start <i>
+## localnet-stop: stop them all. One validator: go run ./tools/localnetctl stop|kill|start <i>
 .PHONY: localnet localnet-stop
 localnet: build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
-		$(GO) run ./testutil/localnet/cmd/localnetctl up $(LOCALNET_FLAGS)
+		$(GO) run ./tools/localnetctl up $(LOCALNET_FLAGS)
 
 localnet-stop:
-	$(GO) run ./testutil/localnet/cmd/localnetctl down
+	$(GO) run ./tools/localnetctl down
 
 proto-tools:
 	@test -x $(GOBIN)/buf || $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

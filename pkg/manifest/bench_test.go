@@ -15,7 +15,7 @@ const benchSize = 64 << 20
 
 // BenchmarkBuildVsSha256sum measures manifest building (read, shard, encode, write the
 // pieces, Merkle-hash every piece) against `sha256sum` over the same file in the same
-// run: sha256sum comes first so that testutil/benchratio reports the builds as ratios
+// run: sha256sum comes first so that tools/benchratio reports the builds as ratios
 // to it. MB/s is of input bytes.
 func BenchmarkBuildVsSha256sum(b *testing.B) {
 	sum, err := exec.LookPath("sha256sum")

@@ -238,7 +238,7 @@ keys in every validator's test keyring: owner, operator (the provider), hot (its
   build/depinchaind query market jobs --home %[2]s/val0
   build/depinchaind tx market submit-job --spec job.yaml --deposit 50000000udepin --from owner --home %[2]s/val1 --yes
 node logs: %[2]s/val<i>/node.log
-one validator: go run ./testutil/localnet/cmd/localnetctl stop|kill|start <i>; all: make localnet-stop
+one validator: go run ./tools/localnetctl stop|kill|start <i>; all: make localnet-stop
 `, len(net.Validators)-1, rel)
 }
 
