@@ -2,30 +2,9 @@ package localnet
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"strings"
 )
-
-// FreePorts asks the kernel for n distinct free loopback ports.
-func FreePorts(n int) ([]int, error) {
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
 
 // setTOML rewrites `key = value` lines inside the given [section] of a TOML file
 // ("" for the top level). Every key must exist: a missing one means the config

@@ -128,7 +128,8 @@ func docker(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Container ports: fixed inside, published on free host ports.
+// Container ports: fixed inside, published on host ports FreePorts reserved
+// (held while the container is stopped or cut off, so a restart binds them again).
 const (
 	containerP2P     = 26656
 	containerRPC     = 26657
