@@ -128,15 +128,16 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "5000000000udepin")
 	mustTx(t, ctx, n, "cheater", "market", "place-bid", "1", "3000000000udepin")
 	waitLease := func(leaseID uint64) markettypes.Lease {
-		for {
+		var lease markettypes.Lease
+		waitFor(t, ctx, fmt.Sprintf("lease %d to exist", leaseID), func() bool {
 			res, err := market.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: leaseID})
-			if err == nil {
-				return res.Lease
+			if err != nil {
+				return false
 			}
-			if err := n.WaitBlocks(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
+			lease = res.Lease
+			return true
+		})
+		return lease
 	}
 	lease := waitLease(1)
 	if lease.Provider != addr("cheater") {
@@ -168,9 +169,14 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 		t.Fatalf("no EventChallengeOpened: %+v", res.Events)
 	}
 
-	// Play the bisection through the CLI until the referee decides.
+	// Play the bisection through the CLI until the referee decides: over 16
+	// steps that is 4 rounds of two moves and the one-step proof, so a game
+	// still going after 20 moves is stuck.
 	rounds := 0
-	for {
+	for moves := 0; ; moves++ {
+		if moves > 20 {
+			t.Fatalf("the game did not end after %d moves (%d rounds)", moves, rounds)
+		}
 		ch, err := verify.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -247,18 +253,13 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 	}
 	mustTx(t, ctx, n, "honest", "verify", "submit-checkpoint", "2", "0", "0", "--trace", honestTrace,
 		"--state", statePath, "--uri", "https://honest.example.com/ckpt/2/0", "--metric", "loss=2.1")
-	for {
+	waitFor(t, ctx, "the honest checkpoint (lease 2, index 0) to become final after its 15-block window", func() bool {
 		cp, err := verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: 2, Index: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cp.Checkpoint.Status == verifytypes.CHECKPOINT_STATUS_FINAL {
-			break
-		}
-		if err := n.WaitBlocks(ctx, 2); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return cp.Checkpoint.Status == verifytypes.CHECKPOINT_STATUS_FINAL
+	})
 	lease = waitLease(2)
 	if !lease.Withdrawable.IsPositive() {
 		t.Fatalf("final checkpoint released nothing: %+v", lease)

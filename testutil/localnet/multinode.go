@@ -420,18 +420,28 @@ func (v *Validator) signal(sig syscall.Signal) {
 		return
 	}
 	_ = syscall.Kill(-v.pid, sig)
+	killed := sig == syscall.SIGKILL
 	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(v.pid, 0) == nil; {
 		if time.Now().After(deadline) {
+			if killed {
+				// Still there 10 s after SIGKILL: not ours to wait for any more
+				// (a stuck process, or the pid taken by another one).
+				fmt.Fprintf(os.Stderr, "localnet: validator %d (pid %d) still exists 10s after SIGKILL; not waiting any longer\n", v.Index, v.pid)
+				return
+			}
 			_ = syscall.Kill(-v.pid, syscall.SIGKILL)
-			deadline = time.Now().Add(10 * time.Second)
+			killed, deadline = true, time.Now().Add(10*time.Second)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// resumeTimeout bounds how long Resume waits for a restarted validator's RPC.
+const resumeTimeout = 2 * time.Minute
+
 // Resume starts a stopped validator again on the same home and ports and
-// waits until its RPC answers. It does not wait for new blocks: the rest of
-// the network may be halted.
+// waits until its RPC answers (at most resumeTimeout, or until ctx ends). It
+// does not wait for new blocks: the rest of the network may be halted.
 func (v *Validator) Resume(ctx context.Context) error {
 	if v.Running() {
 		return fmt.Errorf("validator %d is running", v.Index)
@@ -439,8 +449,11 @@ func (v *Validator) Resume(ctx context.Context) error {
 	if err := v.launch(ctx); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
+	defer cancel()
 	for {
-		if _, err := v.Status(ctx); err == nil {
+		_, err := v.Status(ctx)
+		if err == nil {
 			return nil
 		}
 		if !v.Running() {
@@ -448,7 +461,8 @@ func (v *Validator) Resume(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("validator %d did not answer after a restart: %w", v.Index, ctx.Err())
+			return fmt.Errorf("validator %d's RPC did not answer after a restart (%v; last error: %v); see %s",
+				v.Index, ctx.Err(), err, v.LogPath())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

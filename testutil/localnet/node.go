@@ -279,20 +279,26 @@ func (n *Node) Height(ctx context.Context) (int64, error) {
 // WaitHeight blocks until the chain has committed height h.
 func (n *Node) WaitHeight(ctx context.Context, h int64) error {
 	deadline := time.Now().Add(60 * time.Second)
+	last, lastErr := int64(-1), error(nil)
 	for time.Now().Before(deadline) {
 		select {
 		case <-n.exited:
 			return fmt.Errorf("depinchaind exited; see %s", filepath.Join(n.Home, "node.log"))
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("waiting for height %d (at %d): %w", h, last, ctx.Err())
 		default:
 		}
-		if got, err := n.Height(ctx); err == nil && got >= h {
+		got, err := n.Height(ctx)
+		if err == nil && got >= h {
 			return nil
 		}
+		if err == nil {
+			last = got
+		}
+		lastErr = err
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("timed out waiting for height %d", h)
+	return fmt.Errorf("height %d not reached within 60s (at %d; last error: %v); see %s", h, last, lastErr, filepath.Join(n.Home, "node.log"))
 }
 
 // WaitBlocks waits for k more blocks.
@@ -306,13 +312,17 @@ func (n *Node) WaitBlocks(ctx context.Context, k int64) error {
 
 func (n *Node) waitREST(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
+	var err error
 	for time.Now().Before(deadline) {
-		if _, err := n.REST(ctx, "/cosmos/base/tendermint/v1beta1/node_info"); err == nil {
+		if _, err = n.REST(ctx, "/cosmos/base/tendermint/v1beta1/node_info"); err == nil {
 			return nil
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return errors.New("REST API did not come up")
+	return fmt.Errorf("REST API at %s did not answer within 30s (last error: %v)", n.API, err)
 }
 
 // REST GETs a path from the node's REST API and returns the body; non-200 is an error.

@@ -318,7 +318,13 @@ func TestEndToEnd(t *testing.T) {
 	require.NoError(t, os.Remove(lost.pieceFile))
 
 	sawFirstMiss := false
-	for {
+	// Every round is one challenge period, and the replica misses each: it is
+	// terminated after max_consecutive_misses (2) of them, so six rounds leave
+	// room to spare and a seventh means termination never came.
+	for round := 1; ; round++ {
+		if round > 6 {
+			t.Fatalf("replica %s still not terminated after %d periods without answers: %+v", lost.id, round-1, replica(lost.id))
+		}
 		answer([]*heldReplica{parity, other})
 		rep := replica(lost.id)
 		if rep.Status == "REPLICA_STATUS_TERMINATED" {
