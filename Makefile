@@ -43,7 +43,7 @@ FUZZ_TARGETS := \
 	./pkg/reftrainer:FuzzDecode
 FUZZ_TIME ?= 10s
 
-.PHONY: all build build-prev install test test-unit test-e2e test-fuzz test-long lint bench demo \
+.PHONY: all build build-prev install deps test test-unit test-e2e test-fuzz test-long lint bench demo \
         proto-tools proto-deps proto-gen proto-check clean
 
 all: build
@@ -76,11 +76,16 @@ install:
 	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/depinchaind
 	$(GO) install -ldflags '-X main.Version=$(VERSION)' ./provider/cmd/depinprovider
 
+## deps: the Debian packages tests, benchmarks and the demo need (python3-torch, libopenblas0-pthread,
+##       fortunes), installed with apt-get when one is missing; a dpkg query when none is
+deps:
+	@./scripts/deps.sh
+
 ## test: everything CI runs: lint, generated-code check, unit, fuzz (briefly) and end-to-end tests
-test: lint proto-check build test-unit test-fuzz test-e2e
+test: deps lint proto-check build test-unit test-fuzz test-e2e
 
 # Tests that start nodes share the binary `build` made rather than each building their own.
-test-unit: build
+test-unit: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
 
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
@@ -119,7 +124,7 @@ lint:
 ## bench: benchmarks whose results are ratios against a baseline measured in the same run,
 ##        then the load test's table (market vs bank throughput, block times, gas per message)
 LOADTEST_FLAGS ?= -duration 20s
-bench: build
+bench: deps build
 	@mkdir -p $(BUILD_DIR)
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkDispute' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
@@ -133,11 +138,11 @@ bench: build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./tools/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
 ## demo: a local chain and the whole market flow with a provider sidecar, told as it happens (KEEP=1 leaves it running)
-demo: build
+demo: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo $(if $(KEEP),-keep)
 
 ## demo-fraud: an honest provider, a cheating one and a verifier; the cheat is caught, slashed and the job resumes
-demo-fraud: build
+demo-fraud: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo -fraud $(if $(KEEP),-keep)
 
 ## localnet: four validators as separate processes (homes in .localnet/, fixed ports from 26600,
