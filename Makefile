@@ -41,9 +41,9 @@ GATEWAY_V2_VERSION         := v2.33.0
 FUZZ_TARGETS := \
 	./x/market/types:FuzzParseJobSpecYAML:60000x \
 	./x/market/types:FuzzJobSpecValidate:25000x \
-	./x/staking_ext/keeper:FuzzValidateRegisterProvider:8000x \
+	./x/staking_ext/keeper:FuzzValidateRegisterProvider:6000x \
 	./pkg/merkle:FuzzVerifyInclusion:300000x \
-	./pkg/merkle:FuzzStreamRoot:4000x \
+	./pkg/merkle:FuzzStreamRoot:100000x \
 	./pkg/reftrainer:FuzzDecode:1000000x
 FUZZ_TIME ?=
 
