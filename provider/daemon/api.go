@@ -10,10 +10,10 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/status"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -55,7 +55,7 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 		res.LastError = d.lastErr
 	}
 	d.mu.Unlock()
-	err := d.store.View(func(tx *store.Tx) error {
+	err := d.db.View(func(tx *db.Tx) error {
 		jobs, err := tx.Jobs()
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 			return err
 		}
 		for _, l := range leases {
-			if l.Status == store.LeaseActive {
+			if l.Status == db.LeaseActive {
 				res.LeasesActive++
 			}
 			cps, err := tx.Checkpoints(l.LeaseID)
@@ -80,7 +80,7 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 			}
 			for _, cp := range cps {
 				res.CheckpointsSubmitted++
-				if cp.Status == store.CheckpointFinalized {
+				if cp.Status == db.CheckpointFinalized {
 					res.CheckpointsFinalized++
 				}
 			}
@@ -93,7 +93,7 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.GPUsResponse, error) {
 	d := s.d
 	var taken map[string]uint64
-	err := d.store.View(func(tx *store.Tx) (err error) {
+	err := d.db.View(func(tx *db.Tx) (err error) {
 		taken, err = takenGPUs(tx)
 		return err
 	})
@@ -115,7 +115,7 @@ func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.G
 
 func (s statusService) Jobs(context.Context, *statusv1.JobsRequest) (*statusv1.JobsResponse, error) {
 	res := &statusv1.JobsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		jobs, err := tx.Jobs()
 		for _, j := range jobs {
 			res.Jobs = append(res.Jobs, &statusv1.Job{JobId: j.JobID, SeenHeight: j.SeenHeight, BiddingDeadline: j.BiddingDeadline, Decision: j.Decision})
@@ -127,7 +127,7 @@ func (s statusService) Jobs(context.Context, *statusv1.JobsRequest) (*statusv1.J
 
 func (s statusService) Bids(context.Context, *statusv1.BidsRequest) (*statusv1.BidsResponse, error) {
 	res := &statusv1.BidsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		bids, err := tx.Bids()
 		for _, b := range bids {
 			res.Bids = append(res.Bids, &statusv1.Bid{JobId: b.JobID, Price: b.Price, Height: b.Height, TxHash: b.TxHash, Status: string(b.Status)})
@@ -139,8 +139,8 @@ func (s statusService) Bids(context.Context, *statusv1.BidsRequest) (*statusv1.B
 
 func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*statusv1.LeasesResponse, error) {
 	d := s.d
-	var leases []store.LeaseRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) {
+	var leases []db.LeaseRecord
+	if err := d.db.View(func(tx *db.Tx) (err error) {
 		leases, err = tx.Leases()
 		return err
 	}); err != nil {
@@ -166,7 +166,7 @@ func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*
 
 func (s statusService) Checkpoints(_ context.Context, req *statusv1.CheckpointsRequest) (*statusv1.CheckpointsResponse, error) {
 	res := &statusv1.CheckpointsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		if _, ok, err := tx.Lease(req.LeaseId); err != nil {
 			return err
 		} else if !ok {
@@ -263,7 +263,7 @@ func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest
 
 func (s statusService) Verifications(context.Context, *statusv1.VerificationsRequest) (*statusv1.VerificationsResponse, error) {
 	res := &statusv1.VerificationsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		vs, err := tx.Verifications()
 		for _, v := range vs {
 			res.Verifications = append(res.Verifications, &statusv1.Verification{

@@ -11,9 +11,9 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/provider/bidder"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/metrics"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -63,8 +63,8 @@ func (d *Daemon) considerJob(ctx context.Context, jobID uint64) error {
 	var gpus []string
 	var decision string
 	price, chosen, runtimeName, skip := d.decide(ctx, job)
-	err = d.store.Update(func(tx *store.Tx) error {
-		if bid, ok, err := tx.Bid(jobID); err != nil || (ok && bid.Status == store.BidPlaced) {
+	err = d.db.Update(func(tx *db.Tx) error {
+		if bid, ok, err := tx.Bid(jobID); err != nil || (ok && bid.Status == db.BidPlaced) {
 			skip = "already bid"
 			return err
 		}
@@ -95,7 +95,7 @@ func (d *Daemon) considerJob(ctx context.Context, jobID uint64) error {
 			decision = "skip: " + skip
 		} else {
 			decision = fmt.Sprintf("bid %s per GPU-hour on %d×%s (%s runtime)", price, len(chosen), chosen[0].Model, runtimeName)
-			if err := tx.PutBid(store.BidRecord{JobID: jobID, Price: price.String(), Status: store.BidPlaced, GPUs: gpus}); err != nil {
+			if err := tx.PutBid(db.BidRecord{JobID: jobID, Price: price.String(), Status: db.BidPlaced, GPUs: gpus}); err != nil {
 				return err
 			}
 		}
@@ -117,13 +117,13 @@ func (d *Daemon) considerJob(ctx context.Context, jobID uint64) error {
 	if err != nil {
 		d.metrics.Bid(metrics.BidFailed)
 		// The bid is not on chain: release the GPUs it reserved.
-		return errors.Join(fmt.Errorf("placing bid: %w", err), d.store.Update(func(tx *store.Tx) error {
+		return errors.Join(fmt.Errorf("placing bid: %w", err), d.db.Update(func(tx *db.Tx) error {
 			rec, _, _ := tx.Job(jobID)
 			rec.Decision = "bid failed: " + err.Error()
 			return errors.Join(tx.DeleteBid(jobID), tx.PutJob(rec))
 		}))
 	}
-	err = d.store.Update(func(tx *store.Tx) error {
+	err = d.db.Update(func(tx *db.Tx) error {
 		bid, ok, err := tx.Bid(jobID)
 		if err != nil || !ok {
 			return err
@@ -148,7 +148,7 @@ func (d *Daemon) decide(ctx context.Context, job markettypes.Job) (price sdk.Coi
 		return price, nil, "", err.Error()
 	}
 	var free []bidder.GPU
-	if err := d.store.View(func(tx *store.Tx) error {
+	if err := d.db.View(func(tx *db.Tx) error {
 		free, err = d.freeGPUs(tx)
 		return err
 	}); err != nil {
@@ -169,7 +169,7 @@ func (d *Daemon) decide(ctx context.Context, job markettypes.Job) (price sdk.Coi
 
 // freeGPUs are the healthy GPUs that neither serve a lease nor are reserved
 // by an open bid.
-func (d *Daemon) freeGPUs(tx *store.Tx) ([]bidder.GPU, error) {
+func (d *Daemon) freeGPUs(tx *db.Tx) ([]bidder.GPU, error) {
 	taken, err := takenGPUs(tx)
 	if err != nil {
 		return nil, err
@@ -185,14 +185,14 @@ func (d *Daemon) freeGPUs(tx *store.Tx) ([]bidder.GPU, error) {
 
 // takenGPUs maps each GPU serving an active lease to the lease, and each
 // reserved by an open bid to 0.
-func takenGPUs(tx *store.Tx) (map[string]uint64, error) {
+func takenGPUs(tx *db.Tx) (map[string]uint64, error) {
 	taken := map[string]uint64{}
 	bids, err := tx.Bids()
 	if err != nil {
 		return nil, err
 	}
 	for _, b := range bids {
-		if b.Status == store.BidPlaced {
+		if b.Status == db.BidPlaced {
 			for _, u := range b.GPUs {
 				taken[u] = 0
 			}
@@ -203,7 +203,7 @@ func takenGPUs(tx *store.Tx) (map[string]uint64, error) {
 		return nil, err
 	}
 	for _, l := range leases {
-		if l.Status == store.LeaseActive {
+		if l.Status == db.LeaseActive {
 			for _, u := range l.GPUs {
 				taken[u] = l.LeaseID
 			}
@@ -222,9 +222,9 @@ func (d *Daemon) modelName(nvmlName string) string {
 // newLeaseRecord starts the record of a lease the provider won. Its GPUs are
 // the ones the job's bid reserved; if those already serve another worker of
 // the same job, free ones that fit are taken instead.
-func (d *Daemon) newLeaseRecord(tx *store.Tx, leaseID, jobID uint64, worker, want uint32, resumeStep uint64, deadline, height int64) (store.LeaseRecord, error) {
-	rec := store.LeaseRecord{
-		LeaseID: leaseID, JobID: jobID, Worker: worker, Status: store.LeaseActive,
+func (d *Daemon) newLeaseRecord(tx *db.Tx, leaseID, jobID uint64, worker, want uint32, resumeStep uint64, deadline, height int64) (db.LeaseRecord, error) {
+	rec := db.LeaseRecord{
+		LeaseID: leaseID, JobID: jobID, Worker: worker, Status: db.LeaseActive,
 		Dir:        filepath.Join(d.cfg.Storage.WorkDir, fmt.Sprintf("lease-%d", leaseID)),
 		ResumeStep: resumeStep, LastCheckpointStep: resumeStep, CheckpointDeadline: deadline, UpdatedHeight: height,
 	}

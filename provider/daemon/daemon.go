@@ -3,7 +3,7 @@
 // free healthy GPUs, trains the leases it wins, commits and serves their
 // checkpoints and withdraws what they earn.
 //
-// Everything it must not forget lives in its store (package store) and
+// Everything it must not forget lives in its store (package db) and
 // everything else is rebuilt from the chain at start: killed at any point and
 // restarted, it resumes each lease from its last local checkpoint and replays
 // every block it had not finished, so no event and no payment is lost.
@@ -35,11 +35,11 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/storage"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -72,7 +72,7 @@ type Daemon struct {
 	version   string
 	startedAt time.Time
 
-	store     *store.Store
+	db        *db.DB
 	conn      *grpc.ClientConn
 	querier   *chain.Querier
 	submitter *chain.Submitter
@@ -204,12 +204,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.Storage.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage.work_dir: %w", err)
 	}
-	if d.store, err = store.Open(filepath.Join(cfg.Storage.DataDir, StateFileName)); err != nil {
+	if d.db, err = db.Open(filepath.Join(cfg.Storage.DataDir, StateFileName)); err != nil {
 		return nil, fmt.Errorf("storage.data_dir: %w", err)
 	}
 	if cfg.StorageRole.Enabled {
 		d.storageRole, err = storage.New(storage.Options{
-			Operator: d.operator, Submit: d.submit, Conn: conn, Store: d.store,
+			Operator: d.operator, Submit: d.submit, Conn: conn, DB: d.db,
 			PiecesDir: cfg.StorageRole.PiecesDir, ClaimLocal: cfg.StorageRole.ClaimLocal,
 			Repair: cfg.StorageRole.Repair, RepairDatasets: cfg.StorageRole.RepairDatasets,
 			CheckInterval: cfg.StorageRole.CheckInterval.Duration, Logger: log,
@@ -225,7 +225,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.follower, err = chain.NewFollower(chain.FollowerConfig{
 		RPC: cfg.Chain.RPC, StartHeight: cfg.Chain.StartHeight, Logger: log,
-	}, d.store, d.handleHeight)
+	}, d.db, d.handleHeight)
 	if err != nil {
 		return nil, err
 	}
@@ -324,8 +324,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 // Close releases the store, the chain connection and the GPU library.
 func (d *Daemon) Close() error {
 	var errs []error
-	if d.store != nil {
-		errs = append(errs, d.store.Close())
+	if d.db != nil {
+		errs = append(errs, d.db.Close())
 	}
 	if d.conn != nil {
 		errs = append(errs, d.conn.Close())

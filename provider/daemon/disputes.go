@@ -13,8 +13,8 @@ import (
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/dispute"
-	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -117,8 +117,8 @@ func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, 
 	if e, ok := d.catalog.Lookup(checkpoint.Ref{LeaseID: cp.LeaseId, Index: cp.Index}); ok {
 		dir = e.Dir
 	} else {
-		var rec store.LeaseRecord
-		err := d.store.View(func(tx *store.Tx) (err error) {
+		var rec db.LeaseRecord
+		err := d.db.View(func(tx *db.Tx) (err error) {
 			rec, _, err = tx.Lease(cp.LeaseId)
 			return err
 		})
@@ -161,10 +161,10 @@ func (d *Daemon) resumeDisputes(ctx context.Context) error {
 
 // challengesOf lists the challenges on the provider's own checkpoints (only
 // open ones if openOnly), and returns the verifier's records too.
-func (d *Daemon) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []store.VerificationRecord, error) {
-	var checkpoints []store.CheckpointRecord
-	var verifications []store.VerificationRecord
-	err := d.store.View(func(tx *store.Tx) error {
+func (d *Daemon) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []db.VerificationRecord, error) {
+	var checkpoints []db.CheckpointRecord
+	var verifications []db.VerificationRecord
+	err := d.db.View(func(tx *db.Tx) error {
 		leases, err := tx.Leases()
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (d *Daemon) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []s
 	}
 	var ids []uint64
 	for _, cp := range checkpoints {
-		if openOnly && cp.Status != store.CheckpointChallenged {
+		if openOnly && cp.Status != db.CheckpointChallenged {
 			continue
 		}
 		res, err := d.verify.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: cp.LeaseID, CheckpointIndex: cp.Index, OpenOnly: openOnly})

@@ -6,8 +6,8 @@ import (
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -19,7 +19,7 @@ import (
 // a crash between the two loses nothing.
 func (d *Daemon) handleHeight(ctx context.Context, height int64, events []chain.Event) error {
 	var actions []func()
-	err := d.store.Update(func(tx *store.Tx) error {
+	err := d.db.Update(func(tx *db.Tx) error {
 		actions = actions[:0]
 		for _, ev := range events {
 			first, err := tx.MarkHandled(ev.Key(), height)
@@ -63,11 +63,11 @@ func (d *Daemon) handleHeight(ctx context.Context, height int64, events []chain.
 }
 
 // apply records one event and returns what to do once it is committed.
-func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain.Event) (func(), error) {
+func (d *Daemon) apply(ctx context.Context, tx *db.Tx, height int64, ev chain.Event) (func(), error) {
 	switch e := ev.Message.(type) {
 	case *markettypes.EventJobCreated:
 		d.metrics.JobSeen()
-		if err := tx.PutJob(store.JobRecord{JobID: e.JobId, SeenHeight: height, BiddingDeadline: e.BiddingDeadline}); err != nil {
+		if err := tx.PutJob(db.JobRecord{JobID: e.JobId, SeenHeight: height, BiddingDeadline: e.BiddingDeadline}); err != nil {
 			return nil, err
 		}
 		return func() { d.enqueueBid(e.JobId) }, nil
@@ -84,7 +84,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		// A bid from an earlier round is spent; the new round needs a new one.
 		if bid, ok, err := tx.Bid(e.JobId); err != nil {
 			return nil, err
-		} else if ok && bid.Status != store.BidPlaced {
+		} else if ok && bid.Status != db.BidPlaced {
 			if err := tx.DeleteBid(e.JobId); err != nil {
 				return nil, err
 			}
@@ -109,7 +109,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		if e.Provider != d.operator {
 			return nil, nil
 		}
-		return nil, d.setBidStatus(tx, e.JobId, store.BidWithdrawn)
+		return nil, d.setBidStatus(tx, e.JobId, db.BidWithdrawn)
 
 	case *markettypes.EventBidLost:
 		if e.Provider != d.operator {
@@ -117,13 +117,13 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		}
 		d.metrics.Bid(metrics.BidLost)
 		d.log.Info("bid lost", "job", e.JobId)
-		return nil, d.setBidStatus(tx, e.JobId, store.BidLost)
+		return nil, d.setBidStatus(tx, e.JobId, db.BidLost)
 
 	case *markettypes.EventLeaseCreated:
 		if e.Provider != d.operator {
 			return nil, nil
 		}
-		if err := d.setBidStatus(tx, e.JobId, store.BidWon); err != nil {
+		if err := d.setBidStatus(tx, e.JobId, db.BidWon); err != nil {
 			return nil, err
 		}
 		rec, err := d.newLeaseRecord(tx, e.LeaseId, e.JobId, e.Worker, e.Gpus, e.ResumeStep, e.CheckpointDeadline, height)
@@ -143,7 +143,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		if err != nil || !ok {
 			return nil, err
 		}
-		rec.Status, rec.CloseReason, rec.UpdatedHeight = store.LeaseClosed, e.Reason.String(), height
+		rec.Status, rec.CloseReason, rec.UpdatedHeight = db.LeaseClosed, e.Reason.String(), height
 		if err := tx.PutLease(rec); err != nil {
 			return nil, err
 		}
@@ -173,7 +173,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		return nil, tx.PutCheckpoint(cp)
 
 	case *verifytypes.EventCheckpointFinalized:
-		ok, err := d.setCheckpointStatus(tx, e.LeaseId, e.Index, store.CheckpointFinalized)
+		ok, err := d.setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointFinalized)
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		}, nil
 
 	case *verifytypes.EventCheckpointRejected:
-		ok, err := d.setCheckpointStatus(tx, e.LeaseId, e.Index, store.CheckpointRejected)
+		ok, err := d.setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointRejected)
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 		if e.Provider != d.operator {
 			return nil, nil
 		}
-		if _, err := d.setCheckpointStatus(tx, e.LeaseId, e.CheckpointIndex, store.CheckpointChallenged); err != nil {
+		if _, err := d.setCheckpointStatus(tx, e.LeaseId, e.CheckpointIndex, db.CheckpointChallenged); err != nil {
 			return nil, err
 		}
 		d.log.Warn("checkpoint challenged", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex, "challenger", e.Challenger)
@@ -239,7 +239,7 @@ func (d *Daemon) apply(ctx context.Context, tx *store.Tx, height int64, ev chain
 	return nil, nil
 }
 
-func (d *Daemon) setBidStatus(tx *store.Tx, jobID uint64, status store.BidStatus) error {
+func (d *Daemon) setBidStatus(tx *db.Tx, jobID uint64, status db.BidStatus) error {
 	bid, ok, err := tx.Bid(jobID)
 	if err != nil || !ok {
 		return err
@@ -250,7 +250,7 @@ func (d *Daemon) setBidStatus(tx *store.Tx, jobID uint64, status store.BidStatus
 
 // setCheckpointStatus updates one of the provider's checkpoint records; ok is
 // false for checkpoints of other providers.
-func (d *Daemon) setCheckpointStatus(tx *store.Tx, leaseID, index uint64, status store.CheckpointStatus) (ok bool, err error) {
+func (d *Daemon) setCheckpointStatus(tx *db.Tx, leaseID, index uint64, status db.CheckpointStatus) (ok bool, err error) {
 	cp, ok, err := tx.Checkpoint(leaseID, index)
 	if err != nil || !ok {
 		return false, err

@@ -17,9 +17,9 @@ import (
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/runtime"
-	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -131,15 +131,15 @@ func (d *Daemon) serveLeaseUntilDone(ctx context.Context, leaseID uint64) {
 // chain does not have yet, restarts the trainer from the newest one and
 // submits each further checkpoint as the trainer completes it.
 func (d *Daemon) serveLease(ctx context.Context, leaseID uint64) error {
-	var rec store.LeaseRecord
-	if err := d.store.View(func(tx *store.Tx) error {
+	var rec db.LeaseRecord
+	if err := d.db.View(func(tx *db.Tx) error {
 		var err error
 		rec, _, err = tx.Lease(leaseID)
 		return err
 	}); err != nil {
 		return err
 	}
-	if rec.Status != store.LeaseActive {
+	if rec.Status != db.LeaseActive {
 		return nil
 	}
 	leaseRes, err := d.market.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: leaseID})
@@ -166,7 +166,7 @@ func (d *Daemon) serveLease(ctx context.Context, leaseID uint64) error {
 		}
 	}
 	if rec.Runtime != rt.Name() {
-		if err := d.updateLease(leaseID, func(l *store.LeaseRecord) { l.Runtime = rt.Name() }); err != nil {
+		if err := d.updateLease(leaseID, func(l *db.LeaseRecord) { l.Runtime = rt.Name() }); err != nil {
 			return err
 		}
 	}
@@ -305,7 +305,7 @@ func (d *Daemon) chainCheckpoints(ctx context.Context, leaseID uint64) ([]verify
 // and submits its commitment as checkpoint index of the lease. If the chain
 // already has that index (the sidecar died after broadcasting), it only
 // records what the chain has.
-func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
+func (d *Daemon) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
 	started := time.Now()
 	commitment, err := checkpoint.Commit(cp, checkpoint.HashOptions{Progress: d.hashProgress(rec.LeaseID, index)})
 	if err != nil {
@@ -316,10 +316,10 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 	if err := d.catalog.Add(checkpoint.Entry{Ref: ref, JobID: rec.JobID, Dir: cp.Dir, Commitment: commitment}); err != nil {
 		return err
 	}
-	record := store.CheckpointRecord{
+	record := db.CheckpointRecord{
 		LeaseID: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: commitment.State.Root[:], TraceRoot: commitment.TraceRoot[:], FinalHash: commitment.FinalHash[:],
-		Status: store.CheckpointSubmitted,
+		Status: db.CheckpointSubmitted,
 	}
 	if existing, err := d.verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: rec.LeaseID, Index: index}); err == nil {
 		c := existing.Checkpoint
@@ -365,10 +365,10 @@ func (d *Daemon) submitCheckpoint(ctx context.Context, rec store.LeaseRecord, in
 // adoptChainCheckpoints records the lease's checkpoints the chain has but the
 // store does not: the sidecar died after broadcasting one and before
 // recording it. Their folders are served again.
-func (d *Daemon) adoptChainCheckpoints(rec store.LeaseRecord, onChain []verifytypes.Checkpoint) error {
+func (d *Daemon) adoptChainCheckpoints(rec db.LeaseRecord, onChain []verifytypes.Checkpoint) error {
 	for _, c := range onChain {
 		var known bool
-		if err := d.store.View(func(tx *store.Tx) (err error) {
+		if err := d.db.View(func(tx *db.Tx) (err error) {
 			_, known, err = tx.Checkpoint(c.LeaseId, c.Index)
 			return err
 		}); err != nil {
@@ -377,7 +377,7 @@ func (d *Daemon) adoptChainCheckpoints(rec store.LeaseRecord, onChain []verifyty
 		if known {
 			continue
 		}
-		err := d.recordCheckpoint(store.CheckpointRecord{
+		err := d.recordCheckpoint(db.CheckpointRecord{
 			LeaseID: c.LeaseId, Index: c.Index, StartStep: c.StartStep, EndStep: c.EndStep,
 			StateRoot: c.StateRoot, TraceRoot: c.TraceRoot, FinalHash: c.FinalHash,
 			Height: c.SubmittedHeight, Status: checkpointStatus(c.Status),
@@ -417,11 +417,11 @@ func (d *Daemon) fabricate(cp trainer.Checkpoint) (trace.Trace, error) {
 	return trace.New(cp.StartStep(), hashes), nil
 }
 
-func (d *Daemon) recordCheckpoint(cp store.CheckpointRecord) error {
-	return d.store.Update(func(tx *store.Tx) error {
+func (d *Daemon) recordCheckpoint(cp db.CheckpointRecord) error {
+	return d.db.Update(func(tx *db.Tx) error {
 		if prev, ok, err := tx.Checkpoint(cp.LeaseID, cp.Index); err != nil {
 			return err
-		} else if ok && prev.Status != store.CheckpointSubmitted {
+		} else if ok && prev.Status != db.CheckpointSubmitted {
 			// The follower got there first (e.g. finalized during a restart).
 			cp.Status = prev.Status
 		}
@@ -437,14 +437,14 @@ func (d *Daemon) recordCheckpoint(cp store.CheckpointRecord) error {
 	})
 }
 
-func checkpointStatus(s verifytypes.CheckpointStatus) store.CheckpointStatus {
+func checkpointStatus(s verifytypes.CheckpointStatus) db.CheckpointStatus {
 	switch s {
 	case verifytypes.CHECKPOINT_STATUS_FINAL:
-		return store.CheckpointFinalized
+		return db.CheckpointFinalized
 	case verifytypes.CHECKPOINT_STATUS_REJECTED:
-		return store.CheckpointRejected
+		return db.CheckpointRejected
 	default:
-		return store.CheckpointSubmitted
+		return db.CheckpointSubmitted
 	}
 }
 
@@ -602,8 +602,8 @@ func (d *Daemon) hashProgress(leaseID, index uint64) func(hashed, total int64) {
 	}
 }
 
-func (d *Daemon) updateLease(leaseID uint64, change func(*store.LeaseRecord)) error {
-	return d.store.Update(func(tx *store.Tx) error {
+func (d *Daemon) updateLease(leaseID uint64, change func(*db.LeaseRecord)) error {
+	return d.db.Update(func(tx *db.Tx) error {
 		l, ok, err := tx.Lease(leaseID)
 		if err != nil || !ok {
 			return err
@@ -615,7 +615,7 @@ func (d *Daemon) updateLease(leaseID uint64, change func(*store.LeaseRecord)) er
 
 // flagLease records a problem with a lease, shown by the status API.
 func (d *Daemon) flagLease(leaseID uint64, problem string) {
-	err := d.updateLease(leaseID, func(l *store.LeaseRecord) {
+	err := d.updateLease(leaseID, func(l *db.LeaseRecord) {
 		if !slices.Contains(l.Problems, problem) {
 			l.Problems = append(l.Problems, problem)
 		}

@@ -8,7 +8,7 @@ import (
 	rpchttp "github.com/cometbft/cometbft/rpc/client/http"
 
 	"github.com/depinchain/depinchain/provider/checkpoint"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -36,9 +36,9 @@ func checkRPC(ctx context.Context, addr, chainID string) error {
 // checkpoints the server offers (their folders are re-hashed, so a corrupted
 // one is noticed) and a trainer for every lease still active.
 func (d *Daemon) restore(ctx context.Context) error {
-	var leases []store.LeaseRecord
-	checkpoints := map[uint64][]store.CheckpointRecord{}
-	err := d.store.View(func(tx *store.Tx) error {
+	var leases []db.LeaseRecord
+	checkpoints := map[uint64][]db.CheckpointRecord{}
+	err := d.db.View(func(tx *db.Tx) error {
 		var err error
 		if leases, err = tx.Leases(); err != nil {
 			return err
@@ -55,7 +55,7 @@ func (d *Daemon) restore(ctx context.Context) error {
 	}
 	for _, l := range leases {
 		for _, cp := range checkpoints[l.LeaseID] {
-			if cp.Status == store.CheckpointRejected {
+			if cp.Status == db.CheckpointRejected {
 				continue
 			}
 			if err := d.retain(l, cp.EndStep, cp.Index); err != nil {
@@ -64,13 +64,13 @@ func (d *Daemon) restore(ctx context.Context) error {
 			}
 			ref := checkpoint.Ref{LeaseID: l.LeaseID, Index: cp.Index}
 			switch cp.Status {
-			case store.CheckpointFinalized:
+			case db.CheckpointFinalized:
 				d.catalog.MarkFinal(ref, time.Now()) //nolint:errcheck // just added
-			case store.CheckpointChallenged:
+			case db.CheckpointChallenged:
 				d.catalog.MarkDisputed(ref, 0) //nolint:errcheck // just added; the follower replays the resolution
 			}
 		}
-		if l.Status == store.LeaseActive {
+		if l.Status == db.LeaseActive {
 			d.startLease(ctx, l.LeaseID)
 		}
 	}
@@ -78,7 +78,7 @@ func (d *Daemon) restore(ctx context.Context) error {
 }
 
 // retain (re-)adds a lease's local checkpoint folder to the catalog.
-func (d *Daemon) retain(l store.LeaseRecord, endStep, index uint64) error {
+func (d *Daemon) retain(l db.LeaseRecord, endStep, index uint64) error {
 	cp, err := trainer.ReadCheckpoint(trainer.CheckpointDir(outputDir(l.Dir), endStep), endStep)
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		onChain[l.Id] = l
 	}
 	var toStart, toStop []uint64
-	err = d.store.Update(func(tx *store.Tx) error {
+	err = d.db.Update(func(tx *db.Tx) error {
 		local, err := tx.Leases()
 		if err != nil {
 			return err
@@ -115,12 +115,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		known := map[uint64]bool{}
 		for _, l := range local {
 			known[l.LeaseID] = true
-			if _, active := onChain[l.LeaseID]; l.Status == store.LeaseActive && !active {
+			if _, active := onChain[l.LeaseID]; l.Status == db.LeaseActive && !active {
 				res, err := d.market.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: l.LeaseID})
 				if err != nil || res.Lease.State == markettypes.LEASE_STATE_ACTIVE {
 					continue
 				}
-				l.Status, l.CloseReason = store.LeaseClosed, res.Lease.CloseReason.String()
+				l.Status, l.CloseReason = db.LeaseClosed, res.Lease.CloseReason.String()
 				if err := tx.PutLease(l); err != nil {
 					return err
 				}
@@ -144,7 +144,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			if _, ok, err := tx.Job(j.Id); err != nil {
 				return err
 			} else if !ok {
-				if err := tx.PutJob(store.JobRecord{JobID: j.Id, SeenHeight: snap.Height, BiddingDeadline: j.BiddingDeadline}); err != nil {
+				if err := tx.PutJob(db.JobRecord{JobID: j.Id, SeenHeight: snap.Height, BiddingDeadline: j.BiddingDeadline}); err != nil {
 					return err
 				}
 			}

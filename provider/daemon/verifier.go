@@ -12,8 +12,8 @@ import (
 	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/dispute"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -65,9 +65,9 @@ func sampled(cfg config.Verifier, ref checkpoint.Ref) bool {
 // its committed start state and challenges it when the result differs.
 func (d *Daemon) verifyCheckpoint(ctx context.Context, ref checkpoint.Ref) error {
 	var done bool
-	if err := d.store.View(func(tx *store.Tx) error {
+	if err := d.db.View(func(tx *db.Tx) error {
 		rec, ok, err := tx.Verification(ref.LeaseID, ref.Index)
-		done = ok && rec.Result != store.VerificationFailed
+		done = ok && rec.Result != db.VerificationFailed
 		return err
 	}); err != nil || done {
 		return err
@@ -85,38 +85,38 @@ func (d *Daemon) verifyCheckpoint(ctx context.Context, ref checkpoint.Ref) error
 		return err
 	}
 	job := jobRes.Job
-	rec := store.VerificationRecord{LeaseID: cp.LeaseId, Index: cp.Index, JobID: cp.JobId, Provider: cp.Provider, Height: cp.SubmittedHeight}
+	rec := db.VerificationRecord{LeaseID: cp.LeaseId, Index: cp.Index, JobID: cp.JobId, Provider: cp.Provider, Height: cp.SubmittedHeight}
 	switch {
 	case job.Spec.Workload.Kind != markettypes.WORKLOAD_KIND_REFERENCE:
-		rec.Result, rec.Detail = store.VerificationSkipped, "not a reference workload: it cannot be re-executed or adjudicated"
+		rec.Result, rec.Detail = db.VerificationSkipped, "not a reference workload: it cannot be re-executed or adjudicated"
 	case job.Spec.DatasetId != "":
-		rec.Result, rec.Detail = store.VerificationSkipped, "trains on a dataset this verifier does not hold"
+		rec.Result, rec.Detail = db.VerificationSkipped, "trains on a dataset this verifier does not hold"
 	case !sampled(d.cfg.Verifier, ref):
-		rec.Result, rec.Detail = store.VerificationSkipped, fmt.Sprintf("not in this verifier's sample (rate %g)", d.cfg.Verifier.SampleRate)
+		rec.Result, rec.Detail = db.VerificationSkipped, fmt.Sprintf("not in this verifier's sample (rate %g)", d.cfg.Verifier.SampleRate)
 	}
 	if rec.Result == "" {
 		if err := d.checkReexecution(ctx, cp, job, &rec); err != nil {
-			rec.Result, rec.Detail = store.VerificationFailed, err.Error()
+			rec.Result, rec.Detail = db.VerificationFailed, err.Error()
 		}
 	}
 	d.metrics.Verification(string(rec.Result))
 	d.log.Info("checkpoint verified", "lease", cp.LeaseId, "index", cp.Index, "provider", cp.Provider,
 		"steps", fmt.Sprintf("%d..%d", cp.StartStep, cp.EndStep), "result", rec.Result, "detail", rec.Detail, "challenge", rec.ChallengeID)
-	return d.store.Update(func(tx *store.Tx) error { return tx.PutVerification(rec) })
+	return d.db.Update(func(tx *db.Tx) error { return tx.PutVerification(rec) })
 }
 
 // checkReexecution re-executes cp and, on a mismatch, opens a challenge.
-func (d *Daemon) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job, rec *store.VerificationRecord) error {
+func (d *Daemon) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job, rec *db.VerificationRecord) error {
 	exec, err := d.reexecute(ctx, cp, job)
 	if err != nil {
 		return err
 	}
 	root, final := exec.Trace.Root(), exec.Trace.Hashes[len(exec.Trace.Hashes)-1]
 	if slices.Equal(root[:], cp.TraceRoot) && slices.Equal(final[:], cp.FinalHash) {
-		rec.Result = store.VerificationMatched
+		rec.Result = db.VerificationMatched
 		return nil
 	}
-	rec.Result = store.VerificationMismatched
+	rec.Result = db.VerificationMismatched
 	rec.Detail = fmt.Sprintf("re-execution ends at h_%d = %s, the provider committed %x", cp.EndStep, final, cp.FinalHash)
 	if h := d.follower.Status().ChainHeight; h > cp.ChallengeDeadline {
 		rec.Detail += fmt.Sprintf("; too late to challenge (window ended at %d)", cp.ChallengeDeadline)

@@ -11,8 +11,8 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -95,10 +95,10 @@ func (d *Daemon) checkHealth(ctx context.Context) {
 	if err := d.inventory.Refresh(); err != nil {
 		d.log.Warn("reading GPUs failed", "err", err)
 	}
-	var leases []store.LeaseRecord
-	var bids []store.BidRecord
+	var leases []db.LeaseRecord
+	var bids []db.BidRecord
 	taken := map[string]uint64{}
-	err := d.store.View(func(tx *store.Tx) error {
+	err := d.db.View(func(tx *db.Tx) error {
 		var err error
 		if leases, err = tx.Leases(); err != nil {
 			return err
@@ -116,13 +116,13 @@ func (d *Daemon) checkHealth(ctx context.Context) {
 	d.metrics.ObserveGPUs(d.inventory.GPUs(), d.modelName, func(uuid string) uint64 { return taken[uuid] })
 	active := 0
 	for _, l := range leases {
-		if l.Status == store.LeaseActive {
+		if l.Status == db.LeaseActive {
 			active++
 		}
 	}
 	d.metrics.SetLeasesActive(active)
 	for _, l := range leases {
-		if l.Status != store.LeaseActive {
+		if l.Status != db.LeaseActive {
 			continue
 		}
 		for _, bad := range d.inventory.UnhealthyLeased(l.GPUs) {
@@ -134,7 +134,7 @@ func (d *Daemon) checkHealth(ctx context.Context) {
 		}
 	}
 	for _, b := range bids {
-		if b.Status != store.BidPlaced || b.Height == 0 {
+		if b.Status != db.BidPlaced || b.Height == 0 {
 			continue
 		}
 		if bad := d.inventory.UnhealthyLeased(b.GPUs); len(bad) > 0 {
@@ -153,12 +153,12 @@ func (d *Daemon) withdrawBid(ctx context.Context, jobID uint64, why string) {
 	}
 	// A refused withdrawal means the auction already closed: the bid is no
 	// longer open either way, and the follower records how it ended.
-	err = d.store.Update(func(tx *store.Tx) error {
+	err = d.db.Update(func(tx *db.Tx) error {
 		// The follower may have recorded the withdrawal's event already.
-		if bid, ok, err := tx.Bid(jobID); err != nil || !ok || (bid.Status != store.BidPlaced && bid.Status != store.BidWithdrawn) {
+		if bid, ok, err := tx.Bid(jobID); err != nil || !ok || (bid.Status != db.BidPlaced && bid.Status != db.BidWithdrawn) {
 			return err
 		}
-		if err := d.setBidStatus(tx, jobID, store.BidWithdrawn); err != nil {
+		if err := d.setBidStatus(tx, jobID, db.BidWithdrawn); err != nil {
 			return err
 		}
 		rec, _, err := tx.Job(jobID)

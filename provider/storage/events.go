@@ -6,7 +6,7 @@ import (
 	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -150,7 +150,7 @@ func (r *Role) addCandidate(k slotKey) {
 func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 	switch e := msg.(type) {
 	case *types.EventReplicaClaimed:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			rec.DatasetID, rec.Shard, rec.Piece = e.DatasetId, e.Shard, e.Piece
 			if rec.ClaimedHeight == 0 {
 				rec.ClaimedHeight = height
@@ -161,19 +161,19 @@ func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 			}
 		})
 	case *types.EventStorageProofAccepted:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			rec.NoteProof(e.Period, false)
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventDeadlineMissed:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			if rec.NoteMiss(e.Period) {
 				addSlashed(rec, e.Slashed)
 			}
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventFaultDeclared:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			if !rec.FaultDeclared {
 				rec.FaultDeclared = true
 				addSlashed(rec, e.Slashed)
@@ -181,13 +181,13 @@ func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventReplicaTerminated:
-		status := store.StorageReplicaTerminated
+		status := db.StorageReplicaTerminated
 		if e.Reason == types.TERMINATION_REASON_DECLARED_FAULT {
-			status = store.StorageReplicaFaulted
+			status = db.StorageReplicaFaulted
 		}
 		return rt.end(e.ReplicaId, status, e.Reason.String(), height)
 	case *types.EventReplicaReleased:
-		return rt.end(e.ReplicaId, store.StorageReplicaReleased, "released", height)
+		return rt.end(e.ReplicaId, db.StorageReplicaReleased, "released", height)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ import (
 	grpctypes "github.com/cosmos/cosmos-sdk/types/grpc"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -100,8 +100,8 @@ type Options struct {
 	// Fetch downloads a piece from another holder; nil uses HTTPFetcher with
 	// http.DefaultClient and DefaultFetchTimeout.
 	Fetch PieceFetcher
-	// Store keeps the role's records (store.StorageReplicaRecord).
-	Store *store.Store
+	// DB keeps the role's records (db.StorageReplicaRecord).
+	DB *db.DB
 	// Logger receives the role's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -129,7 +129,7 @@ type Role struct {
 	notes       []heightEvent
 	resync      bool // notes overflowed: reconcile instead
 	held        map[uint64]*heldReplica
-	records     map[uint64]store.StorageReplicaRecord
+	records     map[uint64]db.StorageReplicaRecord
 	candidates  map[slotKey]struct{}
 	retryAt     map[slotKey]time.Time
 	scan        map[string]bool // datasets to look for local pieces of
@@ -194,8 +194,8 @@ func New(opts Options) (*Role, error) {
 		return nil, errors.New("storage role: no submitter")
 	case opts.Conn == nil:
 		return nil, errors.New("storage role: no gRPC connection")
-	case opts.Store == nil:
-		return nil, errors.New("storage role: no store")
+	case opts.DB == nil:
+		return nil, errors.New("storage role: no database")
 	case opts.PiecesDir == "":
 		return nil, errors.New("storage role: no pieces folder")
 	}
@@ -222,7 +222,7 @@ func New(opts Options) (*Role, error) {
 		wake:       make(chan struct{}, 1),
 		repairWake: make(chan struct{}, 1),
 		held:       map[uint64]*heldReplica{},
-		records:    map[uint64]store.StorageReplicaRecord{},
+		records:    map[uint64]db.StorageReplicaRecord{},
 		candidates: map[slotKey]struct{}{},
 		retryAt:    map[slotKey]time.Time{},
 		scan:       map[string]bool{},
@@ -277,7 +277,7 @@ func (r *Role) Run(ctx context.Context) error {
 
 // loadRecords reads the role's records into memory for Status.
 func (r *Role) loadRecords() error {
-	return r.opts.Store.View(func(tx *store.Tx) error {
+	return r.opts.DB.View(func(tx *db.Tx) error {
 		recs, err := tx.StorageReplicas()
 		if err != nil {
 			return err
@@ -325,7 +325,7 @@ func (r *Role) reconcile(ctx context.Context) error {
 	r.held = held
 	var gone []uint64
 	for id, rec := range r.records {
-		if _, ok := held[id]; !ok && rec.Status == store.StorageReplicaActive {
+		if _, ok := held[id]; !ok && rec.Status == db.StorageReplicaActive {
 			gone = append(gone, id)
 		}
 	}
@@ -376,7 +376,7 @@ func (r *Role) settle(ctx context.Context, id uint64) error {
 			if _, ok, err := rt.get(id); err != nil || !ok {
 				return err
 			}
-			return rt.end(id, store.StorageReplicaReleased, "", 0)
+			return rt.end(id, db.StorageReplicaReleased, "", 0)
 		case res.Replica.Holder != r.opts.Operator:
 			return nil
 		}

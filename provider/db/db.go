@@ -1,4 +1,4 @@
-// Package store is the provider sidecar's durable state: how far it has
+// Package db is the provider sidecar's database, its durable state: how far it has
 // processed the chain, which jobs it has seen, the bids it placed, its leases
 // and the checkpoints it submitted, plus a set of handled-event keys that
 // makes event handlers idempotent.
@@ -6,7 +6,7 @@
 // Everything lives in one bbolt file. Each Update is one bbolt transaction, so
 // a handler's writes and the cursor advance it justifies can commit together
 // or not at all.
-package store
+package db
 
 import (
 	"bytes"
@@ -42,24 +42,24 @@ var (
 // silently drop its events.
 var ErrCursorGap = errors.New("cursor must advance one height at a time")
 
-// Store is an open state file. It is safe for concurrent use: any number of
+// DB is an open state file. It is safe for concurrent use: any number of
 // View calls run in parallel with at most one Update.
-type Store struct {
-	db *bbolt.DB
+type DB struct {
+	bolt *bbolt.DB
 }
 
 // Open opens (creating if needed) the state file at path. A file another
 // process holds open is an error after a short wait, so two sidecars can never
 // share one state.
-func Open(path string) (*Store, error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
+func Open(path string) (*DB, error) {
+	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			return nil, fmt.Errorf("opening %s: locked by another process", path)
 		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bbolt.Tx) error {
+	err = bdb.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketHandled, bucketJobs, bucketBids, bucketLeases, bucketCheckpoints, bucketVerifications} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -75,32 +75,32 @@ func Open(path string) (*Store, error) {
 		return meta.Put(keySchema, u64(schemaVersion))
 	})
 	if err != nil {
-		db.Close()
+		bdb.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &DB{bolt: bdb}, nil
 }
 
 // Close releases the file.
-func (s *Store) Close() error { return s.db.Close() }
+func (d *DB) Close() error { return d.bolt.Close() }
 
 // Update runs fn in one read-write transaction: everything fn wrote commits
 // when it returns nil and nothing does when it returns an error. fn must not
 // do slow I/O (network calls): it blocks every other writer while it runs.
-func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(btx *bbolt.Tx) error { return fn(&Tx{btx: btx}) })
+func (d *DB) Update(fn func(*Tx) error) error {
+	return d.bolt.Update(func(btx *bbolt.Tx) error { return fn(&Tx{btx: btx}) })
 }
 
 // View runs fn in a read-only transaction that sees one consistent snapshot.
 // Writing through its Tx returns an error.
-func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bbolt.Tx) error { return fn(&Tx{btx: btx}) })
+func (d *DB) View(fn func(*Tx) error) error {
+	return d.bolt.View(func(btx *bbolt.Tx) error { return fn(&Tx{btx: btx}) })
 }
 
 // Cursor returns the last fully processed height; ok is false before the
 // first height was recorded.
-func (s *Store) Cursor() (height int64, ok bool, err error) {
-	err = s.View(func(tx *Tx) error {
+func (d *DB) Cursor() (height int64, ok bool, err error) {
+	err = d.View(func(tx *Tx) error {
 		height, ok = tx.Cursor()
 		return nil
 	})
