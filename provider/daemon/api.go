@@ -10,8 +10,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	game "github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/provider/db"
-	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/status"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -253,7 +253,7 @@ func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest
 			outcome = strings.TrimPrefix(ch.Outcome.String(), "CHALLENGE_OUTCOME_")
 		}
 		res.Disputes = append(res.Disputes, &statusv1.Dispute{
-			ChallengeId: ch.Id, Role: dispute.SideOf(ch, d.operator).String(), LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex,
+			ChallengeId: ch.Id, Role: game.SideOf(ch, d.operator).String(), LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex,
 			Lo: ch.Lo, Hi: ch.Hi, Mid: ch.Mid, Turn: strings.TrimPrefix(ch.Turn.String(), "GAME_TURN_"), Deadline: ch.Deadline,
 			Rounds: ch.Rounds, Outcome: outcome, OutcomeReason: ch.OutcomeReason,
 		})

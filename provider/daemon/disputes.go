@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
+	game "github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
-	"github.com/depinchain/depinchain/provider/dispute"
 	"github.com/depinchain/depinchain/provider/trainer"
-	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -46,7 +45,7 @@ func (d *Daemon) runDisputes(ctx context.Context) error {
 			return nil
 		case id := <-d.disputeQueue:
 			err := d.playDispute(ctx, id)
-			if err == nil || ctx.Err() != nil || errors.Is(err, dispute.ErrTooLate) {
+			if err == nil || ctx.Err() != nil || errors.Is(err, game.ErrTooLate) {
 				if err != nil && ctx.Err() == nil {
 					d.log.Error("a dispute move came too late", "challenge", id, "err", err)
 				}
@@ -66,30 +65,25 @@ func (d *Daemon) playDispute(ctx context.Context, id uint64) error {
 		return fmt.Errorf("reading challenge %d: %w", id, err)
 	}
 	ch := res.Challenge
-	side := dispute.SideOf(ch, d.operator)
+	side := game.SideOf(ch, d.operator)
 	if side == 0 || ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
 		return nil
 	}
-	cpRes, err := d.verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ch.LeaseId, Index: ch.CheckpointIndex})
+	g, err := game.Load(ctx, d.verify, d.market, ch)
 	if err != nil {
 		return err
 	}
-	cp := cpRes.Checkpoint
-	jobRes, err := d.market.Job(ctx, &markettypes.QueryJobRequest{JobId: cp.JobId})
-	if err != nil {
-		return err
-	}
-	var ev dispute.Evidence
-	if side == dispute.Defender {
-		ev, err = d.defenderEvidence(cp)
+	var ev game.Evidence
+	if side == game.Defender {
+		ev, err = d.defenderEvidence(g.Checkpoint)
 	} else {
-		ev, err = d.challengerEvidence(ctx, id, cp)
+		ev, err = d.challengerEvidence(ctx, id, g.Checkpoint)
 	}
 	if err != nil {
 		return fmt.Errorf("challenge %d: %w", id, err)
 	}
 	height := d.follower.Status().ChainHeight
-	msg, err := dispute.NextMove(d.operator, side, ch, height, ev, jobRes.Job)
+	msg, err := game.NextMove(d.operator, side, g, height, ev)
 	if err != nil || msg == nil {
 		return err
 	}
@@ -112,7 +106,7 @@ func (d *Daemon) playDispute(ctx context.Context, id uint64) error {
 }
 
 // defenderEvidence is the trace the provider committed for its checkpoint.
-func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, error) {
+func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (game.Evidence, error) {
 	dir := ""
 	if e, ok := d.catalog.Lookup(checkpoint.Ref{LeaseID: cp.LeaseId, Index: cp.Index}); ok {
 		dir = e.Dir
@@ -123,7 +117,7 @@ func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, 
 			return err
 		})
 		if err != nil || rec.Dir == "" {
-			return dispute.Evidence{}, fmt.Errorf("no local data for checkpoint %d of lease %d", cp.Index, cp.LeaseId)
+			return game.Evidence{}, fmt.Errorf("no local data for checkpoint %d of lease %d", cp.Index, cp.LeaseId)
 		}
 		dir = trainer.CheckpointDir(outputDir(rec.Dir), cp.EndStep)
 	}
@@ -133,12 +127,12 @@ func (d *Daemon) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, 
 	}
 	trace, err := trace.ReadFile(path, cp.StartStep)
 	if err != nil {
-		return dispute.Evidence{}, err
+		return game.Evidence{}, err
 	}
 	if root := trace.Root(); string(root[:]) != string(cp.TraceRoot) {
-		return dispute.Evidence{}, fmt.Errorf("the local trace of checkpoint %d of lease %d is not the one committed", cp.Index, cp.LeaseId)
+		return game.Evidence{}, fmt.Errorf("the local trace of checkpoint %d of lease %d is not the one committed", cp.Index, cp.LeaseId)
 	}
-	return dispute.Evidence{Trace: trace}, nil
+	return game.Evidence{Trace: trace}, nil
 }
 
 // resumeDisputes queues every open game the operator is in, after a start:

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 
+	game "github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -122,14 +123,11 @@ func (d *Daemon) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint
 		rec.Detail += fmt.Sprintf("; too late to challenge (window ended at %d)", cp.ChallengeDeadline)
 		return nil
 	}
-	_, proof, err := exec.Trace.Open(exec.Trace.End())
+	msg, err := game.Challenge(d.operator, cp, exec.Trace)
 	if err != nil {
 		return err
 	}
-	res, err := d.submit(ctx, &verifytypes.MsgChallenge{
-		Challenger: d.operator, LeaseId: cp.LeaseId, CheckpointIndex: cp.Index,
-		TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
-	})
+	res, err := d.submit(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("%s; challenging failed: %w", rec.Detail, err)
 	}
@@ -148,17 +146,17 @@ func (d *Daemon) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint
 
 // challengerEvidence is the verifier's own execution of a challenged
 // checkpoint, recomputed after a restart.
-func (d *Daemon) challengerEvidence(ctx context.Context, id uint64, cp verifytypes.Checkpoint) (dispute.Evidence, error) {
+func (d *Daemon) challengerEvidence(ctx context.Context, id uint64, cp verifytypes.Checkpoint) (game.Evidence, error) {
 	d.mu.Lock()
 	exec, ok := d.executions[id]
 	d.mu.Unlock()
 	if !ok {
 		jobRes, err := d.market.Job(ctx, &markettypes.QueryJobRequest{JobId: cp.JobId})
 		if err != nil {
-			return dispute.Evidence{}, err
+			return game.Evidence{}, err
 		}
 		if exec, err = d.reexecute(ctx, cp, jobRes.Job); err != nil {
-			return dispute.Evidence{}, err
+			return game.Evidence{}, err
 		}
 		d.mu.Lock()
 		d.executions[id] = exec
