@@ -166,3 +166,21 @@ func (q *Querier) CheckGrants(ctx context.Context, operator, grantee string, msg
 	}
 	return missing, nil
 }
+
+// Queries are the generated query clients of the modules the sidecar reads,
+// on one connection. A role takes a narrow interface of the queries it
+// makes; Queries satisfies each of them.
+type Queries struct {
+	marketQueries
+	verifyQueries
+}
+
+type (
+	marketQueries = markettypes.QueryClient
+	verifyQueries = verifytypes.QueryClient
+)
+
+// NewQueries returns the query clients on conn.
+func NewQueries(conn grpc.ClientConnInterface) Queries {
+	return Queries{marketQueries: markettypes.NewQueryClient(conn), verifyQueries: verifytypes.NewQueryClient(conn)}
+}
