@@ -17,12 +17,20 @@ type heightEvent struct {
 }
 
 // HandleEvent takes one typed event of a block. The daemon calls it for
-// every event of every height, in order; calling it again for a height
-// (after a crash) is harmless: every effect is keyed by replica and period.
-// It only queues what matters to the role and wakes the worker: it never
-// blocks, never touches the network and never writes the store, so it may be
-// called from inside the daemon's own store transaction. It returns nil.
-func (r *Role) HandleEvent(_ context.Context, height int64, ev chain.Event) error {
+// each event of every height, in order, inside the height's database
+// transaction; a second call for an event (a height retried) is harmless:
+// every effect is keyed by replica and period, and what a crash loses the
+// worker's reconciliation at start finds again. It only queues what matters
+// to the role and wakes the worker: it never blocks, never touches the
+// network and never writes tx (the worker records what it queued in its
+// own transactions). It returns nothing to do after tx commits.
+func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(), error) {
+	r.note(ev.Height, ev)
+	return nil, nil
+}
+
+// note queues one event of height for the worker.
+func (r *Role) note(height int64, ev chain.Event) {
 	relevant := false
 	switch e := ev.Message.(type) {
 	case *types.EventReplicaClaimed:
@@ -58,7 +66,6 @@ func (r *Role) HandleEvent(_ context.Context, height int64, ev chain.Event) erro
 	if relevant || advanced {
 		poke(r.wake)
 	}
-	return nil
 }
 
 // applyNotes records the queued events in one store transaction, then

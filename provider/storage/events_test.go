@@ -111,7 +111,7 @@ func TestHandleEventCountsTheOperatorsEventsOnce(t *testing.T) {
 	}
 	deliver := func() {
 		for i, ev := range events {
-			if err := r.HandleEvent(context.Background(), ev.height, chain.Event{Height: ev.height, Index: i, Message: ev.msg}); err != nil {
+			if after, err := r.HandleEvent(context.Background(), nil, chain.Event{Height: ev.height, Index: i, Message: ev.msg}); err != nil || after != nil {
 				t.Fatal(err)
 			}
 		}
@@ -156,9 +156,9 @@ func TestHandleEventCountsTheOperatorsEventsOnce(t *testing.T) {
 // reconciliation instead of queueing more.
 func TestHandleEventNeverBlocks(t *testing.T) {
 	r, _ := newTestRole(t, Options{})
-	ev := chain.Event{Message: &types.EventStorageProofAccepted{ReplicaId: 1, Holder: r.opts.Operator, Period: 1}}
 	for h := int64(1); h <= maxNotes+10; h++ {
-		if err := r.HandleEvent(context.Background(), h, ev); err != nil {
+		ev := chain.Event{Height: h, Message: &types.EventStorageProofAccepted{ReplicaId: 1, Holder: r.opts.Operator, Period: 1}}
+		if _, err := r.HandleEvent(context.Background(), nil, ev); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -77,7 +77,7 @@ type Options struct {
 	// Submit sends one message and waits until it is in a block (the
 	// daemon's serialised, authz-aware submitter). A message the chain
 	// refuses returns a *chain.TxError.
-	Submit func(ctx context.Context, msg sdk.Msg) (*chain.TxResult, error)
+	Submit chain.SubmitFunc
 	// Conn is a gRPC connection to the node, for queries.
 	Conn grpc.ClientConnInterface
 	// PiecesDir holds the piece files: <PiecesDir>/<dataset id>/pieces/...
@@ -183,6 +183,9 @@ const maxNotes = 10000
 // maxCandidates bounds the slots queued to fill; the rest are found again
 // by the next listing.
 const maxCandidates = 10000
+
+// Name implements the daemon's Role.
+func (*Role) Name() string { return "storage" }
 
 // New checks opts and prepares a Role; nothing is sent until Run.
 func New(opts Options) (*Role, error) {

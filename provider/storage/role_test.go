@@ -213,7 +213,7 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 		followerStore, func(ctx context.Context, height int64, events []chain.Event) error {
 			for _, ev := range events {
 				for _, h := range holders {
-					if err := h.role.HandleEvent(ctx, height, ev); err != nil {
+					if _, err := h.role.HandleEvent(ctx, nil, ev); err != nil {
 						return err
 					}
 				}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/depinchain/depinchain/provider/dispute"
+	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -42,11 +42,11 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 
 	// The liar computes the honest run and alters it from step 20.
 	job := w.job(jobID)
-	start, err := dispute.InitialState(job)
+	start, err := disputes.InitialState(job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	honest, err := dispute.Reexecute(job, start, 0, 32)
+	honest, err := disputes.Reexecute(job, start, 0, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
@@ -142,7 +142,7 @@ func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, erro
 		}
 	}
 	if !opts.SkipGrants {
-		grants := append(append(slices.Clone(chain.RequiredGrants), daemon.VerifierGrants...), storage.RequiredGrants...)
+		grants := append(append(slices.Clone(chain.RequiredGrants), disputes.VerifierGrants...), storage.RequiredGrants...)
 		for _, msg := range grants {
 			if err := mustTx(ctx, n, opts.Operator, "authz", "grant", p.HotKey, "generic", "--msg-type", msg); err != nil {
 				return nil, err

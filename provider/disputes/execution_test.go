@@ -1,4 +1,4 @@
-package dispute_test
+package disputes_test
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/provider/dispute"
+	"github.com/depinchain/depinchain/provider/disputes"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -14,21 +14,21 @@ func testJob() markettypes.Job {
 	return markettypes.Job{Id: 7, Seed: bytes.Repeat([]byte{3}, 32)}
 }
 
-func execution(t *testing.T, start, end uint64) *dispute.Execution {
+func execution(t *testing.T, start, end uint64) *disputes.Execution {
 	t.Helper()
 	job := testJob()
-	s, err := dispute.InitialState(job)
+	s, err := disputes.InitialState(job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if start > 0 {
-		pre, err := dispute.Reexecute(job, s, 0, start)
+		pre, err := disputes.Reexecute(job, s, 0, start)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s = pre.End
 	}
-	e, err := dispute.Reexecute(job, s, start, end)
+	e, err := disputes.Reexecute(job, s, start, end)
 	if err != nil {
 		t.Fatal(err)
 	}

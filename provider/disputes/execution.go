@@ -1,7 +1,4 @@
-// Package dispute re-executes reference checkpoints honestly, for the
-// verifier: the evidence (pkg/dispute.Evidence) it challenges with and plays
-// the game from.
-package dispute
+package disputes
 
 import (
 	"fmt"
@@ -65,7 +62,8 @@ func (e *Execution) StateAt(step uint64) ([]byte, error) {
 	return s.Encode(), nil
 }
 
-// Evidence returns the execution as a challenger's evidence.
+// Evidence returns the execution as a challenger's evidence: what it
+// challenges with and plays the game from.
 func (e *Execution) Evidence() dispute.Evidence {
 	return dispute.Evidence{Trace: e.Trace, StateAt: e.StateAt}
 }

@@ -1,7 +1,4 @@
-// Package bidder decides whether and at what price the sidecar bids on a job: it matches
-// the job's GPU requirement against the host's free, healthy GPUs and prices the bid from
-// the operator's price table or an external pricing command.
-package bidder
+package bidding
 
 import (
 	"bytes"
@@ -18,6 +15,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/provider/config"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -180,4 +178,17 @@ func (p CommandPricer) Price(ctx context.Context, spec markettypes.JobSpec, gpus
 		return sdk.Coin{}, fmt.Errorf("pricing command %v: price %q: %w", p.Command, resp.PricePerGPUHour, err)
 	}
 	return checkCeiling(spec, price)
+}
+
+// PricerFor is the pricer the operator configured: the pricing command when
+// one is set, else the price table in denom.
+func PricerFor(p config.Pricing, denom string) Pricer {
+	if len(p.PricingCommand) > 0 {
+		return CommandPricer{Command: p.PricingCommand, Timeout: 10 * time.Second}
+	}
+	table := PriceTable{}
+	for model, price := range p.Table {
+		table[model] = math.NewIntFromUint64(price)
+	}
+	return TablePricer{Denom: denom, Table: table}
 }
