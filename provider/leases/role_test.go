@@ -110,7 +110,7 @@ func (h *harness) checkpoints(t *testing.T) []db.CheckpointRecord {
 
 // A won reference lease is trained in process and every checkpoint is
 // committed, retained and submitted in order, with its URI on the
-// provider's server.
+// provider's server; a second attempt submits nothing again.
 func TestServeTrainsAndSubmitsEveryCheckpoint(t *testing.T) {
 	h := newHarness(t, Hooks{})
 	h.won(t, 12, 4)
@@ -139,6 +139,10 @@ func TestServeTrainsAndSubmitsEveryCheckpoint(t *testing.T) {
 	cps := h.checkpoints(t)
 	if len(cps) != 3 || cps[2].Status != db.CheckpointSubmitted || cps[2].Height != 10 {
 		t.Fatalf("records %+v", cps)
+	}
+	// A restart finds everything on chain: it trains and sends nothing.
+	if err := h.role.serve(ctx, 1); err != nil || len(h.chain.Sent()) != 3 {
+		t.Fatalf("second attempt: %v, %d messages in all", err, len(h.chain.Sent()))
 	}
 }
 

@@ -137,6 +137,12 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	if err != nil {
 		return err
 	}
+	if chainEnd >= l.job.Spec.TotalSteps {
+		// A restart after the last checkpoint was submitted: the lease
+		// waits for finality, with nothing left to train.
+		r.log.Info("every checkpoint of the lease is submitted", "lease", leaseID, "steps", l.job.Spec.TotalSteps)
+		return nil
+	}
 	env := trainer.Env{
 		JobID: l.job.Id, LeaseID: leaseID, OutputDir: l.out(), DataDir: l.dataDir(), StartStep: chainEnd,
 		TotalSteps: l.job.Spec.TotalSteps, CheckpointInterval: l.job.Spec.CheckpointInterval, JobSeed: l.job.Seed,
