@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/metrics"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -15,16 +15,7 @@ import (
 // watchGPUs checks the GPUs of open bids every HealthInterval: a bid whose
 // GPUs failed is withdrawn, since a won lease could not be served.
 func (r *Role) watchGPUs(ctx context.Context) {
-	ticker := time.NewTicker(r.opts.HealthInterval)
-	defer ticker.Stop()
-	for {
-		r.checkBids(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	rolekit.Every(ctx, r.opts.HealthInterval, func() { r.checkBids(ctx) })
 }
 
 func (r *Role) checkBids(ctx context.Context) {

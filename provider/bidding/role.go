@@ -21,8 +21,6 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
@@ -35,17 +33,9 @@ import (
 // the next start's reconciliation.
 const queueSize = 4096
 
-// Chain is what the role reads from the chain; the generated x/market query
-// client satisfies it.
+// Chain is what the role reads from the chain; chain.Queries satisfies it.
 type Chain interface {
-	Job(ctx context.Context, in *markettypes.QueryJobRequest, opts ...grpc.CallOption) (*markettypes.QueryJobResponse, error)
-}
-
-// GPUs is the host's inventory as the role sees it; *gpu.Inventory
-// satisfies it.
-type GPUs interface {
-	Healthy() []gpu.GPU
-	UnhealthyLeased(uuids []string) []gpu.Unhealthy
+	chain.JobQuerier
 }
 
 // Metrics counts what the role does; *metrics.Metrics satisfies it.
@@ -65,7 +55,7 @@ type Options struct {
 	Submit  chain.SubmitFunc
 	Chain   Chain
 	DB      *db.DB
-	GPUs    GPUs
+	GPUs    gpu.Host
 	// ModelName maps an NVML product name to the chain's model name.
 	ModelName func(nvmlName string) string
 	Pricer    Pricer

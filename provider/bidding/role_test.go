@@ -3,7 +3,6 @@ package bidding
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
-	"github.com/depinchain/depinchain/provider/internal/fakechain"
+	"github.com/depinchain/depinchain/provider/internal/roletest"
 	"github.com/depinchain/depinchain/provider/metrics"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -58,19 +57,16 @@ func (h *fakeHost) breakGPU(uuid, problem string) {
 type harness struct {
 	role  *Role
 	db    *db.DB
-	chain *fakechain.Chain
+	chain *roletest.Chain
 	host  *fakeHost
 }
 
 func newHarness(t *testing.T, passive bool) *harness {
 	t.Helper()
-	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := &harness{db: st, chain: fakechain.New(),
+	st := roletest.OpenDB(t)
+	h := &harness{db: st, chain: roletest.NewChain(),
 		host: &fakeHost{gpus: []gpu.GPU{{UUID: "g0", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}, {UUID: "g1", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}}}}
+	var err error
 	h.role, err = New(Options{
 		Operator: operator, Passive: passive, Submit: h.chain.Submit, Chain: h.chain, DB: st, GPUs: h.host,
 		ModelName: func(string) string { return "H100" },
@@ -110,22 +106,7 @@ func (h *harness) bid(t *testing.T, jobID uint64) (db.BidRecord, db.JobRecord, b
 // returns once that committed, as the daemon does.
 func (h *harness) handle(t *testing.T, evs ...chain.Event) {
 	t.Helper()
-	var after []func()
-	if err := h.db.Update(func(tx *db.Tx) error {
-		for _, ev := range evs {
-			act, err := h.role.HandleEvent(context.Background(), tx, ev)
-			if err != nil {
-				return err
-			}
-			if act != nil {
-				after = append(after, act)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for _, act := range after {
+	for _, act := range roletest.Deliver(t, h.db, h.role, evs...) {
 		act()
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/storage"
 )
 
@@ -113,9 +114,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 // exports it. A GPU that fails stops being offered at once; the roles flag
 // the lease it serves and withdraw the bids that reserved it.
 func (d *Daemon) runGPUs(ctx context.Context) error {
-	ticker := time.NewTicker(d.cfg.GPUs.RefreshInterval.Duration)
-	defer ticker.Stop()
-	for {
+	rolekit.Every(ctx, d.cfg.GPUs.RefreshInterval.Duration, func() {
 		if err := d.host.inventory.Refresh(); err != nil {
 			d.log.Warn("reading GPUs failed", "err", err)
 		}
@@ -127,29 +126,19 @@ func (d *Daemon) runGPUs(ctx context.Context) error {
 			d.log.Error("reading the database failed", "err", err)
 		}
 		d.metrics.ObserveGPUs(d.host.inventory.GPUs(), d.modelName, func(uuid string) uint64 { return taken[uuid] })
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	})
+	return nil
 }
 
 // runChainMetrics exports the follower's progress.
 func (d *Daemon) runChainMetrics(ctx context.Context) error {
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	for {
+	rolekit.Every(ctx, time.Second, func() {
 		st := d.follower.Status()
 		d.metrics.SetCursorHeight(st.CursorHeight)
 		d.metrics.SetChainHeight(st.ChainHeight)
 		d.metrics.SetWebsocketConnected(st.WebsocketConnected)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	})
+	return nil
 }
 
 // notReady lists why the daemon should not be sent traffic yet.

@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/reftrainer"
@@ -30,7 +28,6 @@ import (
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
-	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -53,11 +50,11 @@ const maxStartStateBytes = 64 << 30
 
 // Chain is what the role reads from the chain; chain.Queries satisfies it.
 type Chain interface {
-	Job(ctx context.Context, in *markettypes.QueryJobRequest, opts ...grpc.CallOption) (*markettypes.QueryJobResponse, error)
-	Lease(ctx context.Context, in *markettypes.QueryLeaseRequest, opts ...grpc.CallOption) (*markettypes.QueryLeaseResponse, error)
-	Challenge(ctx context.Context, in *verifytypes.QueryChallengeRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengeResponse, error)
-	Challenges(ctx context.Context, in *verifytypes.QueryChallengesRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengesResponse, error)
-	Checkpoint(ctx context.Context, in *verifytypes.QueryCheckpointRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointResponse, error)
+	chain.JobQuerier
+	chain.LeaseQuerier
+	chain.CheckpointQuerier
+	chain.ChallengeQuerier
+	chain.ChallengesQuerier
 }
 
 // Checkpoints are the checkpoint folders the provider retains;

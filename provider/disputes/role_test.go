@@ -3,7 +3,6 @@ package disputes
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
-	"github.com/depinchain/depinchain/provider/internal/fakechain"
+	"github.com/depinchain/depinchain/provider/internal/roletest"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -30,19 +29,16 @@ const (
 type harness struct {
 	role  *Role
 	db    *db.DB
-	chain *fakechain.Chain
+	chain *roletest.Chain
 	cat   *checkpoint.Catalog
 	moves []sdk.Msg
 }
 
 func newHarness(t *testing.T, verifier bool) *harness {
 	t.Helper()
-	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := &harness{db: st, chain: fakechain.New(), cat: checkpoint.NewCatalog(time.Hour)}
+	st := roletest.OpenDB(t)
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	var err error
 	h.role, err = New(Options{
 		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, Height: func() int64 { return h.chain.Height }, DB: st,
 		Checkpoints: h.cat, Verifier: config.Verifier{Enabled: verifier, Policy: config.PolicyAll}, WorkDir: t.TempDir(),
@@ -109,7 +105,7 @@ func TestDefenderRevealsItsCommittedHash(t *testing.T) {
 	if err := h.role.play(context.Background(), 4); err != nil {
 		t.Fatal(err)
 	}
-	reveals := fakechain.SentOf[*verifytypes.MsgRevealHash](h.chain)
+	reveals := roletest.SentOf[*verifytypes.MsgRevealHash](h.chain)
 	if len(reveals) != 1 || reveals[0].Step != 4 || !bytes.Equal(reveals[0].Hash, exec.Trace.Hashes[4][:]) || len(h.moves) != 1 {
 		t.Fatalf("reveals %+v, moves seen by the hook %d", reveals, len(h.moves))
 	}
@@ -163,7 +159,7 @@ func TestVerifierChallengesOnlyAWrongCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = h.verification(t, 1, 1)
-	challenges := fakechain.SentOf[*verifytypes.MsgChallenge](h.chain)
+	challenges := roletest.SentOf[*verifytypes.MsgChallenge](h.chain)
 	root := exec.Trace.Root()
 	if rec.Result != db.VerificationMismatched || rec.ChallengeID != 1 || len(challenges) != 1 || !bytes.Equal(challenges[0].TraceRoot, root[:]) {
 		t.Fatalf("a fabricated checkpoint: %+v, challenges %+v", rec, challenges)
@@ -178,11 +174,11 @@ func TestVerifierChallengesOnlyAWrongCheckpoint(t *testing.T) {
 	if err := h.role.play(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if rs := fakechain.SentOf[*verifytypes.MsgRespond](h.chain); len(rs) != 1 || !bytes.Equal(rs[0].Hash, exec.Trace.Hashes[4][:]) {
+	if rs := roletest.SentOf[*verifytypes.MsgRespond](h.chain); len(rs) != 1 || !bytes.Equal(rs[0].Hash, exec.Trace.Hashes[4][:]) {
 		t.Fatalf("responses %+v", rs)
 	}
 	// Checked once: a second look sends nothing.
-	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 1}); err != nil || len(fakechain.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 1}); err != nil || len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
 		t.Fatalf("a second look: %v", err)
 	}
 }
@@ -204,14 +200,8 @@ func TestHandleEventQueuesGamesAndChecks(t *testing.T) {
 		h := newHarness(t, verifier)
 		run := func(ev chain.Event) {
 			t.Helper()
-			if err := h.db.Update(func(tx *db.Tx) error {
-				act, err := h.role.HandleEvent(context.Background(), tx, ev)
-				if act != nil {
-					act()
-				}
-				return err
-			}); err != nil {
-				t.Fatal(err)
+			for _, act := range roletest.Deliver(t, h.db, h.role, ev) {
+				act()
 			}
 		}
 		run(chain.Event{Message: &verifytypes.EventGameTurn{ChallengeId: 3}})

@@ -4,24 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
 )
 
 // watchGPUs checks the GPUs of active leases every HealthInterval: a lease
 // whose GPU failed is flagged with the reason, shown by the status API.
 func (r *Role) watchGPUs(ctx context.Context) {
-	ticker := time.NewTicker(r.opts.HealthInterval)
-	defer ticker.Stop()
-	for {
-		r.checkLeases()
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	rolekit.Every(ctx, r.opts.HealthInterval, r.checkLeases)
 }
 
 func (r *Role) checkLeases() {

@@ -25,8 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -37,7 +35,6 @@ import (
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // maxResumeStateBytes bounds a resume checkpoint downloaded from another provider.
@@ -45,18 +42,11 @@ const maxResumeStateBytes = 64 << 30
 
 // Chain is what the role reads from the chain; chain.Queries satisfies it.
 type Chain interface {
-	Job(ctx context.Context, in *markettypes.QueryJobRequest, opts ...grpc.CallOption) (*markettypes.QueryJobResponse, error)
-	Lease(ctx context.Context, in *markettypes.QueryLeaseRequest, opts ...grpc.CallOption) (*markettypes.QueryLeaseResponse, error)
-	Leases(ctx context.Context, in *markettypes.QueryLeasesRequest, opts ...grpc.CallOption) (*markettypes.QueryLeasesResponse, error)
-	Checkpoint(ctx context.Context, in *verifytypes.QueryCheckpointRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointResponse, error)
-	Checkpoints(ctx context.Context, in *verifytypes.QueryCheckpointsRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error)
-}
-
-// GPUs is the host's inventory as the role sees it; *gpu.Inventory
-// satisfies it.
-type GPUs interface {
-	Healthy() []gpu.GPU
-	UnhealthyLeased(uuids []string) []gpu.Unhealthy
+	chain.JobQuerier
+	chain.LeaseQuerier
+	chain.LeasesQuerier
+	chain.CheckpointQuerier
+	chain.CheckpointsQuerier
 }
 
 // Metrics counts what the role does; *metrics.Metrics satisfies it.
@@ -93,7 +83,7 @@ type Options struct {
 	DB       *db.DB
 	// Catalog holds the checkpoints the checkpoint server serves.
 	Catalog *checkpoint.Catalog
-	GPUs    GPUs
+	GPUs    gpu.Host
 	// SimulatedGPUs says the GPUs are simulated: they have no device nodes
 	// to hand a container.
 	SimulatedGPUs bool

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ import (
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
-	"github.com/depinchain/depinchain/provider/internal/fakechain"
+	"github.com/depinchain/depinchain/provider/internal/roletest"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -40,18 +39,15 @@ func (noGPUs) UnhealthyLeased(uuids []string) []gpu.Unhealthy { return nil }
 type harness struct {
 	role  *Role
 	db    *db.DB
-	chain *fakechain.Chain
+	chain *roletest.Chain
 	cat   *checkpoint.Catalog
 }
 
 func newHarness(t *testing.T, hooks Hooks) *harness {
 	t.Helper()
-	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := &harness{db: st, chain: fakechain.New(), cat: checkpoint.NewCatalog(time.Hour)}
+	st := roletest.OpenDB(t)
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	var err error
 	h.role, err = New(Options{
 		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, DB: st, Catalog: h.cat, GPUs: noGPUs{},
 		Runtimes: config.Runtimes{Reference: true}, WorkDir: t.TempDir(), PublicURL: publicURL,
@@ -74,26 +70,11 @@ func (h *harness) won(t *testing.T, steps, interval uint64) {
 	h.handle(t, chain.Event{Height: 3, Message: &markettypes.EventLeaseCreated{LeaseId: 1, JobId: 1, Provider: operator, Gpus: 0}})
 }
 
-// handle feeds events to the role in one transaction; it does not run what
-// the role asks for after the transaction, but returns it.
+// handle feeds events to the role in one transaction and returns what it
+// asks to do after, not run.
 func (h *harness) handle(t *testing.T, evs ...chain.Event) []func() {
 	t.Helper()
-	var after []func()
-	if err := h.db.Update(func(tx *db.Tx) error {
-		for _, ev := range evs {
-			act, err := h.role.HandleEvent(context.Background(), tx, ev)
-			if err != nil {
-				return err
-			}
-			if act != nil {
-				after = append(after, act)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return after
+	return roletest.Deliver(t, h.db, h.role, evs...)
 }
 
 func (h *harness) checkpoints(t *testing.T) []db.CheckpointRecord {
@@ -119,7 +100,7 @@ func TestServeTrainsAndSubmitsEveryCheckpoint(t *testing.T) {
 	if err := h.role.serve(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	subs := fakechain.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
+	subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
 	if len(subs) != 3 {
 		t.Fatalf("submitted %d checkpoints, want 3 (12 steps every 4)", len(subs))
 	}
@@ -164,7 +145,7 @@ func TestHooksChangeWhatIsCommitted(t *testing.T) {
 	if err := h.role.serve(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	subs := fakechain.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
+	subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
 	if len(subs) != 1 || !bytes.Equal(subs[0].FinalHash, fake[:]) || !slices.Equal(before, []uint64{0}) {
 		t.Fatalf("submitted %+v, pause points %v", subs, before)
 	}
@@ -263,7 +244,7 @@ func TestWithdrawEarnings(t *testing.T) {
 	if err := h.role.withdrawEarnings(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	w := fakechain.SentOf[*markettypes.MsgWithdrawEarnings](h.chain)
+	w := roletest.SentOf[*markettypes.MsgWithdrawEarnings](h.chain)
 	if len(w) != 1 || !slices.Equal(w[0].LeaseIds, []uint64{2, 3}) {
 		t.Fatalf("withdrawals %+v", w)
 	}

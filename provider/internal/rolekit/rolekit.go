@@ -1,6 +1,6 @@
 // Package rolekit holds the small pieces every role of the sidecar is built
-// from: a queue of work one worker drains in order, and the last error a
-// role met, for the status API.
+// from: a queue of work one worker drains in order, a periodic loop, and
+// the last error a role met, for the status API.
 package rolekit
 
 import (
@@ -39,6 +39,20 @@ func (q Queue[T]) Serve(ctx context.Context, fn func(context.Context, T)) {
 			return
 		case v := <-q.ch:
 			fn(ctx, v)
+		}
+	}
+}
+
+// Every calls fn at once and then every interval, until ctx ends.
+func Every(ctx context.Context, interval time.Duration, fn func()) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		fn()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
 		}
 	}
 }

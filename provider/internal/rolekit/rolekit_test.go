@@ -46,3 +46,26 @@ func TestLastError(t *testing.T) {
 		t.Fatalf("after two: %q %v", msg, at)
 	}
 }
+
+// Every runs at once, then on each tick, and stops with ctx.
+func TestEveryRunsAtOnceAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, func() {
+			if calls++; calls == 3 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not stop within 10s of its context ending")
+	}
+	if calls != 3 {
+		t.Fatalf("%d calls, want 3", calls)
+	}
+}

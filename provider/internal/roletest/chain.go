@@ -1,9 +1,8 @@
-// Package fakechain is an in-memory stand-in for the chain a role reads and
-// writes, for the roles' unit tests: it answers the market and verify
-// queries the roles make from maps the test fills, and records every
-// message a role submits (committing checkpoints and opening challenges as
-// the chain would, without checking them).
-package fakechain
+// Package roletest holds what the sidecar roles' unit tests share: an
+// in-memory stand-in for the chain (Chain), a database in a test's temp
+// folder (OpenDB), and a way to feed a role events as the daemon does
+// (Deliver).
+package roletest
 
 import (
 	"context"
@@ -24,8 +23,11 @@ import (
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// Chain is the fake chain. Its fields may be set before a role runs; use
-// the methods once it does.
+// Chain is an in-memory chain: it answers the market and verify queries the
+// roles make from maps the test fills, and records every message a role
+// submits (committing checkpoints and opening challenges as the chain would,
+// without checking them). Fill its maps before a role runs; use the methods
+// once it does.
 type Chain struct {
 	mu          sync.Mutex
 	Jobs        map[uint64]markettypes.Job
@@ -39,8 +41,8 @@ type Chain struct {
 	sent []sdk.Msg
 }
 
-// New returns an empty chain at height 10.
-func New() *Chain {
+// NewChain returns an empty chain at height 10.
+func NewChain() *Chain {
 	return &Chain{
 		Jobs: map[uint64]markettypes.Job{}, LeaseByID: map[uint64]markettypes.Lease{},
 		Cps: map[[2]uint64]verifytypes.Checkpoint{}, ChallengeBy: map[uint64]verifytypes.Challenge{}, Height: 10,
