@@ -15,7 +15,7 @@ import (
 	jsonrpcclient "github.com/cometbft/cometbft/rpc/jsonrpc/client"
 	cmttypes "github.com/cometbft/cometbft/types"
 
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 )
 
 // Handler processes one height's typed events, in execution order. It is
@@ -26,8 +26,8 @@ import (
 //
 // A crash between a handler's success and the cursor commit replays the
 // height, so handlers must be idempotent: record what they did with
-// store.Tx.MarkHandled (keyed by Event.Key or a semantic key) in the same
-// store.Update as their other writes.
+// db.Tx.MarkHandled (keyed by Event.Key or a semantic key) in the same
+// db.Update as their other writes.
 type Handler func(ctx context.Context, height int64, events []Event) error
 
 // FollowerConfig configures a Follower. Zero durations take the defaults.
@@ -101,7 +101,7 @@ type FollowerStatus struct {
 // notification delays events but never drops or repeats a height.
 type Follower struct {
 	cfg     FollowerConfig
-	store   *store.Store
+	db      *db.DB
 	handle  Handler
 	rpc     *rpchttp.HTTP
 	decoder blockDecoder
@@ -121,7 +121,7 @@ type Follower struct {
 }
 
 // NewFollower prepares a follower; Run starts it.
-func NewFollower(cfg FollowerConfig, st *store.Store, handle Handler) (*Follower, error) {
+func NewFollower(cfg FollowerConfig, st *db.DB, handle Handler) (*Follower, error) {
 	cfg.applyDefaults()
 	if st == nil || handle == nil {
 		return nil, errors.New("follower needs a store and a handler")
@@ -133,7 +133,7 @@ func NewFollower(cfg FollowerConfig, st *store.Store, handle Handler) (*Follower
 	if err != nil {
 		return nil, fmt.Errorf("RPC client for %s: %w", cfg.RPC, err)
 	}
-	f := &Follower{cfg: cfg, store: st, handle: handle, rpc: rpc, log: cfg.Logger.With("component", "follower")}
+	f := &Follower{cfg: cfg, db: st, handle: handle, rpc: rpc, log: cfg.Logger.With("component", "follower")}
 	f.decoder = blockDecoder{log: f.log, onDecodeError: func() { f.decodeErrors.Add(1) }}
 	return f, nil
 }
@@ -210,7 +210,7 @@ func ignoreCancel(ctx context.Context, err error) error {
 // loadCursor reads the stored cursor or, on the very first start, stores one
 // just below the start height so that the start height is processed.
 func (f *Follower) loadCursor(ctx context.Context) error {
-	h, ok, err := f.store.Cursor()
+	h, ok, err := f.db.Cursor()
 	if err != nil {
 		return fmt.Errorf("reading cursor: %w", err)
 	}
@@ -227,7 +227,7 @@ func (f *Follower) loadCursor(ctx context.Context) error {
 		// A chain that has not committed a block yet starts at its first.
 		start = max(latest, 1)
 	}
-	if err := f.store.Update(func(tx *store.Tx) error { return tx.SetCursor(start - 1) }); err != nil {
+	if err := f.db.Update(func(tx *db.Tx) error { return tx.SetCursor(start - 1) }); err != nil {
 		return fmt.Errorf("storing the initial cursor: %w", err)
 	}
 	f.cursor.Store(start - 1)
@@ -282,7 +282,7 @@ func (f *Follower) processHeight(ctx context.Context, height int64) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, store.ErrCursorGap) {
+		if errors.Is(err, db.ErrCursorGap) {
 			// Someone else moved the cursor under us; continuing would skip or
 			// repeat heights.
 			return err
@@ -305,7 +305,7 @@ func (f *Follower) tryHeight(ctx context.Context, height int64) error {
 		f.handlerErrors.Add(1)
 		return fmt.Errorf("height %d: handler: %w", height, err)
 	}
-	if err := f.store.Update(func(tx *store.Tx) error { return tx.AdvanceCursor(height) }); err != nil {
+	if err := f.db.Update(func(tx *db.Tx) error { return tx.AdvanceCursor(height) }); err != nil {
 		return fmt.Errorf("height %d: advancing cursor: %w", height, err)
 	}
 	f.cursor.Store(height)

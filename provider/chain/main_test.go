@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/depinchain/depinchain/pkg/chainparams"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
@@ -161,9 +161,9 @@ bidding_window_blocks: %d
 	return res, id
 }
 
-func openStore(t *testing.T) *store.Store {
+func openStore(t *testing.T) *db.DB {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,3 +166,48 @@ func (q *Querier) CheckGrants(ctx context.Context, operator, grantee string, msg
 	}
 	return missing, nil
 }
+
+// Queries are the generated query clients of the modules the sidecar reads,
+// on one connection. A role takes a narrow interface of the queries it
+// makes; Queries satisfies each of them.
+type Queries struct {
+	marketQueries
+	verifyQueries
+}
+
+type (
+	marketQueries = markettypes.QueryClient
+	verifyQueries = verifytypes.QueryClient
+)
+
+// NewQueries returns the query clients on conn.
+func NewQueries(conn grpc.ClientConnInterface) Queries {
+	return Queries{marketQueries: markettypes.NewQueryClient(conn), verifyQueries: verifytypes.NewQueryClient(conn)}
+}
+
+// One interface per query a role makes, so a role can name exactly the
+// queries it needs (composing them into its Chain); the generated query
+// clients and Queries satisfy them.
+type (
+	JobQuerier interface {
+		Job(ctx context.Context, in *markettypes.QueryJobRequest, opts ...grpc.CallOption) (*markettypes.QueryJobResponse, error)
+	}
+	LeaseQuerier interface {
+		Lease(ctx context.Context, in *markettypes.QueryLeaseRequest, opts ...grpc.CallOption) (*markettypes.QueryLeaseResponse, error)
+	}
+	LeasesQuerier interface {
+		Leases(ctx context.Context, in *markettypes.QueryLeasesRequest, opts ...grpc.CallOption) (*markettypes.QueryLeasesResponse, error)
+	}
+	CheckpointQuerier interface {
+		Checkpoint(ctx context.Context, in *verifytypes.QueryCheckpointRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointResponse, error)
+	}
+	CheckpointsQuerier interface {
+		Checkpoints(ctx context.Context, in *verifytypes.QueryCheckpointsRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error)
+	}
+	ChallengeQuerier interface {
+		Challenge(ctx context.Context, in *verifytypes.QueryChallengeRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengeResponse, error)
+	}
+	ChallengesQuerier interface {
+		Challenges(ctx context.Context, in *verifytypes.QueryChallengesRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengesResponse, error)
+	}
+)

@@ -199,6 +199,12 @@ func NewSubmitter(conn grpc.ClientConnInterface, kr keyring.Keyring, enc chainpa
 	return s, nil
 }
 
+// SubmitFunc sends one message signed for the operator and waits until it
+// is in a block; a message the chain refuses returns its result with a
+// *TxError. Roles take one instead of a Submitter, so the daemon can count
+// every submission and tests can record them.
+type SubmitFunc func(ctx context.Context, msg sdk.Msg) (*TxResult, error)
+
 // HotKeyAddress is the bech32 address of the signing key.
 func (s *Submitter) HotKeyAddress() string { return s.hotAddrStr }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
 )
@@ -28,7 +27,7 @@ type Client struct {
 }
 
 func (c *Client) url(ref Ref, suffix string) string {
-	return fmt.Sprintf("%s/checkpoints/%d/%d%s", strings.TrimSuffix(c.BaseURL, "/"), ref.LeaseID, ref.Index, suffix)
+	return URI(c.BaseURL, ref) + suffix
 }
 
 // get issues a GET and returns the response if its status is 200 or 206.

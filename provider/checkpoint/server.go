@@ -66,11 +66,11 @@ type TraceProof struct {
 func NewHandler(c *Catalog) http.Handler {
 	s := &server{catalog: c}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /checkpoints/{lease}/{index}", s.metadata)
-	mux.HandleFunc("GET /checkpoints/{lease}/{index}/state", s.state)
-	mux.HandleFunc("GET /checkpoints/{lease}/{index}/chunks/{chunk}", s.chunk)
-	mux.HandleFunc("GET /checkpoints/{lease}/{index}/trace", s.trace)
-	mux.HandleFunc("GET /checkpoints/{lease}/{index}/trace/{step}", s.traceStep)
+	mux.HandleFunc("GET "+PathPrefix+"{lease}/{index}", s.metadata)
+	mux.HandleFunc("GET "+PathPrefix+"{lease}/{index}/state", s.state)
+	mux.HandleFunc("GET "+PathPrefix+"{lease}/{index}/chunks/{chunk}", s.chunk)
+	mux.HandleFunc("GET "+PathPrefix+"{lease}/{index}/trace", s.trace)
+	mux.HandleFunc("GET "+PathPrefix+"{lease}/{index}/trace/{step}", s.traceStep)
 	return mux
 }
 

@@ -10,10 +10,10 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/depinchain/depinchain/provider/dispute"
+	"github.com/depinchain/depinchain/pkg/dispute"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/status"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
-	"github.com/depinchain/depinchain/provider/store"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -32,7 +32,8 @@ func (d *Daemon) serveAPI(ctx context.Context, ln net.Listener) error {
 	return srv.Serve(ctx, ln)
 }
 
-// statusService answers the status API from the store and the inventory.
+// statusService answers the status API from the database, the roles and
+// the inventory.
 type statusService struct {
 	statusv1.UnimplementedStatusServiceServer
 	d *Daemon
@@ -44,64 +45,79 @@ func (s statusService) Status(context.Context, *statusv1.StatusRequest) (*status
 	d := s.d
 	st := d.follower.Status()
 	res := &statusv1.StatusResponse{
-		Version: d.version, ChainId: d.cfg.Chain.ChainID, Operator: d.operator, HotKey: d.submitter.HotKeyAddress(),
-		StartedAt: timestamppb.New(d.startedAt), CursorHeight: st.CursorHeight, ChainHeight: st.ChainHeight, CursorLag: st.Lag,
-		WebsocketConnected: st.WebsocketConnected, NotReady: d.notReady(), Runtimes: d.runtimes.names(), Roles: d.roles(),
-		LastError: st.LastError,
+		Version: d.state.version, ChainId: d.cfg.Chain.ChainID, Operator: d.operator, HotKey: d.submitter.HotKeyAddress(),
+		StartedAt: timestamppb.New(d.state.startedAt), CursorHeight: st.CursorHeight, ChainHeight: st.ChainHeight, CursorLag: st.Lag,
+		WebsocketConnected: st.WebsocketConnected, NotReady: d.notReady(), Runtimes: d.roles.leases.Status().Runtimes,
+		Roles: d.roleNames(), LastError: st.LastError,
 	}
 	res.Ready = len(res.NotReady) == 0
-	d.mu.Lock()
-	if d.lastErr != "" {
-		res.LastError = d.lastErr
+	if msg := d.lastRoleError(); msg != "" {
+		res.LastError = msg
 	}
-	d.mu.Unlock()
-	err := d.store.View(func(tx *store.Tx) error {
-		jobs, err := tx.Jobs()
+	err := d.db.View(func(tx *db.Tx) error { return countRecords(tx, res) })
+	return res, dbErr(err)
+}
+
+// countRecords fills in the status's counts of jobs, bids, leases and
+// checkpoints.
+func countRecords(tx *db.Tx, res *statusv1.StatusResponse) error {
+	jobs, err := tx.Jobs()
+	if err != nil {
+		return err
+	}
+	res.JobsSeen = uint64(len(jobs))
+	bids, err := tx.Bids()
+	if err != nil {
+		return err
+	}
+	res.BidsPlaced = uint64(len(bids))
+	leases, err := tx.Leases()
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if l.Status == db.LeaseActive {
+			res.LeasesActive++
+		}
+		cps, err := tx.Checkpoints(l.LeaseID)
 		if err != nil {
 			return err
 		}
-		res.JobsSeen = uint64(len(jobs))
-		bids, err := tx.Bids()
-		if err != nil {
-			return err
-		}
-		res.BidsPlaced = uint64(len(bids))
-		leases, err := tx.Leases()
-		if err != nil {
-			return err
-		}
-		for _, l := range leases {
-			if l.Status == store.LeaseActive {
-				res.LeasesActive++
-			}
-			cps, err := tx.Checkpoints(l.LeaseID)
-			if err != nil {
-				return err
-			}
-			for _, cp := range cps {
-				res.CheckpointsSubmitted++
-				if cp.Status == store.CheckpointFinalized {
-					res.CheckpointsFinalized++
-				}
+		for _, cp := range cps {
+			res.CheckpointsSubmitted++
+			if cp.Status == db.CheckpointFinalized {
+				res.CheckpointsFinalized++
 			}
 		}
-		return nil
-	})
-	return res, storeErr(err)
+	}
+	return nil
+}
+
+// lastRoleError is the most recent error any role met, "" when none did.
+func (d *Daemon) lastRoleError() string {
+	b, l, p := d.roles.bidding.Status(), d.roles.leases.Status(), d.roles.disputes.Status()
+	msg, at := b.LastError, b.ErrorAt
+	if l.ErrorAt.After(at) {
+		msg, at = l.LastError, l.ErrorAt
+	}
+	if p.ErrorAt.After(at) {
+		msg = p.LastError
+	}
+	return msg
 }
 
 func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.GPUsResponse, error) {
 	d := s.d
 	var taken map[string]uint64
-	err := d.store.View(func(tx *store.Tx) (err error) {
-		taken, err = takenGPUs(tx)
+	err := d.db.View(func(tx *db.Tx) (err error) {
+		taken, err = tx.TakenGPUs()
 		return err
 	})
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, dbErr(err)
 	}
-	res := &statusv1.GPUsResponse{Driver: d.gpuDriver}
-	for _, g := range d.inventory.GPUs() {
+	res := &statusv1.GPUsResponse{Driver: d.host.driver}
+	for _, g := range d.host.inventory.GPUs() {
 		res.Gpus = append(res.Gpus, &statusv1.GPU{
 			Index: uint32(g.Index), Uuid: g.UUID, Name: g.Name, Model: d.modelName(g.Name), MemoryMib: g.MemoryMiB,
 			UtilizationPercent: g.UtilizationPercent, MemoryUtilizationPercent: g.MemoryUtilizationPercent,
@@ -115,42 +131,41 @@ func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.G
 
 func (s statusService) Jobs(context.Context, *statusv1.JobsRequest) (*statusv1.JobsResponse, error) {
 	res := &statusv1.JobsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		jobs, err := tx.Jobs()
 		for _, j := range jobs {
 			res.Jobs = append(res.Jobs, &statusv1.Job{JobId: j.JobID, SeenHeight: j.SeenHeight, BiddingDeadline: j.BiddingDeadline, Decision: j.Decision})
 		}
 		return err
 	})
-	return res, storeErr(err)
+	return res, dbErr(err)
 }
 
 func (s statusService) Bids(context.Context, *statusv1.BidsRequest) (*statusv1.BidsResponse, error) {
 	res := &statusv1.BidsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		bids, err := tx.Bids()
 		for _, b := range bids {
 			res.Bids = append(res.Bids, &statusv1.Bid{JobId: b.JobID, Price: b.Price, Height: b.Height, TxHash: b.TxHash, Status: string(b.Status)})
 		}
 		return err
 	})
-	return res, storeErr(err)
+	return res, dbErr(err)
 }
 
 func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*statusv1.LeasesResponse, error) {
 	d := s.d
-	var leases []store.LeaseRecord
-	if err := d.store.View(func(tx *store.Tx) (err error) {
+	var leases []db.LeaseRecord
+	if err := d.db.View(func(tx *db.Tx) (err error) {
 		leases, err = tx.Leases()
 		return err
 	}); err != nil {
-		return nil, storeErr(err)
+		return nil, dbErr(err)
 	}
 	res := &statusv1.LeasesResponse{}
+	progress := d.roles.leases.Status().Progress
 	for _, l := range leases {
-		d.mu.Lock()
-		step, running := d.progress[l.LeaseID]
-		d.mu.Unlock()
+		step, running := progress[l.LeaseID]
 		if !running {
 			step = l.LastCheckpointStep
 		}
@@ -166,7 +181,7 @@ func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*
 
 func (s statusService) Checkpoints(_ context.Context, req *statusv1.CheckpointsRequest) (*statusv1.CheckpointsResponse, error) {
 	res := &statusv1.CheckpointsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		if _, ok, err := tx.Lease(req.LeaseId); err != nil {
 			return err
 		} else if !ok {
@@ -185,19 +200,19 @@ func (s statusService) Checkpoints(_ context.Context, req *statusv1.CheckpointsR
 	if _, ok := grpcstatus.FromError(err); ok && err != nil {
 		return nil, err
 	}
-	return res, storeErr(err)
+	return res, dbErr(err)
 }
 
 // totalSteps reads a job's length from the chain (the store does not keep specs).
 func (d *Daemon) totalSteps(ctx context.Context, jobID uint64) uint64 {
-	res, err := d.market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+	res, err := d.queries.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
 	if err != nil {
 		return 0
 	}
 	return res.Job.Spec.TotalSteps
 }
 
-func storeErr(err error) error {
+func dbErr(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -207,53 +222,35 @@ func storeErr(err error) error {
 	return grpcstatus.Errorf(codes.Internal, "reading the sidecar's store: %v", err)
 }
 
-func (d *Daemon) roles() []string {
-	var roles []string
-	if d.bidding {
-		roles = append(roles, "provider")
+// roleNames are the roles the status API lists: "provider" when the
+// sidecar bids, "verifier" in verifier mode, "storage" for the storage role.
+func (d *Daemon) roleNames() []string {
+	var names []string
+	if d.roles.bidding.Status().Bidding {
+		names = append(names, "provider")
 	}
-	if d.cfg.Verifier.Enabled {
-		roles = append(roles, "verifier")
+	if d.roles.disputes.Status().Verifier {
+		names = append(names, "verifier")
 	}
-	if d.storageRole != nil {
-		roles = append(roles, "storage")
+	if d.roles.storage != nil {
+		names = append(names, "storage")
 	}
-	return roles
+	return names
 }
 
 func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest) (*statusv1.DisputesResponse, error) {
-	d := s.d
-	ids := map[uint64]bool{}
-	own, verifications, err := d.challengesOf(ctx, false)
+	challenges, err := s.d.roles.disputes.Disputes(ctx)
 	if err != nil {
-		return nil, storeErr(err)
-	}
-	var order []uint64
-	add := func(id uint64) {
-		if id != 0 && !ids[id] {
-			ids[id] = true
-			order = append(order, id)
-		}
-	}
-	for _, id := range own {
-		add(id)
-	}
-	for _, v := range verifications {
-		add(v.ChallengeID)
+		return nil, dbErr(err)
 	}
 	res := &statusv1.DisputesResponse{}
-	for _, id := range order {
-		chRes, err := d.verify.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: id})
-		if err != nil {
-			return nil, err
-		}
-		ch := chRes.Challenge
+	for _, ch := range challenges {
 		outcome := ""
 		if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
 			outcome = strings.TrimPrefix(ch.Outcome.String(), "CHALLENGE_OUTCOME_")
 		}
 		res.Disputes = append(res.Disputes, &statusv1.Dispute{
-			ChallengeId: ch.Id, Role: dispute.SideOf(ch, d.operator).String(), LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex,
+			ChallengeId: ch.Id, Role: dispute.SideOf(ch, s.d.operator).String(), LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex,
 			Lo: ch.Lo, Hi: ch.Hi, Mid: ch.Mid, Turn: strings.TrimPrefix(ch.Turn.String(), "GAME_TURN_"), Deadline: ch.Deadline,
 			Rounds: ch.Rounds, Outcome: outcome, OutcomeReason: ch.OutcomeReason,
 		})
@@ -263,7 +260,7 @@ func (s statusService) Disputes(ctx context.Context, _ *statusv1.DisputesRequest
 
 func (s statusService) Verifications(context.Context, *statusv1.VerificationsRequest) (*statusv1.VerificationsResponse, error) {
 	res := &statusv1.VerificationsResponse{}
-	err := s.d.store.View(func(tx *store.Tx) error {
+	err := s.d.db.View(func(tx *db.Tx) error {
 		vs, err := tx.Verifications()
 		for _, v := range vs {
 			res.Verifications = append(res.Verifications, &statusv1.Verification{
@@ -273,14 +270,14 @@ func (s statusService) Verifications(context.Context, *statusv1.VerificationsReq
 		}
 		return err
 	})
-	return res, storeErr(err)
+	return res, dbErr(err)
 }
 
 func (s statusService) Storage(context.Context, *statusv1.StorageRequest) (*statusv1.StorageResponse, error) {
-	if s.d.storageRole == nil {
+	if s.d.roles.storage == nil {
 		return &statusv1.StorageResponse{}, nil
 	}
-	st := s.d.storageRole.Status()
+	st := s.d.roles.storage.Status()
 	res := &statusv1.StorageResponse{
 		Enabled: true, PiecesDir: st.PiecesDir, ClaimLocal: st.ClaimLocal, Repair: st.Repair, Height: st.Height,
 		Claims: st.Counters.Claims, ChallengesAnswered: st.Counters.ChallengesAnswered, ChallengesMissed: st.Counters.ChallengesMissed,

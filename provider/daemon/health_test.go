@@ -85,7 +85,14 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 		}
 	}()
 	for ready, _ := p.Ready(ctx); !ready; ready, _ = p.Ready(ctx) {
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case err := <-done:
+			done <- err // for the deferred stop
+			t.Fatalf("the daemon stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("the daemon was not ready in time: %v", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

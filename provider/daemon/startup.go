@@ -2,15 +2,24 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"time"
 
 	rpchttp "github.com/cometbft/cometbft/rpc/client/http"
+	"google.golang.org/grpc"
 
-	"github.com/depinchain/depinchain/provider/checkpoint"
-	"github.com/depinchain/depinchain/provider/store"
-	"github.com/depinchain/depinchain/provider/trainer"
-	markettypes "github.com/depinchain/depinchain/x/market/types"
+	cmtservice "github.com/cosmos/cosmos-sdk/client/grpc/cmtservice"
+	"github.com/cosmos/cosmos-sdk/crypto/keyring"
+
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/disputes"
+	"github.com/depinchain/depinchain/provider/gpu"
+	"github.com/depinchain/depinchain/provider/storage"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 // checkRPC makes sure the CometBFT RPC endpoint answers and runs the
@@ -32,137 +41,108 @@ func checkRPC(ctx context.Context, addr, chainID string) error {
 	return nil
 }
 
-// restore rebuilds what lives only in memory from the store: the retained
-// checkpoints the server offers (their folders are re-hashed, so a corrupted
-// one is noticed) and a trainer for every lease still active.
-func (d *Daemon) restore(ctx context.Context) error {
-	var leases []store.LeaseRecord
-	checkpoints := map[uint64][]store.CheckpointRecord{}
-	err := d.store.View(func(tx *store.Tx) error {
-		var err error
-		if leases, err = tx.Leases(); err != nil {
-			return err
-		}
-		for _, l := range leases {
-			if checkpoints[l.LeaseID], err = tx.Checkpoints(l.LeaseID); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// checkGRPC makes sure the gRPC endpoint answers and serves the configured chain.
+func checkGRPC(ctx context.Context, conn *grpc.ClientConn, addr, chainID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := cmtservice.NewServiceClient(conn).GetNodeInfo(ctx, &cmtservice.GetNodeInfoRequest{})
 	if err != nil {
-		return err
+		return fmt.Errorf("chain.grpc %s does not answer: %w", addr, err)
 	}
-	for _, l := range leases {
-		for _, cp := range checkpoints[l.LeaseID] {
-			if cp.Status == store.CheckpointRejected {
-				continue
-			}
-			if err := d.retain(l, cp.EndStep, cp.Index); err != nil {
-				d.log.Warn("a submitted checkpoint's folder is gone; it cannot be served", "lease", l.LeaseID, "index", cp.Index, "err", err)
-				continue
-			}
-			ref := checkpoint.Ref{LeaseID: l.LeaseID, Index: cp.Index}
-			switch cp.Status {
-			case store.CheckpointFinalized:
-				d.catalog.MarkFinal(ref, time.Now()) //nolint:errcheck // just added
-			case store.CheckpointChallenged:
-				d.catalog.MarkDisputed(ref, 0) //nolint:errcheck // just added; the follower replays the resolution
-			}
-		}
-		if l.Status == store.LeaseActive {
-			d.startLease(ctx, l.LeaseID)
-		}
+	if network := res.GetDefaultNodeInfo().GetNetwork(); network != chainID {
+		return fmt.Errorf("chain.grpc %s serves chain %q, but chain.chain_id is %q", addr, network, chainID)
 	}
 	return nil
 }
 
-// retain (re-)adds a lease's local checkpoint folder to the catalog.
-func (d *Daemon) retain(l store.LeaseRecord, endStep, index uint64) error {
-	cp, err := trainer.ReadCheckpoint(trainer.CheckpointDir(outputDir(l.Dir), endStep), endStep)
-	if err != nil {
-		return err
+func checkHotKey(kr keyring.Keyring, name, backend, dir string) error {
+	if _, err := kr.Key(name); err != nil {
+		return fmt.Errorf("keys.hot_key: no key %q in the %s keyring at %s (create it with: depinchaind keys add %s --keyring-backend %s --home <dir>): %w",
+			name, backend, dir, name, backend, err)
 	}
-	commitment, err := checkpoint.Commit(cp, checkpoint.HashOptions{})
-	if err != nil {
-		return err
-	}
-	return d.catalog.Add(checkpoint.Entry{
-		Ref: checkpoint.Ref{LeaseID: l.LeaseID, Index: index}, JobID: l.JobID, Dir: cp.Dir, Commitment: commitment,
-	})
+	return nil
 }
 
-// reconcile compares the store with the chain after a start: jobs open for
-// bids are considered, leases the chain gave the operator are served and
-// leases the chain closed while the sidecar was away are closed here too.
-// The follower then replays every block from the saved cursor, so this is a
-// safety net, not the source of truth for events.
-func (d *Daemon) reconcile(ctx context.Context) error {
-	snap, err := d.querier.Reconcile(ctx, d.operator)
+// checkProvider makes sure the operator is a registered, bidding provider
+// (bids from anyone else fail on chain), unless the sidecar is only a
+// verifier: then registered is false and it does not bid.
+func (d *Daemon) checkProvider(ctx context.Context) (registered bool, _ error) {
+	res, err := stakingexttypes.NewQueryClient(d.conn).Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: d.operator})
+	if err != nil && d.cfg.Verifier.Enabled && len(d.cfg.Pricing.Table) == 0 && len(d.cfg.Pricing.PricingCommand) == 0 {
+		d.log.Info("verifier only: the operator is not a registered provider and the sidecar does not bid", "operator", d.operator)
+		return false, nil
+	}
 	if err != nil {
-		return err
+		return false, fmt.Errorf("operator %s is not a registered provider (register with: depinchaind tx stakingext register-provider ...): %w", d.operator, err)
 	}
-	onChain := map[uint64]markettypes.Lease{}
-	for _, l := range snap.ActiveLeases {
-		onChain[l.Id] = l
-	}
-	var toStart, toStop []uint64
-	err = d.store.Update(func(tx *store.Tx) error {
-		local, err := tx.Leases()
-		if err != nil {
-			return err
-		}
-		known := map[uint64]bool{}
-		for _, l := range local {
-			known[l.LeaseID] = true
-			if _, active := onChain[l.LeaseID]; l.Status == store.LeaseActive && !active {
-				res, err := d.market.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: l.LeaseID})
-				if err != nil || res.Lease.State == markettypes.LEASE_STATE_ACTIVE {
-					continue
-				}
-				l.Status, l.CloseReason = store.LeaseClosed, res.Lease.CloseReason.String()
-				if err := tx.PutLease(l); err != nil {
-					return err
-				}
-				toStop = append(toStop, l.LeaseID)
-			}
-		}
-		for _, l := range snap.ActiveLeases {
-			if known[l.Id] {
-				continue
-			}
-			rec, err := d.newLeaseRecord(tx, l.Id, l.JobId, l.Worker, l.Gpus, l.ResumeStep, l.CheckpointDeadline, snap.Height)
-			if err != nil {
-				return err
-			}
-			if err := tx.PutLease(rec); err != nil {
-				return err
-			}
-			toStart = append(toStart, l.Id)
-		}
-		for _, j := range snap.OpenJobs {
-			if _, ok, err := tx.Job(j.Id); err != nil {
-				return err
-			} else if !ok {
-				if err := tx.PutJob(store.JobRecord{JobID: j.Id, SeenHeight: snap.Height, BiddingDeadline: j.BiddingDeadline}); err != nil {
-					return err
-				}
-			}
-		}
+	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
+	return true, nil
+}
+
+// checkGrants refuses to start when the operator has not granted the hot key
+// every message the sidecar sends, and names the missing ones.
+func (d *Daemon) checkGrants(ctx context.Context) error {
+	hot := d.submitter.HotKeyAddress()
+	if d.operator == hot {
 		return nil
-	})
+	}
+	required := chain.RequiredGrants
+	if d.cfg.Verifier.Enabled {
+		required = append(slices.Clone(required), disputes.VerifierGrants...)
+	}
+	if d.cfg.StorageRole.Enabled {
+		required = append(slices.Clone(required), storage.RequiredGrants...)
+	}
+	missing, err := chain.NewQuerier(d.conn, chain.NewEncodingConfig().InterfaceRegistry).CheckGrants(ctx, d.operator, hot, required)
 	if err != nil {
-		return err
+		return fmt.Errorf("checking authz grants: %w", err)
 	}
-	for _, id := range toStop {
-		d.stopLease(id)
+	if len(missing) > 0 {
+		return &MissingGrantsError{Operator: d.operator, Grantee: hot, Missing: missing}
 	}
-	for _, id := range toStart {
-		d.startLease(ctx, id)
-	}
-	for _, j := range snap.OpenJobs {
-		d.enqueueBid(j.Id)
-	}
-	d.log.Info("reconciled with the chain", "height", snap.Height, "open_jobs", len(snap.OpenJobs), "active_leases", len(snap.ActiveLeases))
 	return nil
+}
+
+// MissingGrantsError names the messages the operator still has to grant the hot key.
+type MissingGrantsError struct {
+	Operator, Grantee string
+	Missing           []string
+}
+
+func (e *MissingGrantsError) Error() string {
+	msg := fmt.Sprintf("operator %s has not granted hot key %s these messages:", e.Operator, e.Grantee)
+	for _, m := range e.Missing {
+		msg += "\n  " + m
+	}
+	msg += "\ngrant each with: depinchaind tx authz grant " + e.Grantee + " generic --msg-type <type> --from <operator key>"
+	return msg
+}
+
+func openInventory(source string, lib gpu.Library, log *slog.Logger) (*gpu.Inventory, string, error) {
+	driver := source
+	switch {
+	case lib != nil:
+		driver = "injected"
+	case source == config.GPUSourceNone:
+		log.Info("gpus.source is \"none\": offering no GPUs")
+		return gpu.Empty(), "none", nil
+	case source == config.GPUSourceMockDGXH100:
+		log.Warn("gpus.source is \"mock-dgxh100\": offering a SIMULATED DGX H100; never use this on a real provider")
+		lib = gpu.NewSimulatedDGXH100()
+	}
+	var inv *gpu.Inventory
+	var err error
+	if lib != nil {
+		inv, err = gpu.Open(lib)
+	} else {
+		inv, err = gpu.OpenSystem()
+	}
+	if errors.Is(err, gpu.ErrNoDriver) {
+		log.Warn("no NVIDIA driver: offering no GPUs; non-GPU roles still run", "err", err)
+		return inv, "none: no NVIDIA driver", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("gpus: %w", err)
+	}
+	return inv, driver, nil
 }

@@ -312,6 +312,13 @@ func (inv *Inventory) Healthy() []GPU {
 	return slices.DeleteFunc(inv.GPUs(), func(g GPU) bool { return !g.Healthy() })
 }
 
+// Host is what the sidecar's roles read of the inventory: which GPUs may be
+// offered and which of those they use went bad. *Inventory satisfies it.
+type Host interface {
+	Healthy() []GPU
+	UnhealthyLeased(uuids []string) []Unhealthy
+}
+
 // Unhealthy is a leased GPU that can no longer be used, and why.
 type Unhealthy struct {
 	UUID   string

@@ -81,80 +81,10 @@ func New(hostname string) *Metrics {
 	if hostname == "" {
 		hostname, _ = os.Hostname()
 	}
-	m := &Metrics{
-		reg:  prometheus.NewRegistry(),
-		gpus: newGPUCollector(hostname),
-		cursorHeightG: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depinprovider_cursor_height",
-			Help: "Last block height whose events the sidecar has processed.",
-		}),
-		chainHeightG: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depinprovider_chain_height",
-			Help: "Latest block height the node reported.",
-		}),
-		cursorLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depinprovider_cursor_lag_blocks",
-			Help: "Blocks the sidecar's cursor is behind the chain (chain_height - cursor_height, at least 0).",
-		}),
-		websocketConnected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depinprovider_websocket_connected",
-			Help: "1 while the event subscription to the node's websocket is up, else 0.",
-		}),
-		jobsSeen: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "depinprovider_jobs_seen_total",
-			Help: "Open jobs the sidecar has seen.",
-		}),
-		bids: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_bids_total",
-			Help: "Bids by result: placed, skipped (decided not to bid), failed (tx failed), withdrawn, won, lost.",
-		}, []string{"result"}),
-		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_leases_total",
-			Help: "Lease events: won, closed.",
-		}, []string{"event"}),
-		leasesActive: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depinprovider_leases_active",
-			Help: "Leases this provider is currently running.",
-		}),
-		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_checkpoints_total",
-			Help: "Checkpoints by status: submitted, finalized, rejected, failed (not submitted).",
-		}, []string{"status"}),
-		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_transactions_total",
-			Help: "Transactions the sidecar broadcast, by Msg type URL and result (ok, failed).",
-		}, []string{"msg", "result"}),
-		trainingStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depinprovider_training_step",
-			Help: "Current training step of each running lease.",
-		}, []string{"lease"}),
-		hashBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "depinprovider_checkpoint_hash_bytes_total",
-			Help: "Bytes of checkpoint files hashed for state roots.",
-		}),
-		earnings: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "depinprovider_earnings_withdrawn_udepin_total",
-			Help: "Lease earnings withdrawn, in udepin.",
-		}),
-		disputeMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_dispute_moves_total",
-			Help: "Moves made in x/verify bisection games, by the role played (defender or challenger).",
-		}, []string{"role"}),
-		moveMargin: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "depinprovider_dispute_move_margin_blocks",
-			Help:    "Blocks left before the move deadline when a dispute move was included.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
-		}, []string{"role"}),
-		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depinprovider_verifications_total",
-			Help: "Other providers' checkpoints the verifier looked at, by result (matched, mismatched, skipped, failed).",
-		}, []string{"result"}),
-		bidLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "depinprovider_bid_latency_blocks",
-			Help:    "Blocks between a job's creation height and the inclusion height of the sidecar's bid on it.",
-			Buckets: BidLatencyBuckets,
-		}),
-	}
+	m := &Metrics{reg: prometheus.NewRegistry(), gpus: newGPUCollector(hostname)}
+	m.newChainMetrics()
+	m.newMarketMetrics()
+	m.newWorkMetrics()
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -176,6 +106,89 @@ func New(hostname string) *Metrics {
 		m.checkpoints.WithLabelValues(string(s))
 	}
 	return m
+}
+
+// newChainMetrics makes the metrics of the sidecar's view of the chain.
+func (m *Metrics) newChainMetrics() {
+	m.cursorHeightG = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depinprovider_cursor_height",
+		Help: "Last block height whose events the sidecar has processed.",
+	})
+	m.chainHeightG = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depinprovider_chain_height",
+		Help: "Latest block height the node reported.",
+	})
+	m.cursorLag = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depinprovider_cursor_lag_blocks",
+		Help: "Blocks the sidecar's cursor is behind the chain (chain_height - cursor_height, at least 0).",
+	})
+	m.websocketConnected = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depinprovider_websocket_connected",
+		Help: "1 while the event subscription to the node's websocket is up, else 0.",
+	})
+}
+
+// newMarketMetrics makes the metrics of jobs, bids, leases and earnings.
+func (m *Metrics) newMarketMetrics() {
+	m.jobsSeen = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "depinprovider_jobs_seen_total",
+		Help: "Open jobs the sidecar has seen.",
+	})
+	m.bids = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_bids_total",
+		Help: "Bids by result: placed, skipped (decided not to bid), failed (tx failed), withdrawn, won, lost.",
+	}, []string{"result"})
+	m.leases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_leases_total",
+		Help: "Lease events: won, closed.",
+	}, []string{"event"})
+	m.leasesActive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depinprovider_leases_active",
+		Help: "Leases this provider is currently running.",
+	})
+	m.bidLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "depinprovider_bid_latency_blocks",
+		Help:    "Blocks between a job's creation height and the inclusion height of the sidecar's bid on it.",
+		Buckets: BidLatencyBuckets,
+	})
+	m.earnings = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "depinprovider_earnings_withdrawn_udepin_total",
+		Help: "Lease earnings withdrawn, in udepin.",
+	})
+	m.transactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_transactions_total",
+		Help: "Transactions the sidecar broadcast, by Msg type URL and result (ok, failed).",
+	}, []string{"msg", "result"})
+}
+
+// newWorkMetrics makes the metrics of training, checkpoints, disputes and
+// verification.
+func (m *Metrics) newWorkMetrics() {
+	m.checkpoints = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_checkpoints_total",
+		Help: "Checkpoints by status: submitted, finalized, rejected, failed (not submitted).",
+	}, []string{"status"})
+	m.trainingStep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "depinprovider_training_step",
+		Help: "Current training step of each running lease.",
+	}, []string{"lease"})
+	m.hashBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "depinprovider_checkpoint_hash_bytes_total",
+		Help: "Bytes of checkpoint files hashed for state roots.",
+	})
+	m.disputeMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_dispute_moves_total",
+		Help: "Moves made in x/verify bisection games, by the role played (defender or challenger).",
+	}, []string{"role"})
+	m.moveMargin = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "depinprovider_dispute_move_margin_blocks",
+		Help:    "Blocks left before the move deadline when a dispute move was included.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+	}, []string{"role"})
+	m.verified = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_verifications_total",
+		Help: "Other providers' checkpoints the verifier looked at, by result (matched, mismatched, skipped, failed).",
+	}, []string{"result"})
 }
 
 // Registry is the registry holding every metric; serve it at /metrics.

@@ -14,7 +14,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -150,7 +150,7 @@ func (r *Role) answer(ctx context.Context, id uint64) {
 		return
 	}
 	if err := r.withRecords(func(rt *recordTx) error {
-		return rt.edit(id, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(id, func(rec *db.StorageReplicaRecord) {
 			rec.NoteProof(c.Period, false)
 			rec.UpdatedHeight = max(rec.UpdatedHeight, txRes.Height)
 		})
@@ -313,12 +313,12 @@ func (r *Role) declareFault(ctx context.Context, id uint64, problem string) {
 		slashed = ev.Slashed
 	}
 	if err := r.withRecords(func(rt *recordTx) error {
-		return rt.edit(id, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(id, func(rec *db.StorageReplicaRecord) {
 			if !rec.FaultDeclared {
 				rec.FaultDeclared = true
 				addSlashed(rec, slashed)
 			}
-			rec.Status, rec.Problem = store.StorageReplicaFaulted, problem
+			rec.Status, rec.Problem = db.StorageReplicaFaulted, problem
 			rec.UpdatedHeight = max(rec.UpdatedHeight, res.Height)
 		})
 	}); err != nil {

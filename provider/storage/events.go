@@ -6,7 +6,7 @@ import (
 	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -17,12 +17,20 @@ type heightEvent struct {
 }
 
 // HandleEvent takes one typed event of a block. The daemon calls it for
-// every event of every height, in order; calling it again for a height
-// (after a crash) is harmless: every effect is keyed by replica and period.
-// It only queues what matters to the role and wakes the worker: it never
-// blocks, never touches the network and never writes the store, so it may be
-// called from inside the daemon's own store transaction. It returns nil.
-func (r *Role) HandleEvent(_ context.Context, height int64, ev chain.Event) error {
+// each event of every height, in order, inside the height's database
+// transaction; a second call for an event (a height retried) is harmless:
+// every effect is keyed by replica and period, and what a crash loses the
+// worker's reconciliation at start finds again. It only queues what matters
+// to the role and wakes the worker: it never blocks, never touches the
+// network and never writes tx (the worker records what it queued in its
+// own transactions). It returns nothing to do after tx commits.
+func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(), error) {
+	r.note(ev.Height, ev)
+	return nil, nil
+}
+
+// note queues one event of height for the worker.
+func (r *Role) note(height int64, ev chain.Event) {
 	relevant := false
 	switch e := ev.Message.(type) {
 	case *types.EventReplicaClaimed:
@@ -58,7 +66,6 @@ func (r *Role) HandleEvent(_ context.Context, height int64, ev chain.Event) erro
 	if relevant || advanced {
 		poke(r.wake)
 	}
-	return nil
 }
 
 // applyNotes records the queued events in one store transaction, then
@@ -150,7 +157,7 @@ func (r *Role) addCandidate(k slotKey) {
 func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 	switch e := msg.(type) {
 	case *types.EventReplicaClaimed:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			rec.DatasetID, rec.Shard, rec.Piece = e.DatasetId, e.Shard, e.Piece
 			if rec.ClaimedHeight == 0 {
 				rec.ClaimedHeight = height
@@ -161,19 +168,19 @@ func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 			}
 		})
 	case *types.EventStorageProofAccepted:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			rec.NoteProof(e.Period, false)
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventDeadlineMissed:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			if rec.NoteMiss(e.Period) {
 				addSlashed(rec, e.Slashed)
 			}
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventFaultDeclared:
-		return rt.edit(e.ReplicaId, func(rec *store.StorageReplicaRecord) {
+		return rt.edit(e.ReplicaId, func(rec *db.StorageReplicaRecord) {
 			if !rec.FaultDeclared {
 				rec.FaultDeclared = true
 				addSlashed(rec, e.Slashed)
@@ -181,13 +188,13 @@ func recordEvent(rt *recordTx, height int64, msg proto.Message) error {
 			rec.UpdatedHeight = max(rec.UpdatedHeight, height)
 		})
 	case *types.EventReplicaTerminated:
-		status := store.StorageReplicaTerminated
+		status := db.StorageReplicaTerminated
 		if e.Reason == types.TERMINATION_REASON_DECLARED_FAULT {
-			status = store.StorageReplicaFaulted
+			status = db.StorageReplicaFaulted
 		}
 		return rt.end(e.ReplicaId, status, e.Reason.String(), height)
 	case *types.EventReplicaReleased:
-		return rt.end(e.ReplicaId, store.StorageReplicaReleased, "released", height)
+		return rt.end(e.ReplicaId, db.StorageReplicaReleased, "released", height)
 	}
 	return nil
 }

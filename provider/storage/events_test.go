@@ -15,7 +15,7 @@ import (
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -40,9 +40,9 @@ func address(t *testing.T, b byte) string {
 	return addr
 }
 
-func newTestRole(t *testing.T, opts Options) (*Role, *store.Store) {
+func newTestRole(t *testing.T, opts Options) (*Role, *db.DB) {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func newTestRole(t *testing.T, opts Options) (*Role, *store.Store) {
 		opts.Operator = address(t, 'o')
 	}
 	opts.Submit = func(context.Context, sdk.Msg) (*chain.TxResult, error) { return nil, errors.New("no chain") }
-	opts.Conn, opts.Store, opts.PiecesDir = noChain{}, st, t.TempDir()
+	opts.Conn, opts.DB, opts.PiecesDir = noChain{}, st, t.TempDir()
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -60,13 +60,13 @@ func newTestRole(t *testing.T, opts Options) (*Role, *store.Store) {
 }
 
 func TestNewChecksOptions(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := db.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	good := Options{
-		Operator: address(t, 'o'), Conn: noChain{}, Store: st, PiecesDir: t.TempDir(),
+		Operator: address(t, 'o'), Conn: noChain{}, DB: st, PiecesDir: t.TempDir(),
 		Submit: func(context.Context, sdk.Msg) (*chain.TxResult, error) { return nil, nil },
 	}
 	if _, err := New(good); err != nil {
@@ -76,7 +76,7 @@ func TestNewChecksOptions(t *testing.T) {
 		"operator":       func(o *Options) { o.Operator = "depin1nope" },
 		"submitter":      func(o *Options) { o.Submit = nil },
 		"gRPC":           func(o *Options) { o.Conn = nil },
-		"store":          func(o *Options) { o.Store = nil },
+		"database":       func(o *Options) { o.DB = nil },
 		"pieces folder":  func(o *Options) { o.PiecesDir = "" },
 		"repair dataset": func(o *Options) { o.RepairDatasets = []string{"Bad_ID"} },
 	} {
@@ -111,7 +111,7 @@ func TestHandleEventCountsTheOperatorsEventsOnce(t *testing.T) {
 	}
 	deliver := func() {
 		for i, ev := range events {
-			if err := r.HandleEvent(context.Background(), ev.height, chain.Event{Height: ev.height, Index: i, Message: ev.msg}); err != nil {
+			if after, err := r.HandleEvent(context.Background(), nil, chain.Event{Height: ev.height, Index: i, Message: ev.msg}); err != nil || after != nil {
 				t.Fatal(err)
 			}
 		}
@@ -130,12 +130,12 @@ func TestHandleEventCountsTheOperatorsEventsOnce(t *testing.T) {
 	if st0.Height != 75 {
 		t.Fatalf("height %d, want the last event's 75", st0.Height)
 	}
-	err := st.View(func(tx *store.Tx) error {
+	err := st.View(func(tx *db.Tx) error {
 		recs, err := tx.StorageReplicas()
 		if err != nil {
 			return err
 		}
-		if len(recs) != 1 || recs[0].ReplicaID != 7 || recs[0].Status != store.StorageReplicaFaulted || recs[0].DatasetID != "ds" ||
+		if len(recs) != 1 || recs[0].ReplicaID != 7 || recs[0].Status != db.StorageReplicaFaulted || recs[0].DatasetID != "ds" ||
 			recs[0].ClaimedHeight != 10 || recs[0].EndReason != "TERMINATION_REASON_DECLARED_FAULT" {
 			t.Fatalf("records: %+v", recs)
 		}
@@ -156,9 +156,9 @@ func TestHandleEventCountsTheOperatorsEventsOnce(t *testing.T) {
 // reconciliation instead of queueing more.
 func TestHandleEventNeverBlocks(t *testing.T) {
 	r, _ := newTestRole(t, Options{})
-	ev := chain.Event{Message: &types.EventStorageProofAccepted{ReplicaId: 1, Holder: r.opts.Operator, Period: 1}}
 	for h := int64(1); h <= maxNotes+10; h++ {
-		if err := r.HandleEvent(context.Background(), h, ev); err != nil {
+		ev := chain.Event{Height: h, Message: &types.EventStorageProofAccepted{ReplicaId: 1, Holder: r.opts.Operator, Period: 1}}
+		if _, err := r.HandleEvent(context.Background(), nil, ev); err != nil {
 			t.Fatal(err)
 		}
 	}

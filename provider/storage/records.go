@@ -12,25 +12,25 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
 // recordTx edits the role's records inside one store transaction.
 type recordTx struct {
-	tx      *store.Tx
-	changed map[uint64]store.StorageReplicaRecord
+	tx      *db.Tx
+	changed map[uint64]db.StorageReplicaRecord
 }
 
 // get returns a record, as changed earlier in this transaction if it was.
-func (rt *recordTx) get(id uint64) (store.StorageReplicaRecord, bool, error) {
+func (rt *recordTx) get(id uint64) (db.StorageReplicaRecord, bool, error) {
 	if rec, ok := rt.changed[id]; ok {
 		return rec, true, nil
 	}
 	return rt.tx.StorageReplica(id)
 }
 
-func (rt *recordTx) put(rec store.StorageReplicaRecord) error {
+func (rt *recordTx) put(rec db.StorageReplicaRecord) error {
 	if err := rt.tx.PutStorageReplica(rec); err != nil {
 		return err
 	}
@@ -40,13 +40,13 @@ func (rt *recordTx) put(rec store.StorageReplicaRecord) error {
 
 // edit applies fn to replica id's record (a new active one when there is
 // none) and stores it.
-func (rt *recordTx) edit(id uint64, fn func(*store.StorageReplicaRecord)) error {
+func (rt *recordTx) edit(id uint64, fn func(*db.StorageReplicaRecord)) error {
 	rec, ok, err := rt.get(id)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		rec = store.StorageReplicaRecord{ReplicaID: id, Status: store.StorageReplicaActive}
+		rec = db.StorageReplicaRecord{ReplicaID: id, Status: db.StorageReplicaActive}
 	}
 	fn(&rec)
 	return rt.put(rec)
@@ -56,7 +56,7 @@ func (rt *recordTx) edit(id uint64, fn func(*store.StorageReplicaRecord)) error 
 // take the larger of the two, so a replayed event never counts twice and a
 // missed one is still counted.
 func (rt *recordTx) mergeChain(rep types.Replica) error {
-	return rt.edit(rep.Id, func(rec *store.StorageReplicaRecord) {
+	return rt.edit(rep.Id, func(rec *db.StorageReplicaRecord) {
 		rec.DatasetID, rec.Shard, rec.Piece = rep.DatasetId, rep.Shard, rep.Piece
 		if rec.ClaimedHeight == 0 {
 			rec.ClaimedHeight = rep.ClaimedHeight
@@ -68,11 +68,11 @@ func (rt *recordTx) mergeChain(rep types.Replica) error {
 		rec.Missed = max(rec.Missed, rep.TotalMisses)
 		switch rep.Status {
 		case types.REPLICA_STATUS_ACTIVE:
-			rec.Status = store.StorageReplicaActive
+			rec.Status = db.StorageReplicaActive
 		case types.REPLICA_STATUS_TERMINATED:
-			rec.Status = store.StorageReplicaTerminated
+			rec.Status = db.StorageReplicaTerminated
 			if rep.TerminationReason == types.TERMINATION_REASON_DECLARED_FAULT {
-				rec.Status = store.StorageReplicaFaulted
+				rec.Status = db.StorageReplicaFaulted
 				rec.FaultDeclared = true
 			}
 			rec.EndReason = rep.TerminationReason.String()
@@ -82,13 +82,13 @@ func (rt *recordTx) mergeChain(rep types.Replica) error {
 }
 
 // end records that a replica ended.
-func (rt *recordTx) end(id uint64, status store.StorageReplicaStatus, reason string, height int64) error {
-	return rt.edit(id, func(rec *store.StorageReplicaRecord) {
+func (rt *recordTx) end(id uint64, status db.StorageReplicaStatus, reason string, height int64) error {
+	return rt.edit(id, func(rec *db.StorageReplicaRecord) {
 		rec.Status = status
 		if reason != "" {
 			rec.EndReason = reason
 		}
-		if status == store.StorageReplicaFaulted {
+		if status == db.StorageReplicaFaulted {
 			rec.FaultDeclared = true
 		}
 		rec.UpdatedHeight = max(rec.UpdatedHeight, height)
@@ -96,7 +96,7 @@ func (rt *recordTx) end(id uint64, status store.StorageReplicaStatus, reason str
 }
 
 // addSlashed adds coins to a record's slashed total.
-func addSlashed(rec *store.StorageReplicaRecord, c sdk.Coin) {
+func addSlashed(rec *db.StorageReplicaRecord, c sdk.Coin) {
 	if !c.IsValid() || c.IsZero() {
 		return
 	}
@@ -110,9 +110,9 @@ func addSlashed(rec *store.StorageReplicaRecord, c sdk.Coin) {
 // withRecords runs fn in one store transaction and, once it committed,
 // updates the in-memory copy Status reads.
 func (r *Role) withRecords(fn func(*recordTx) error) error {
-	var changed map[uint64]store.StorageReplicaRecord
-	err := r.opts.Store.Update(func(tx *store.Tx) error {
-		rt := &recordTx{tx: tx, changed: map[uint64]store.StorageReplicaRecord{}}
+	var changed map[uint64]db.StorageReplicaRecord
+	err := r.opts.DB.Update(func(tx *db.Tx) error {
+		rt := &recordTx{tx: tx, changed: map[uint64]db.StorageReplicaRecord{}}
 		if err := fn(rt); err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ import (
 	grpctypes "github.com/cosmos/cosmos-sdk/types/grpc"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -77,7 +77,7 @@ type Options struct {
 	// Submit sends one message and waits until it is in a block (the
 	// daemon's serialised, authz-aware submitter). A message the chain
 	// refuses returns a *chain.TxError.
-	Submit func(ctx context.Context, msg sdk.Msg) (*chain.TxResult, error)
+	Submit chain.SubmitFunc
 	// Conn is a gRPC connection to the node, for queries.
 	Conn grpc.ClientConnInterface
 	// PiecesDir holds the piece files: <PiecesDir>/<dataset id>/pieces/...
@@ -100,8 +100,8 @@ type Options struct {
 	// Fetch downloads a piece from another holder; nil uses HTTPFetcher with
 	// http.DefaultClient and DefaultFetchTimeout.
 	Fetch PieceFetcher
-	// Store keeps the role's records (store.StorageReplicaRecord).
-	Store *store.Store
+	// DB keeps the role's records (db.StorageReplicaRecord).
+	DB *db.DB
 	// Logger receives the role's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -129,7 +129,7 @@ type Role struct {
 	notes       []heightEvent
 	resync      bool // notes overflowed: reconcile instead
 	held        map[uint64]*heldReplica
-	records     map[uint64]store.StorageReplicaRecord
+	records     map[uint64]db.StorageReplicaRecord
 	candidates  map[slotKey]struct{}
 	retryAt     map[slotKey]time.Time
 	scan        map[string]bool // datasets to look for local pieces of
@@ -184,6 +184,9 @@ const maxNotes = 10000
 // by the next listing.
 const maxCandidates = 10000
 
+// Name implements the daemon's Role.
+func (*Role) Name() string { return "storage" }
+
 // New checks opts and prepares a Role; nothing is sent until Run.
 func New(opts Options) (*Role, error) {
 	if _, _, err := bech32.DecodeAndConvert(opts.Operator); err != nil {
@@ -194,8 +197,8 @@ func New(opts Options) (*Role, error) {
 		return nil, errors.New("storage role: no submitter")
 	case opts.Conn == nil:
 		return nil, errors.New("storage role: no gRPC connection")
-	case opts.Store == nil:
-		return nil, errors.New("storage role: no store")
+	case opts.DB == nil:
+		return nil, errors.New("storage role: no database")
 	case opts.PiecesDir == "":
 		return nil, errors.New("storage role: no pieces folder")
 	}
@@ -222,7 +225,7 @@ func New(opts Options) (*Role, error) {
 		wake:       make(chan struct{}, 1),
 		repairWake: make(chan struct{}, 1),
 		held:       map[uint64]*heldReplica{},
-		records:    map[uint64]store.StorageReplicaRecord{},
+		records:    map[uint64]db.StorageReplicaRecord{},
 		candidates: map[slotKey]struct{}{},
 		retryAt:    map[slotKey]time.Time{},
 		scan:       map[string]bool{},
@@ -277,7 +280,7 @@ func (r *Role) Run(ctx context.Context) error {
 
 // loadRecords reads the role's records into memory for Status.
 func (r *Role) loadRecords() error {
-	return r.opts.Store.View(func(tx *store.Tx) error {
+	return r.opts.DB.View(func(tx *db.Tx) error {
 		recs, err := tx.StorageReplicas()
 		if err != nil {
 			return err
@@ -325,7 +328,7 @@ func (r *Role) reconcile(ctx context.Context) error {
 	r.held = held
 	var gone []uint64
 	for id, rec := range r.records {
-		if _, ok := held[id]; !ok && rec.Status == store.StorageReplicaActive {
+		if _, ok := held[id]; !ok && rec.Status == db.StorageReplicaActive {
 			gone = append(gone, id)
 		}
 	}
@@ -376,7 +379,7 @@ func (r *Role) settle(ctx context.Context, id uint64) error {
 			if _, ok, err := rt.get(id); err != nil || !ok {
 				return err
 			}
-			return rt.end(id, store.StorageReplicaReleased, "", 0)
+			return rt.end(id, db.StorageReplicaReleased, "", 0)
 		case res.Replica.Holder != r.opts.Operator:
 			return nil
 		}

@@ -21,8 +21,8 @@ import (
 	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/storage"
-	"github.com/depinchain/depinchain/provider/store"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -174,12 +174,12 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 		if name == "h2" {
 			submit = submitter("h2hot", h.operator)
 		}
-		st, err := store.Open(filepath.Join(dir, name, "state.db"))
+		st, err := db.Open(filepath.Join(dir, name, "state.db"))
 		must(t, err)
 		defer st.Close()
 		h.role, err = storage.New(storage.Options{
 			Operator: h.operator, Submit: func(ctx context.Context, msg sdk.Msg) (*chain.TxResult, error) { return submit.Submit(ctx, msg) },
-			Conn: conn, PiecesDir: h.piecesDir, Store: st,
+			Conn: conn, PiecesDir: h.piecesDir, DB: st,
 			ClaimLocal: name != "h4", Repair: name == "h2" || name == "h4",
 			CheckInterval: time.Second, PollInterval: 300 * time.Millisecond,
 			Logger: testLogger(t, name),
@@ -206,14 +206,14 @@ func TestStorageRoleAgainstARealChain(t *testing.T) {
 	// One follower feeds every role the chain's events, as the daemon does.
 	height, err := node.Height(ctx)
 	must(t, err)
-	followerStore, err := store.Open(filepath.Join(dir, "follower.db"))
+	followerStore, err := db.Open(filepath.Join(dir, "follower.db"))
 	must(t, err)
 	defer followerStore.Close()
 	follower, err := chain.NewFollower(chain.FollowerConfig{RPC: node.RPC, StartHeight: height, PollInterval: 200 * time.Millisecond},
 		followerStore, func(ctx context.Context, height int64, events []chain.Event) error {
 			for _, ev := range events {
 				for _, h := range holders {
-					if err := h.role.HandleEvent(ctx, height, ev); err != nil {
+					if _, err := h.role.HandleEvent(ctx, nil, ev); err != nil {
 						return err
 					}
 				}

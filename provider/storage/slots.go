@@ -13,7 +13,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/provider/store"
+	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -513,7 +513,7 @@ func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaire
 			return nil, fmt.Errorf("claim %s has no EventReplicaClaimed", txRes.Hash)
 		}
 		if err := r.withRecords(func(rt *recordTx) error {
-			return rt.edit(ev.ReplicaId, func(rec *store.StorageReplicaRecord) {
+			return rt.edit(ev.ReplicaId, func(rec *db.StorageReplicaRecord) {
 				rec.DatasetID, rec.Shard, rec.Piece = info.datasetID, info.shard.Index, piece
 				rec.ClaimedHeight, rec.ClaimTx, rec.Repaired = txRes.Height, txRes.Hash, repaired
 				rec.NoteProof(c.Period, true)

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/depinchain/depinchain/provider/dispute"
+	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -16,14 +17,17 @@ import (
 
 // TestHonestProviderBeatsALyingChallenger: someone challenges an honest
 // checkpoint with a made-up trace and plays the game to the end through the
-// CLI. The provider's sidecar defends on its own — killed after its first
-// move and restarted, it still moves in time — and wins: the checkpoint
-// becomes final and is paid, and the liar loses its bond.
+// CLI. The provider's sidecar defends on its own — killed right before its
+// second move (a test hook pauses it there) and restarted, it still moves in
+// time — and wins: the checkpoint becomes final and is paid, and the liar
+// loses its bond.
 func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 	challengeWindow = "40"
 	t.Cleanup(func() { challengeWindow = "6" })
 	w := newWorld(t, 6*time.Minute, sidecar.Options{})
-	if err := w.provider.Start(w.ctx); err != nil {
+	// The first run stops right before its second dispute move: the first
+	// reveal is made, at least four of a 32-step game's five remain.
+	if err := w.provider.StartWith(w.ctx, "--pause-before-move", "2"); err != nil {
 		t.Fatal(err)
 	}
 	yaml := strings.NewReplacer("total_steps: 64", "total_steps: 32", "checkpoint_every: 16", "checkpoint_every: 32").Replace(referenceJobYAML)
@@ -42,11 +46,11 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 
 	// The liar computes the honest run and alters it from step 20.
 	job := w.job(jobID)
-	start, err := dispute.InitialState(job)
+	start, err := disputes.InitialState(job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	honest, err := dispute.Reexecute(job, start, 0, 32)
+	honest, err := disputes.Reexecute(job, start, 0, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +91,20 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 			break
 		}
 		switch {
+		case !killed && w.provider.Logged(daemon.PausedLogMsg):
+			// The defender stopped right before its second move and dies
+			// there; it comes back within the move timeout.
+			if ch.Turn != verifytypes.GAME_TURN_PROVIDER || ch.Rounds != 1 {
+				t.Fatalf("the defender paused before its second move with the game at %s, round %d", ch.Turn, ch.Rounds)
+			}
+			w.provider.Kill()
+			killed = true
+			if err := w.node.WaitBlocks(w.ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.provider.Start(w.ctx); err != nil {
+				t.Fatal(err)
+			}
 		case ch.Turn == verifytypes.GAME_TURN_CHALLENGER:
 			tx("verify", "respond", "1", "--trace", tracePath)
 		case ch.Turn == verifytypes.GAME_TURN_ONE_STEP:
@@ -99,20 +117,10 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 				t.Fatal(err)
 			}
 			tx("verify", "step", "1", "--state", prePath)
-		case ch.Rounds >= 1 && ch.Hi-ch.Lo >= 8 && !killed:
-			// The defender dies mid-game, with at least two reveals still to
-			// make, and comes back within the move timeout.
-			w.provider.Kill()
-			killed = true
-			if err := w.node.WaitBlocks(w.ctx, 3); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.provider.Start(w.ctx); err != nil {
-				t.Fatal(err)
-			}
 		default:
 			if err := w.node.WaitBlocks(w.ctx, 1); err != nil {
-				t.Fatal(err)
+				t.Fatalf("waiting for the game to end (at %s, round %d, defender killed: %v): %v\nsidecar log:\n%s",
+					ch.Turn, ch.Rounds, killed, err, readTail(w.provider.LogPath()))
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
+	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -105,7 +106,12 @@ func (f *fraudNet) balance(addr string) int64 {
 // resumes on the honest provider from the last final checkpoint and is paid.
 func TestVerifierCatchesACheater(t *testing.T) {
 	f := newFraudNet(t, 8*time.Minute)
-	for _, p := range []*sidecar.Provider{f.verifier, f.cheater, f.honest} {
+	// The verifier's first run stops right before its second move of the
+	// game: it has challenged and answered once.
+	if err := f.verifier.StartWith(f.ctx, "--pause-before-move", "2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*sidecar.Provider{f.cheater, f.honest} {
 		if err := p.Start(f.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -113,12 +119,15 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	verifierBefore := f.balance(f.verifier.Operator)
 	jobID := f.submitJob(referenceJobYAML, "500000000udepin")
 
-	// The verifier is killed once its game is under way and started again:
-	// it picks the game up from the chain and finishes it.
-	f.eventually("the verifier's first move", func() bool {
-		res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
-		return err == nil && (res.Challenge.Rounds >= 1 || res.Challenge.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED)
-	})
+	// The verifier is killed there, with its game under way, and started
+	// again: it picks the game up from the chain and finishes it.
+	if err := f.verifier.WaitLog(f.ctx, daemon.PausedLogMsg); err != nil {
+		t.Fatalf("waiting for the verifier to pause before its second move: %v", err)
+	}
+	if res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1}); err != nil ||
+		res.Challenge.Turn != verifytypes.GAME_TURN_CHALLENGER || res.Challenge.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+		t.Fatalf("the verifier paused with challenge 1 at %v (%v), want the game waiting on it", res, err)
+	}
 	f.verifier.Kill()
 	if err := f.node.WaitBlocks(f.ctx, 3); err != nil {
 		t.Fatal(err)

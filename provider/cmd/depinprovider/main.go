@@ -31,9 +31,6 @@ import (
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
 )
 
-// flagCheat turns on the hidden cheating mode (see startCmd).
-const flagCheat = "cheat-fabricate-from-step"
-
 // Version is set at build time (-ldflags -X main.Version=...).
 var Version = "dev"
 
@@ -162,8 +159,8 @@ func startCmd() *cobra.Command {
 				}
 				passphrase = strings.NewReader(strings.TrimRight(string(b), "\r\n") + "\n")
 			}
-			cheat, _ := cmd.Flags().GetUint64(flagCheat)
-			d, err := daemon.New(ctx, daemon.Options{Config: cfg, Logger: logger, Version: Version, KeyringInput: passphrase, CheatFabricateFromStep: cheat})
+			d, err := daemon.New(ctx, daemon.Options{Config: cfg, Logger: logger, Version: Version, KeyringInput: passphrase,
+				Hooks: testHooks(cmd, logger)})
 			if err != nil {
 				return err
 			}
@@ -174,10 +171,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().String("log-format", "text", "text or json")
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
 	cmd.Flags().String("keyring-passphrase-file", "", "file holding the passphrase of the file keyring")
-	// The cheating mode exists for the fraud tests and `make demo-fraud`: a
-	// provider that commits fabricated hashes, which verifiers must catch.
-	cmd.Flags().Uint64(flagCheat, 0, "TESTS ONLY: commit fabricated trace hashes from this step on")
-	_ = cmd.Flags().MarkHidden(flagCheat)
+	addTestHookFlags(cmd)
 	return cmd
 }
 

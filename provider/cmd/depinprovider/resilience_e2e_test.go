@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,12 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -72,41 +76,60 @@ bidding_window_blocks: 4
 `, testTrainerDigest, steps, every)
 }
 
-// TestSidecarKilledMidTrainingResumes kills the sidecar with SIGKILL while
-// its trainer is halfway through a lease and starts it again: it resumes
-// training from its newest local checkpoint, submits what the chain lacks,
-// replays the blocks it missed, and every checkpoint is finalized and paid.
+// TestSidecarKilledMidTrainingResumes kills the sidecar and its trainer with
+// SIGKILL (as a host crash, or a service manager stopping the unit's
+// processes, would) while the lease is halfway through, and starts the
+// sidecar again: it resumes training from its newest local checkpoint,
+// submits what the chain lacks, replays the blocks it missed, and every
+// checkpoint is finalized and paid.
+//
+// Nothing here waits on luck: the first sidecar stops right before it
+// submits its second checkpoint (a test hook), and every trainer holds
+// after step 120 until the test lets it go, so the kill finds one
+// checkpoint on chain and the job unfinished.
 func TestSidecarKilledMidTrainingResumes(t *testing.T) {
 	trainerBin := buildTestTrainer(t)
-	w := newWorld(t, 6*time.Minute, sidecar.Options{Set: processTrainer(trainerBin, "--step-delay", "25ms")})
-	if err := w.provider.Start(w.ctx); err != nil {
+	dir := t.TempDir()
+	hold, pidFile := filepath.Join(dir, "go-on"), filepath.Join(dir, "trainer.pid")
+	// A trainer left holding by a failed run must not outlive the test.
+	t.Cleanup(func() {
+		if t.Failed() {
+			killTrainer(t, pidFile)
+		}
+	})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{Set: processTrainer(trainerBin, "--step-delay", "25ms",
+		"--hold-after-step", "120", "--hold-file", hold, "--pid-file", pidFile)})
+	if err := w.provider.StartWith(w.ctx, "--pause-before-checkpoint", "2"); err != nil {
 		t.Fatal(err)
 	}
 	jobID := w.submitJob(processJobYAML(240, 30), "500000000udepin")
 
-	// Kill once the chain has the first checkpoint and training is still going.
-	w.eventually("the first checkpoint", func() bool {
-		for _, l := range w.leasesOf(jobID) {
-			res, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: l.Id})
-			return err == nil && len(res.Checkpoints) > 0
-		}
-		return false
-	})
+	if err := w.provider.WaitLog(w.ctx, daemon.PausedLogMsg); err != nil {
+		t.Fatalf("waiting for the sidecar to pause before its second checkpoint: %v", err)
+	}
 	w.provider.Kill()
+	killTrainer(t, pidFile)
 	killedAt, err := w.node.Height(w.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lease := w.leasesOf(jobID)[0]
-	before, _ := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
-	if n := len(before.Checkpoints); n >= 8 {
-		t.Fatalf("all %d checkpoints were in before the kill; the test needs a slower trainer", n)
+	before, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
+	if err != nil || len(before.Checkpoints) != 1 {
+		t.Fatalf("checkpoints on chain when the sidecar paused before its second: %v %v, want 1", before, err)
 	}
-	// Blocks pass (and checkpoints finalize) while it is down.
+	// Blocks pass (and the first checkpoint finalizes) while it is down.
 	if err := w.node.WaitBlocks(w.ctx, 8); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.provider.Start(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted sidecar resumes its trainer; then the trainer may go on.
+	w.eventually("the restarted sidecar to start its trainer", func() bool {
+		return w.provider.LogCount("training started") == 2
+	})
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	leases := w.waitPaid(jobID)
@@ -158,6 +181,29 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// killTrainer kills the process group of the trainer whose id is in
+// pidFile (the process runtime starts each trainer in its own group); a
+// group that is gone already is no error.
+func killTrainer(t *testing.T, pidFile string) {
+	t.Helper()
+	raw, err := os.ReadFile(pidFile)
+	if errors.Is(err, os.ErrNotExist) && t.Failed() {
+		return
+	}
+	if err != nil {
+		t.Errorf("the trainer wrote no pid file: %v", err)
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("killing the trainer: %v", err)
+	}
 }
 
 // proxy forwards TCP connections to a target until cut, when it drops

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/provider/chain"
-	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
@@ -142,7 +142,7 @@ func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, erro
 		}
 	}
 	if !opts.SkipGrants {
-		grants := append(append(slices.Clone(chain.RequiredGrants), daemon.VerifierGrants...), storage.RequiredGrants...)
+		grants := append(append(slices.Clone(chain.RequiredGrants), disputes.VerifierGrants...), storage.RequiredGrants...)
 		for _, msg := range grants {
 			if err := mustTx(ctx, n, opts.Operator, "authz", "grant", p.HotKey, "generic", "--msg-type", msg); err != nil {
 				return nil, err
@@ -204,7 +204,12 @@ func (p *Provider) Exec(ctx context.Context, args ...string) (string, error) {
 
 // Start runs `depinprovider start` and returns once its status API says it
 // is ready, or with the sidecar's last log lines if it exits first.
-func (p *Provider) Start(ctx context.Context) error {
+func (p *Provider) Start(ctx context.Context) error { return p.StartWith(ctx) }
+
+// StartWith is Start with extra arguments for this start only, e.g. a
+// hidden test flag that pauses the sidecar at a named point
+// ("--pause-before-move", "2"); a later Start runs without them.
+func (p *Provider) StartWith(ctx context.Context, extra ...string) error {
 	logPath := filepath.Join(p.Home, "provider.log")
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -214,7 +219,8 @@ func (p *Provider) Start(ctx context.Context) error {
 	if p.log != nil {
 		sink = io.MultiWriter(logFile, p.log)
 	}
-	cmd := exec.Command(p.Binary, append([]string{"start", "--home", p.Home}, p.startArgs...)...)
+	args := append(append([]string{"start", "--home", p.Home}, p.startArgs...), extra...)
+	cmd := exec.Command(p.Binary, args...)
 	cmd.Stdout, cmd.Stderr = sink, sink
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -307,6 +313,39 @@ func (p *Provider) REST(ctx context.Context, path string, out any) error {
 		return nil
 	}
 	return json.Unmarshal(body, out)
+}
+
+// Logged reports whether the sidecar's log holds a line whose message is
+// msg (msg="..." in the text format), in any run since Setup.
+func (p *Provider) Logged(msg string) bool { return p.LogCount(msg) > 0 }
+
+// LogCount counts the sidecar's log lines whose message is msg, in every
+// run since Setup.
+func (p *Provider) LogCount(msg string) int {
+	b, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), fmt.Sprintf("msg=%q", msg))
+}
+
+// WaitLog waits until the sidecar's log holds a line whose message is msg
+// (msg="..." in the text format), e.g. daemon.PausedLogMsg. It fails, with
+// the log's last lines, when ctx ends or the sidecar exits first.
+func (p *Provider) WaitLog(ctx context.Context, msg string) error {
+	for !p.Logged(msg) {
+		select {
+		case <-p.Exited():
+			if p.Logged(msg) {
+				return nil
+			}
+			return fmt.Errorf("depinprovider exited before logging msg=%q:\n%s", msg, tail(p.LogPath(), 20))
+		case <-ctx.Done():
+			return fmt.Errorf("depinprovider never logged msg=%q: %w\n%s", msg, ctx.Err(), tail(p.LogPath(), 20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // LogPath is the sidecar's log file.

@@ -20,7 +20,16 @@ import (
 func main() {
 	mode := flag.String("mode", "train", "train; crash: exit 3 at once; idle: exit 0 without training")
 	stepDelay := flag.Duration("step-delay", 0, "pause after every step, so a test can stop the run midway")
+	holdAfter := flag.Uint64("hold-after-step", 0, "after this step (and every later one), wait until --hold-file exists")
+	holdFile := flag.String("hold-file", "", "the file --hold-after-step waits for")
+	pidFile := flag.String("pid-file", "", "write the trainer's process id here at start")
 	flag.Parse()
+	if *pidFile != "" {
+		if err := os.WriteFile(*pidFile, []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 
 	env, err := trainer.ParseEnv(os.LookupEnv)
 	if err != nil {
@@ -44,8 +53,28 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := trainer.RunReference(ctx, env, data, func(trainer.StepMetric) { time.Sleep(*stepDelay) }); err != nil {
+	onStep := func(m trainer.StepMetric) {
+		time.Sleep(*stepDelay)
+		if *holdAfter > 0 && m.Step >= *holdAfter {
+			waitFor(ctx, *holdFile)
+		}
+	}
+	if err := trainer.RunReference(ctx, env, data, onStep); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// waitFor blocks until path exists or ctx ends.
+func waitFor(ctx context.Context, path string) {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/cosmos/cosmos-sdk/client"
 	"github.com/cosmos/cosmos-sdk/client/flags"
 	"github.com/cosmos/cosmos-sdk/client/tx"
+	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -41,6 +43,19 @@ func NewTxCmd() *cobra.Command {
 	return cmd
 }
 
+// parseUints parses args as non-negative integers, named by names in errors.
+func parseUints(args []string, names ...string) ([]uint64, error) {
+	vs := make([]uint64, len(names))
+	for i, name := range names {
+		v, err := parseUint(name, args[i])
+		if err != nil {
+			return nil, err
+		}
+		vs[i] = v
+	}
+	return vs, nil
+}
+
 func parseUint(name, s string) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -63,18 +78,11 @@ func submitCheckpointCmd() *cobra.Command {
 		Short: "Commit a checkpoint: trace root and final hash from the trace file, state root from the checkpoint file",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			leaseID, err := parseUint("lease-id", args[0])
+			ids, err := parseUints(args, "lease-id", "index", "start-step")
 			if err != nil {
 				return err
 			}
-			index, err := parseUint("index", args[1])
-			if err != nil {
-				return err
-			}
-			start, err := parseUint("start-step", args[2])
-			if err != nil {
-				return err
-			}
+			leaseID, index, start := ids[0], ids[1], ids[2]
 			tracePath, err := requiredFlag(cmd, flagTrace)
 			if err != nil {
 				return err
@@ -138,164 +146,47 @@ func submitCheckpointCmd() *cobra.Command {
 }
 
 func challengeCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "challenge [lease-id] [index] --trace [file]",
-		Short: "Dispute a pending checkpoint with your own trace of the same steps (posts the challenger bond)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			leaseID, err := parseUint("lease-id", args[0])
-			if err != nil {
-				return err
-			}
-			index, err := parseUint("index", args[1])
-			if err != nil {
-				return err
-			}
-			tracePath, err := requiredFlag(cmd, flagTrace)
-			if err != nil {
-				return err
-			}
-			clientCtx, err := client.GetClientTxContext(cmd)
-			if err != nil {
-				return err
-			}
-			cp, err := types.NewQueryClient(clientCtx).Checkpoint(cmd.Context(), &types.QueryCheckpointRequest{LeaseId: leaseID, Index: index})
-			if err != nil {
-				return err
-			}
-			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
-			if err != nil {
-				return err
-			}
-			if tr.End() != cp.Checkpoint.EndStep {
-				return fmt.Errorf("%s covers steps %d..%d but the checkpoint covers %d..%d", tracePath, tr.Start, tr.End(), cp.Checkpoint.StartStep, cp.Checkpoint.EndStep)
-			}
-			final, proof, err := tr.Open(tr.End())
-			if err != nil {
-				return err
-			}
-			root := tr.Root()
-			msg := &types.MsgChallenge{
-				Challenger: clientCtx.GetFromAddress().String(), LeaseId: leaseID, CheckpointIndex: index,
-				TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
-			}
-			return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
-		},
-	}
-	cmd.Flags().String(flagTrace, "", "your own per-step hash trace of the checkpoint's steps (required)")
-	flags.AddTxFlagsToCmd(cmd)
-	return cmd
+	return moveCmd("challenge [lease-id] [index] --trace [file]",
+		"Dispute a pending checkpoint with your own trace of the same steps (posts the challenger bond)",
+		[]string{"lease-id", "index"}, flagTrace, "your own per-step hash trace of the checkpoint's steps (required)",
+		func(cmd *cobra.Command, ids []uint64) error {
+			return checkpointMove(cmd, ids, func(sender string, cp types.Checkpoint, tr trace.Trace) (sdk.Msg, error) {
+				return dispute.Challenge(sender, cp, tr)
+			})
+		})
 }
 
 func revealCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "reveal [lease-id] [index] [step] --trace [file]",
-		Short: "Provider's move: reveal your hash at the game's midpoint with its proof",
-		Args:  cobra.ExactArgs(3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			leaseID, err := parseUint("lease-id", args[0])
-			if err != nil {
-				return err
-			}
-			index, err := parseUint("index", args[1])
-			if err != nil {
-				return err
-			}
-			step, err := parseUint("step", args[2])
-			if err != nil {
-				return err
-			}
-			tracePath, err := requiredFlag(cmd, flagTrace)
-			if err != nil {
-				return err
-			}
-			clientCtx, err := client.GetClientTxContext(cmd)
-			if err != nil {
-				return err
-			}
-			cp, err := types.NewQueryClient(clientCtx).Checkpoint(cmd.Context(), &types.QueryCheckpointRequest{LeaseId: leaseID, Index: index})
-			if err != nil {
-				return err
-			}
-			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
-			if err != nil {
-				return err
-			}
-			h, proof, err := tr.Open(step)
-			if err != nil {
-				return err
-			}
-			msg := &types.MsgRevealHash{
-				Provider: clientCtx.GetFromAddress().String(), LeaseId: leaseID, CheckpointIndex: index, Step: step, Hash: h[:], Proof: proof,
-			}
-			return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
-		},
-	}
-	cmd.Flags().String(flagTrace, "", "the per-step hash trace this checkpoint committed to (required)")
-	flags.AddTxFlagsToCmd(cmd)
-	return cmd
+	return moveCmd("reveal [lease-id] [index] [step] --trace [file]",
+		"Provider's move: reveal your hash at the game's midpoint with its proof",
+		[]string{"lease-id", "index", "step"}, flagTrace, "the per-step hash trace this checkpoint committed to (required)",
+		func(cmd *cobra.Command, ids []uint64) error {
+			return checkpointMove(cmd, ids, func(sender string, cp types.Checkpoint, tr trace.Trace) (sdk.Msg, error) {
+				return dispute.Reveal(sender, cp.LeaseId, cp.Index, ids[2], tr)
+			})
+		})
 }
 
 func respondCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "respond [challenge-id] --trace [file]",
-		Short: "Challenger's move: answer the game's midpoint with your own hash and proof",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseUint("challenge-id", args[0])
-			if err != nil {
-				return err
-			}
-			tracePath, err := requiredFlag(cmd, flagTrace)
-			if err != nil {
-				return err
-			}
-			clientCtx, err := client.GetClientTxContext(cmd)
-			if err != nil {
-				return err
-			}
-			q := types.NewQueryClient(clientCtx)
-			ch, err := q.Challenge(cmd.Context(), &types.QueryChallengeRequest{ChallengeId: id})
-			if err != nil {
-				return err
-			}
-			if ch.Challenge.Turn != types.GAME_TURN_CHALLENGER {
-				return fmt.Errorf("challenge %d waits for %s, not the challenger", id, ch.Challenge.Turn)
-			}
-			cp, err := q.Checkpoint(cmd.Context(), &types.QueryCheckpointRequest{LeaseId: ch.Challenge.LeaseId, Index: ch.Challenge.CheckpointIndex})
-			if err != nil {
-				return err
-			}
-			tr, err := trace.ReadFile(tracePath, cp.Checkpoint.StartStep)
-			if err != nil {
-				return err
-			}
-			h, proof, err := tr.Open(ch.Challenge.Mid)
-			if err != nil {
-				return err
-			}
-			msg := &types.MsgRespond{Challenger: clientCtx.GetFromAddress().String(), ChallengeId: id, Hash: h[:], Proof: proof}
-			return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
-		},
-	}
-	cmd.Flags().String(flagTrace, "", "your per-step hash trace of the checkpoint's steps (required)")
-	flags.AddTxFlagsToCmd(cmd)
-	return cmd
+	return moveCmd("respond [challenge-id] --trace [file]",
+		"Challenger's move: answer the game's midpoint with your own hash and proof",
+		[]string{"challenge-id"}, flagTrace, "your per-step hash trace of the checkpoint's steps (required)",
+		func(cmd *cobra.Command, ids []uint64) error {
+			return gameMove(cmd, ids[0], types.GAME_TURN_CHALLENGER, func(sender string, g dispute.Game) (sdk.Msg, error) {
+				tr, err := readTrace(cmd, g.Checkpoint.StartStep)
+				if err != nil {
+					return nil, err
+				}
+				return dispute.Respond(sender, g.Challenge, tr)
+			})
+		})
 }
 
 func stepCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "step [challenge-id] --state [file]",
-		Short: "One-step proof: re-execute the disputed step on-chain from the agreed pre-state",
-		Long: `Sends the reference workload's encoded state at the game's agreed step lo, plus every
-training-data chunk that step's batch reads with its Merkle proof; the chain re-executes
-the step and decides the game.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseUint("challenge-id", args[0])
-			if err != nil {
-				return err
-			}
+	cmd := moveCmd("step [challenge-id] --state [file]",
+		"One-step proof: re-execute the disputed step on-chain from the agreed pre-state",
+		[]string{"challenge-id"}, flagState, "the encoded reference-workload state at the game's step lo (required)",
+		func(cmd *cobra.Command, ids []uint64) error {
 			statePath, err := requiredFlag(cmd, flagState)
 			if err != nil {
 				return err
@@ -304,39 +195,91 @@ the step and decides the game.`,
 			if err != nil {
 				return err
 			}
-			clientCtx, err := client.GetClientTxContext(cmd)
+			return gameMove(cmd, ids[0], types.GAME_TURN_ONE_STEP, func(sender string, g dispute.Game) (sdk.Msg, error) {
+				return dispute.OneStep(sender, g, preState)
+			})
+		})
+	cmd.Long = `Sends the reference workload's encoded state at the game's agreed step lo, plus every
+training-data chunk that step's batch reads with its Merkle proof; the chain re-executes
+the step and decides the game.`
+	return cmd
+}
+
+// moveCmd declares a command that makes one move of the verification game:
+// its positional arguments are the non-negative integers names, its
+// evidence is the file --fileFlag names, and run builds and sends the move.
+func moveCmd(use, short string, names []string, fileFlag, fileHelp string, run func(cmd *cobra.Command, ids []uint64) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(len(names)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseUints(args, names...)
 			if err != nil {
 				return err
 			}
-			q := types.NewQueryClient(clientCtx)
-			ch, err := q.Challenge(cmd.Context(), &types.QueryChallengeRequest{ChallengeId: id})
-			if err != nil {
-				return err
-			}
-			if ch.Challenge.Turn != types.GAME_TURN_ONE_STEP {
-				return fmt.Errorf("challenge %d is at %s, not the one-step phase", id, ch.Challenge.Turn)
-			}
-			cp, err := q.Checkpoint(cmd.Context(), &types.QueryCheckpointRequest{LeaseId: ch.Challenge.LeaseId, Index: ch.Challenge.CheckpointIndex})
-			if err != nil {
-				return err
-			}
-			job, err := markettypes.NewQueryClient(clientCtx).Job(cmd.Context(), &markettypes.QueryJobRequest{JobId: cp.Checkpoint.JobId})
-			if err != nil {
-				return err
-			}
-			data, err := types.JobTrainingData(job.Job)
-			if err != nil {
-				return err
-			}
-			chunks, err := types.StepData(data, types.ReferenceConfig(job.Job.Seed), job.Job.Seed, ch.Challenge.Lo)
-			if err != nil {
-				return err
-			}
-			msg := &types.MsgStep{Sender: clientCtx.GetFromAddress().String(), ChallengeId: id, PreState: preState, Data: chunks}
-			return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
+			return run(cmd, ids)
 		},
 	}
-	cmd.Flags().String(flagState, "", "the encoded reference-workload state at the game's step lo (required)")
+	cmd.Flags().String(fileFlag, "", fileHelp)
 	flags.AddTxFlagsToCmd(cmd)
 	return cmd
+}
+
+// broadcastMove signs and sends (or generates) the message build returns
+// for the --from account.
+func broadcastMove(cmd *cobra.Command, build func(clientCtx client.Context, sender string) (sdk.Msg, error)) error {
+	clientCtx, err := client.GetClientTxContext(cmd)
+	if err != nil {
+		return err
+	}
+	msg, err := build(clientCtx, clientCtx.GetFromAddress().String())
+	if err != nil {
+		return err
+	}
+	return tx.GenerateOrBroadcastTxCLI(clientCtx, cmd.Flags(), msg)
+}
+
+// gameMove makes the sender's move in challenge id when the game waits at
+// turn: it reads the game from the chain and sends what build makes of it.
+func gameMove(cmd *cobra.Command, id uint64, turn types.GameTurn, build func(sender string, g dispute.Game) (sdk.Msg, error)) error {
+	return broadcastMove(cmd, func(clientCtx client.Context, sender string) (sdk.Msg, error) {
+		g, err := dispute.Read(cmd.Context(), types.NewQueryClient(clientCtx), markettypes.NewQueryClient(clientCtx), id)
+		if err != nil {
+			return nil, err
+		}
+		if g.Challenge.Turn != turn {
+			return nil, fmt.Errorf("challenge %d waits at %s, not %s", id, g.Challenge.Turn, turn)
+		}
+		return build(sender, g)
+	})
+}
+
+// checkpointMove makes a move on checkpoint ids[1] of lease ids[0] from the
+// --trace file of its steps.
+func checkpointMove(cmd *cobra.Command, ids []uint64, build func(sender string, cp types.Checkpoint, tr trace.Trace) (sdk.Msg, error)) error {
+	return broadcastMove(cmd, func(clientCtx client.Context, sender string) (sdk.Msg, error) {
+		res, err := types.NewQueryClient(clientCtx).Checkpoint(cmd.Context(), &types.QueryCheckpointRequest{LeaseId: ids[0], Index: ids[1]})
+		if err != nil {
+			return nil, err
+		}
+		tr, err := readTrace(cmd, res.Checkpoint.StartStep)
+		if err != nil {
+			return nil, err
+		}
+		return build(sender, res.Checkpoint, tr)
+	})
+}
+
+// readTrace reads the --trace file, whose first hash is h_start.
+func readTrace(cmd *cobra.Command, start uint64) (trace.Trace, error) {
+	path, err := requiredFlag(cmd, flagTrace)
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	tr, err := trace.ReadFile(path, start)
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return tr, nil
 }

@@ -1,0 +1,170 @@
+package bidding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/metrics"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// skipAlreadyBid is the decision on a job the operator has an open bid on.
+const skipAlreadyBid = "already bid"
+
+// offer is a decision to bid: the price, the GPUs it reserves and the
+// runtime that would train the job.
+type offer struct {
+	price   sdk.Coin
+	gpus    []GPU
+	runtime string
+}
+
+// considerJob bids on an open job when a free, healthy set of GPUs and a
+// runtime can serve it at a price under its ceiling, and records the
+// decision either way.
+func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
+	if r.opts.Passive {
+		return nil
+	}
+	res, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+	if err != nil {
+		return fmt.Errorf("reading job: %w", err)
+	}
+	job := res.Job
+	if job.State != markettypes.JOB_STATE_OPEN {
+		return nil
+	}
+	o, skip := r.decide(ctx, job)
+	var reserved []string
+	err = r.opts.DB.Update(func(tx *db.Tx) (err error) {
+		reserved, skip, err = r.reserve(tx, job, o, skip)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if skip != "" {
+		if skip != skipAlreadyBid {
+			r.opts.Metrics.Bid(metrics.BidSkipped)
+			r.log.Info("not bidding", "job", jobID, "why", skip)
+		}
+		return nil
+	}
+	return r.placeBid(ctx, job, o.price, reserved)
+}
+
+// decide returns the bid to place on job, or why there is none.
+func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip string) {
+	if job.Spec.DatasetId != "" {
+		return o, "dataset-backed jobs need the shard data, which this sidecar does not fetch yet"
+	}
+	name, err := r.opts.Runtime(ctx, job)
+	if err != nil {
+		return o, err.Error()
+	}
+	var free []GPU
+	if err := r.opts.DB.View(func(tx *db.Tx) (err error) {
+		free, err = r.freeGPUs(tx)
+		return err
+	}); err != nil {
+		return o, err.Error()
+	}
+	gpus, err := Match(job.Spec, free)
+	if err != nil {
+		return o, err.Error()
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	price, err := r.opts.Pricer.Price(pctx, job.Spec, gpus)
+	if err != nil {
+		return o, err.Error()
+	}
+	return offer{price: price, gpus: gpus, runtime: name}, ""
+}
+
+// reserve records the decision on job in tx and, for a bid, reserves its
+// GPUs: inside the transaction that checks they are still free.
+func (r *Role) reserve(tx *db.Tx, job markettypes.Job, o offer, skip string) (reserved []string, _ string, _ error) {
+	if bid, ok, err := tx.Bid(job.Id); err != nil || (ok && bid.Status == db.BidPlaced) {
+		return nil, skipAlreadyBid, err
+	}
+	if skip == "" {
+		free, err := r.freeGPUs(tx)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, g := range o.gpus {
+			if !slices.ContainsFunc(free, func(f GPU) bool { return f.UUID == g.UUID }) {
+				skip = "its GPUs were taken meanwhile"
+				break
+			}
+			reserved = append(reserved, g.UUID)
+		}
+	}
+	rec, _, err := tx.Job(job.Id)
+	if err != nil {
+		return nil, "", err
+	}
+	rec.JobID, rec.BiddingDeadline = job.Id, job.BiddingDeadline
+	if rec.SeenHeight == 0 {
+		rec.SeenHeight = job.CreatedHeight
+	}
+	if skip != "" {
+		rec.Decision = "skip: " + skip
+		return nil, skip, tx.PutJob(rec)
+	}
+	rec.Decision = fmt.Sprintf("bid %s per GPU-hour on %d×%s (%s runtime)", o.price, len(o.gpus), o.gpus[0].Model, o.runtime)
+	if err := tx.PutBid(db.BidRecord{JobID: job.Id, Price: o.price.String(), Status: db.BidPlaced, GPUs: reserved}); err != nil {
+		return nil, "", err
+	}
+	return reserved, "", tx.PutJob(rec)
+}
+
+// placeBid sends the reserved bid; a bid that is not on chain releases the
+// GPUs it reserved.
+func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, gpus []string) error {
+	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price})
+	if err != nil {
+		r.opts.Metrics.Bid(metrics.BidFailed)
+		return errors.Join(fmt.Errorf("placing bid: %w", err), r.opts.DB.Update(func(tx *db.Tx) error {
+			rec, _, _ := tx.Job(job.Id)
+			rec.Decision = "bid failed: " + err.Error()
+			return errors.Join(tx.DeleteBid(job.Id), tx.PutJob(rec))
+		}))
+	}
+	err = r.opts.DB.Update(func(tx *db.Tx) error {
+		bid, ok, err := tx.Bid(job.Id)
+		if err != nil || !ok {
+			return err
+		}
+		bid.Height, bid.TxHash = result.Height, result.Hash
+		return tx.PutBid(bid)
+	})
+	r.opts.Metrics.Bid(metrics.BidPlaced)
+	r.opts.Metrics.BidLatency(job.CreatedHeight, result.Height)
+	r.log.Info("bid placed", "job", job.Id, "price_per_gpu_hour", price.String(), "gpus", gpus,
+		"job_height", job.CreatedHeight, "bid_height", result.Height, "tx", result.Hash)
+	return err
+}
+
+// freeGPUs are the healthy GPUs that neither serve a lease nor are reserved
+// by an open bid.
+func (r *Role) freeGPUs(tx *db.Tx) ([]GPU, error) {
+	taken, err := tx.TakenGPUs()
+	if err != nil {
+		return nil, err
+	}
+	var free []GPU
+	for _, g := range r.opts.GPUs.Healthy() {
+		if _, used := taken[g.UUID]; !used {
+			free = append(free, GPU{UUID: g.UUID, Model: r.opts.ModelName(g.Name), VRAMMiB: g.MemoryMiB})
+		}
+	}
+	return free, nil
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/trainer"
+)
+
+// The hidden flags of `depinprovider start` that install the roles' test
+// hooks. They exist for the end-to-end tests and `make demo-fraud`; nothing
+// else about a sidecar started with them differs.
+const (
+	// flagCheat makes the provider a cheater: the checkpoint covering the
+	// step commits fabricated hashes from it on instead of its trainer's.
+	flagCheat = "cheat-fabricate-from-step"
+	// flagPauseMove stops the sidecar right before it sends its Nth
+	// dispute move (counting from 1 in this process): it logs
+	// daemon.PausedLogMsg and blocks until it is stopped or killed.
+	flagPauseMove = "pause-before-move"
+	// flagPauseCheckpoint does the same before its Nth checkpoint
+	// submission.
+	flagPauseCheckpoint = "pause-before-checkpoint"
+)
+
+func addTestHookFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Uint64(flagCheat, 0, "TESTS ONLY: commit fabricated trace hashes from this step on")
+	f.Uint64(flagPauseMove, 0, "TESTS ONLY: block right before sending the Nth dispute move")
+	f.Uint64(flagPauseCheckpoint, 0, "TESTS ONLY: block right before submitting the Nth checkpoint")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint} {
+		_ = f.MarkHidden(name)
+	}
+}
+
+// testHooks are the hooks the hidden flags ask for; none without them.
+func testHooks(cmd *cobra.Command, log *slog.Logger) daemon.Hooks {
+	var hooks daemon.Hooks
+	f := cmd.Flags()
+	if from, _ := f.GetUint64(flagCheat); from > 0 {
+		hooks.Leases.CommitTrace = fabricateFrom(from, log)
+	}
+	if n, _ := f.GetUint64(flagPauseMove); n > 0 {
+		pause := pauseAt(n, log)
+		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
+			pause(ctx, "dispute move", "challenge", challengeID, "msg", sdk.MsgTypeURL(msg))
+		}
+	}
+	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
+		pause := pauseAt(n, log)
+		hooks.Leases.BeforeCheckpoint = func(ctx context.Context, leaseID, index uint64) {
+			pause(ctx, "checkpoint submission", "lease", leaseID, "index", index)
+		}
+	}
+	return hooks
+}
+
+// pauseAt returns a pause point that blocks the nth time it is reached,
+// until ctx ends, after logging daemon.PausedLogMsg.
+func pauseAt(n uint64, log *slog.Logger) func(ctx context.Context, before string, args ...any) {
+	var reached atomic.Uint64
+	return func(ctx context.Context, before string, args ...any) {
+		if reached.Add(1) != n {
+			return
+		}
+		log.Warn(daemon.PausedLogMsg, append([]any{"before", before, "n", n}, args...)...)
+		<-ctx.Done()
+	}
+}
+
+// fabricateFrom is the cheating mode: it replaces the trainer's hashes from
+// step from on with made-up ones, as a provider that skipped the work
+// would. Checkpoints ending before from commit their trainer's trace.
+func fabricateFrom(from uint64, log *slog.Logger) func(cp trainer.Checkpoint) (trace.Trace, error) {
+	return func(cp trainer.Checkpoint) (trace.Trace, error) {
+		if from <= cp.StartStep() || from > cp.EndStep() {
+			return cp.Trace, nil
+		}
+		hashes := slices.Clone(cp.Trace.Hashes)
+		for i := from - cp.StartStep(); i < uint64(len(hashes)); i++ {
+			hashes[i] = merkle.Hash(sha256.Sum256([]byte(fmt.Sprintf("fabricated h_%d", cp.StartStep()+i))))
+		}
+		log.Warn("CHEATING: committing fabricated hashes", "from_step", from, "checkpoint_steps", fmt.Sprintf("%d..%d", cp.StartStep(), cp.EndStep()))
+		return trace.New(cp.StartStep(), hashes), nil
+	}
+}

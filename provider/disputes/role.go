@@ -1,0 +1,206 @@
+// Package disputes is the provider sidecar's disputes role: it plays
+// x/verify's verification game wherever the operator is a party, and in
+// verifier mode re-executes other providers' reference checkpoints and
+// challenges those it finds wrong.
+//
+// As a defender, the role opens the hashes of the trace the operator
+// committed for a challenged checkpoint; as a challenger, those of its own
+// honest re-execution, and it makes the one-step proof. Every move is built
+// by pkg/dispute from the game's state on chain and the party's evidence,
+// as soon as the chain waits on the operator, and a move that fails is
+// retried until the game's deadline: losing by silence is the one way an
+// honest party loses. Nothing about a game is remembered but what the chain
+// and the database hold, so after a start Resume picks up every open game.
+package disputes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// VerifierGrants are the messages a verifier sends on the operator's behalf,
+// besides chain.RequiredGrants.
+var VerifierGrants = []string{
+	sdk.MsgTypeURL(&verifytypes.MsgChallenge{}),
+	sdk.MsgTypeURL(&verifytypes.MsgRespond{}),
+	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
+}
+
+// Sizes of the work queues; past them work waits for the next start.
+const (
+	disputeQueueSize = 1024
+	verifyQueueSize  = 4096
+)
+
+// maxStartStateBytes bounds a start state downloaded from another provider.
+const maxStartStateBytes = 64 << 30
+
+// Chain is what the role reads from the chain; chain.Queries satisfies it.
+type Chain interface {
+	chain.JobQuerier
+	chain.LeaseQuerier
+	chain.CheckpointQuerier
+	chain.ChallengeQuerier
+	chain.ChallengesQuerier
+}
+
+// Checkpoints are the checkpoint folders the provider retains;
+// *checkpoint.Catalog satisfies it.
+type Checkpoints interface {
+	Lookup(ref checkpoint.Ref) (checkpoint.Entry, bool)
+}
+
+// Metrics counts what the role does; *metrics.Metrics satisfies it.
+type Metrics interface {
+	DisputeMove(role string, blocksToSpare int64)
+	Verification(result string)
+}
+
+// Hooks change what the role does, for tests only; production sets none.
+type Hooks struct {
+	// BeforeMove is called before each move of a game is sent. It may
+	// block until ctx ends (a test's pause point, to kill the sidecar at a
+	// known move).
+	BeforeMove func(ctx context.Context, challengeID uint64, msg sdk.Msg)
+}
+
+// Options configure a Role.
+type Options struct {
+	// Operator is the address whose games the role plays.
+	Operator string
+	Submit   chain.SubmitFunc
+	Chain    Chain
+	// Height is the chain's latest height as the daemon last saw it.
+	Height func() int64
+	DB     *db.DB
+	// Checkpoints hold the operator's checkpoint folders, whose traces a
+	// defence opens.
+	Checkpoints Checkpoints
+	// Verifier turns on verifier mode and says which checkpoints to check.
+	Verifier config.Verifier
+	// WorkDir holds downloads in progress.
+	WorkDir string
+	Metrics Metrics
+	// Logger receives the role's logs; nil discards them.
+	Logger *slog.Logger
+	Hooks  Hooks
+}
+
+// Role is the disputes role. Create it with New.
+type Role struct {
+	opts    Options
+	log     *slog.Logger
+	fetcher checkpoint.Fetcher
+	games   rolekit.Queue[uint64]
+	checks  rolekit.Queue[checkpoint.Ref]
+	lastErr rolekit.LastError
+
+	mu sync.Mutex
+	// executions are the verifier's re-executions of challenged checkpoints,
+	// by challenge; verified its latest computed state per lease.
+	executions map[uint64]*Execution
+	verified   map[uint64]*reftrainer.State
+}
+
+// New checks opts and prepares a Role; nothing is sent until Run.
+func New(opts Options) (*Role, error) {
+	switch {
+	case opts.Operator == "" || opts.WorkDir == "":
+		return nil, errors.New("disputes role: needs an operator and a work folder")
+	case opts.Submit == nil || opts.Chain == nil || opts.Height == nil || opts.DB == nil:
+		return nil, errors.New("disputes role: needs a submitter, a chain, its height and a database")
+	case opts.Checkpoints == nil || opts.Metrics == nil:
+		return nil, errors.New("disputes role: needs the checkpoints and metrics")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Role{
+		opts: opts, log: opts.Logger,
+		fetcher:    checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxStartStateBytes},
+		games:      rolekit.NewQueue[uint64](disputeQueueSize),
+		checks:     rolekit.NewQueue[checkpoint.Ref](verifyQueueSize),
+		executions: map[uint64]*Execution{}, verified: map[uint64]*reftrainer.State{},
+	}, nil
+}
+
+// Name implements the daemon's Role.
+func (*Role) Name() string { return "disputes" }
+
+// Status is what the role reports to the status API.
+type Status struct {
+	// Verifier says verifier mode is on.
+	Verifier bool
+	// Games and Checks are how many challenges and checkpoints wait.
+	Games, Checks int
+	LastError     string
+	ErrorAt       time.Time
+}
+
+// Status reports the role's state.
+func (r *Role) Status() Status {
+	msg, at := r.lastErr.Get()
+	return Status{Verifier: r.opts.Verifier.Enabled, Games: r.games.Len(), Checks: r.checks.Len(), LastError: msg, ErrorAt: at}
+}
+
+// Resume queues every open game the operator is in, after a start: its own
+// checkpoints' challenges and the ones its verifier opened.
+func (r *Role) Resume(ctx context.Context, _ *chain.Snapshot) error {
+	ids, verifications, err := r.challengesOf(ctx, true)
+	if err != nil {
+		r.log.Warn("looking up open disputes failed; their next turns will bring them", "err", err)
+		return nil
+	}
+	for _, id := range ids {
+		r.enqueueGame(id)
+	}
+	for _, v := range verifications {
+		if v.ChallengeID != 0 && v.Outcome == "" {
+			r.enqueueGame(v.ChallengeID)
+		}
+	}
+	return nil
+}
+
+// Run plays queued games and, in verifier mode, checks queued checkpoints,
+// until ctx ends.
+func (r *Role) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if r.opts.Verifier.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.checks.Serve(ctx, r.checkQueued)
+		}()
+	}
+	r.games.Serve(ctx, r.playQueued)
+	wg.Wait()
+	return nil
+}
+
+// enqueueGame asks the worker to look at a challenge.
+func (r *Role) enqueueGame(challengeID uint64) {
+	if !r.games.Push(challengeID) {
+		r.log.Error("dispute queue full; the challenge is picked up at the next start", "challenge", challengeID)
+	}
+}
+
+// enqueueCheck asks the verifier to check another provider's checkpoint.
+func (r *Role) enqueueCheck(ref checkpoint.Ref) {
+	if !r.checks.Push(ref) {
+		r.log.Warn("verification queue full; checkpoint not checked", "checkpoint", ref.String())
+	}
+}

@@ -1,0 +1,230 @@
+package disputes
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/internal/roletest"
+	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+const (
+	operator = "depin1operator"
+	other    = "depin1other"
+)
+
+type harness struct {
+	role  *Role
+	db    *db.DB
+	chain *roletest.Chain
+	cat   *checkpoint.Catalog
+	moves []sdk.Msg
+}
+
+func newHarness(t *testing.T, verifier bool) *harness {
+	t.Helper()
+	st := roletest.OpenDB(t)
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	var err error
+	h.role, err = New(Options{
+		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, Height: func() int64 { return h.chain.Height }, DB: st,
+		Checkpoints: h.cat, Verifier: config.Verifier{Enabled: verifier, Policy: config.PolicyAll}, WorkDir: t.TempDir(),
+		Metrics: metrics.New("test"),
+		Hooks:   Hooks{BeforeMove: func(_ context.Context, _ uint64, msg sdk.Msg) { h.moves = append(h.moves, msg) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func referenceJob() markettypes.Job {
+	return markettypes.Job{Id: 1, Seed: bytes.Repeat([]byte{3}, 32),
+		Spec: markettypes.JobSpec{TotalSteps: 8, CheckpointInterval: 8, Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
+}
+
+// honestCheckpoint re-executes steps 0..8 of the job and returns the
+// commitment an honest provider makes, with the execution.
+func honestCheckpoint(t *testing.T, provider string) (verifytypes.Checkpoint, *Execution) {
+	t.Helper()
+	job := referenceJob()
+	start, err := InitialState(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := Reexecute(job, start, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := exec.Trace.Root()
+	return verifytypes.Checkpoint{LeaseId: 1, Index: 0, JobId: 1, Provider: provider, StartStep: 0, EndStep: 8,
+		TraceRoot: root[:], FinalHash: exec.Trace.Hashes[8][:], ChallengeDeadline: 100}, exec
+}
+
+// The defender opens what it committed at the game's midpoint, from its
+// checkpoint folder; the pause hook sees the move before it is sent.
+func TestDefenderRevealsItsCommittedHash(t *testing.T) {
+	h := newHarness(t, false)
+	cp, exec := honestCheckpoint(t, operator)
+	state, err := exec.StateAt(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := trainer.WriteCheckpoint(t.TempDir(), 8, state, exec.Trace.Hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder, err := trainer.ReadCheckpoint(dir, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitment, err := checkpoint.Commit(folder, checkpoint.HashOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cat.Add(checkpoint.Entry{Ref: checkpoint.Ref{LeaseID: 1}, JobID: 1, Dir: dir, Commitment: commitment}); err != nil {
+		t.Fatal(err)
+	}
+	h.chain.Jobs[1] = referenceJob()
+	h.chain.Cps[[2]uint64{1, 0}] = cp
+	h.chain.ChallengeBy[4] = verifytypes.Challenge{Id: 4, LeaseId: 1, Provider: operator, Challenger: other,
+		Lo: 0, Mid: 4, Hi: 8, Turn: verifytypes.GAME_TURN_PROVIDER, Deadline: 50}
+	if err := h.role.play(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	reveals := roletest.SentOf[*verifytypes.MsgRevealHash](h.chain)
+	if len(reveals) != 1 || reveals[0].Step != 4 || !bytes.Equal(reveals[0].Hash, exec.Trace.Hashes[4][:]) || len(h.moves) != 1 {
+		t.Fatalf("reveals %+v, moves seen by the hook %d", reveals, len(h.moves))
+	}
+
+	// A committed trace that is not the folder's: the defence refuses to
+	// open hashes that would not verify, and sends nothing.
+	wrong := cp
+	wrong.TraceRoot = bytes.Repeat([]byte{9}, 32)
+	h.chain.Cps[[2]uint64{1, 0}] = wrong
+	if err := h.role.play(context.Background(), 4); err == nil || !strings.Contains(err.Error(), "not the one committed") {
+		t.Fatalf("a defence of a trace not committed: %v", err)
+	}
+	if len(h.chain.Sent()) != 1 {
+		t.Fatalf("sent %v after a refused defence", h.chain.Sent())
+	}
+	// A game not waiting on the operator, or past its deadline, sends nothing.
+	h.chain.Cps[[2]uint64{1, 0}] = cp
+	h.chain.ChallengeBy[4] = verifytypes.Challenge{Id: 4, LeaseId: 1, Provider: operator, Challenger: other, Turn: verifytypes.GAME_TURN_CHALLENGER, Deadline: 50}
+	h.chain.ChallengeBy[5] = verifytypes.Challenge{Id: 5, LeaseId: 1, Provider: operator, Challenger: other, Mid: 4, Turn: verifytypes.GAME_TURN_PROVIDER, Deadline: 5}
+	if err := h.role.play(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.role.play(context.Background(), 5); err == nil {
+		t.Fatal("a move past its deadline was made")
+	}
+	if len(h.chain.Sent()) != 1 {
+		t.Fatalf("sent %v", h.chain.Sent())
+	}
+}
+
+// The verifier re-executes another provider's checkpoint: an honest one
+// matches; a fabricated one is challenged with the verifier's own trace,
+// and the challenge is played from the recorded execution.
+func TestVerifierChallengesOnlyAWrongCheckpoint(t *testing.T) {
+	h := newHarness(t, true)
+	h.chain.Jobs[1] = referenceJob()
+	cp, exec := honestCheckpoint(t, other)
+	h.chain.Cps[[2]uint64{1, 0}] = cp
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.verification(t, 1, 0)
+	if rec.Result != db.VerificationMatched || len(h.chain.Sent()) != 0 {
+		t.Fatalf("an honest checkpoint: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	lie := merkle.Hash{0xab}
+	cp.Index, cp.FinalHash = 1, lie[:]
+	h.chain.Cps[[2]uint64{1, 1}] = cp
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec = h.verification(t, 1, 1)
+	challenges := roletest.SentOf[*verifytypes.MsgChallenge](h.chain)
+	root := exec.Trace.Root()
+	if rec.Result != db.VerificationMismatched || rec.ChallengeID != 1 || len(challenges) != 1 || !bytes.Equal(challenges[0].TraceRoot, root[:]) {
+		t.Fatalf("a fabricated checkpoint: %+v, challenges %+v", rec, challenges)
+	}
+	if h.role.Status().Games != 1 {
+		t.Fatal("the new challenge was not queued for play")
+	}
+	// The verifier answers the game's midpoint from what it re-executed.
+	ch := h.chain.ChallengeBy[1]
+	ch.Mid, ch.Turn, ch.Deadline = 4, verifytypes.GAME_TURN_CHALLENGER, 50
+	h.chain.ChallengeBy[1] = ch
+	if err := h.role.play(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if rs := roletest.SentOf[*verifytypes.MsgRespond](h.chain); len(rs) != 1 || !bytes.Equal(rs[0].Hash, exec.Trace.Hashes[4][:]) {
+		t.Fatalf("responses %+v", rs)
+	}
+	// Checked once: a second look sends nothing.
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 1}); err != nil || len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
+		t.Fatalf("a second look: %v", err)
+	}
+}
+
+func (h *harness) verification(t *testing.T, lease, index uint64) db.VerificationRecord {
+	t.Helper()
+	var rec db.VerificationRecord
+	if err := h.db.View(func(tx *db.Tx) (err error) { rec, _, err = tx.Verification(lease, index); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Events: turns of any game are queued (the worker reads whether it is the
+// operator's); other providers' checkpoints are queued only in verifier
+// mode; the end of the verifier's challenge is recorded.
+func TestHandleEventQueuesGamesAndChecks(t *testing.T) {
+	for _, verifier := range []bool{false, true} {
+		h := newHarness(t, verifier)
+		run := func(ev chain.Event) {
+			t.Helper()
+			for _, act := range roletest.Deliver(t, h.db, h.role, ev) {
+				act()
+			}
+		}
+		run(chain.Event{Message: &verifytypes.EventGameTurn{ChallengeId: 3}})
+		run(chain.Event{Message: &verifytypes.EventChallengeOpened{ChallengeId: 4, Provider: other}})
+		run(chain.Event{Message: &verifytypes.EventCheckpointSubmitted{LeaseId: 2, Provider: other}})
+		run(chain.Event{Message: &verifytypes.EventCheckpointSubmitted{LeaseId: 3, Provider: operator}})
+		st := h.role.Status()
+		wantChecks := 0
+		if verifier {
+			wantChecks = 1
+		}
+		if st.Games != 1 || st.Checks != wantChecks {
+			t.Fatalf("verifier %v: %d games and %d checks queued, want 1 and %d", verifier, st.Games, st.Checks, wantChecks)
+		}
+		if err := h.db.Update(func(tx *db.Tx) error {
+			return tx.PutVerification(db.VerificationRecord{LeaseID: 2, Index: 0, Result: db.VerificationMismatched, ChallengeID: 9})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		run(chain.Event{Message: &verifytypes.EventChallengeResolved{ChallengeId: 9, LeaseId: 2, Challenger: operator, Provider: other,
+			Outcome: verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON}})
+		if rec := h.verification(t, 2, 0); rec.Outcome != "CHALLENGE_OUTCOME_CHALLENGER_WON" {
+			t.Fatalf("the verifier's challenge ended %q", rec.Outcome)
+		}
+	}
+}

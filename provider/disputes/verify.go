@@ -1,0 +1,232 @@
+package disputes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/depinchain/depinchain/pkg/dispute"
+	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// checkQueued verifies a queued checkpoint.
+func (r *Role) checkQueued(ctx context.Context, ref checkpoint.Ref) {
+	if err := r.verifyCheckpoint(ctx, ref); err != nil && ctx.Err() == nil {
+		r.log.Warn("verification failed", "checkpoint", ref.String(), "err", err)
+		r.lastErr.Note(err)
+	}
+}
+
+// sampled decides, reproducibly from the verifier's seed, whether the
+// policy checks a checkpoint: verifiers with different seeds check different
+// checkpoints, and one verifier always decides the same way after a restart.
+func sampled(cfg config.Verifier, ref checkpoint.Ref) bool {
+	if cfg.Policy == config.PolicyAll {
+		return true
+	}
+	var in [24]byte
+	binary.BigEndian.PutUint64(in[0:], cfg.Seed)
+	binary.BigEndian.PutUint64(in[8:], ref.LeaseID)
+	binary.BigEndian.PutUint64(in[16:], ref.Index)
+	h := sha256.Sum256(in[:])
+	return float64(binary.BigEndian.Uint64(h[:8]))/math.Pow(2, 64) < cfg.SampleRate
+}
+
+// verifyCheckpoint re-executes another provider's reference checkpoint from
+// its committed start state and challenges it when the result differs.
+func (r *Role) verifyCheckpoint(ctx context.Context, ref checkpoint.Ref) error {
+	var done bool
+	if err := r.opts.DB.View(func(tx *db.Tx) error {
+		rec, ok, err := tx.Verification(ref.LeaseID, ref.Index)
+		done = ok && rec.Result != db.VerificationFailed
+		return err
+	}); err != nil || done {
+		return err
+	}
+	cpRes, err := r.opts.Chain.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ref.LeaseID, Index: ref.Index})
+	if err != nil {
+		return err
+	}
+	cp := cpRes.Checkpoint
+	if cp.Provider == r.opts.Operator {
+		return nil
+	}
+	jobRes, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: cp.JobId})
+	if err != nil {
+		return err
+	}
+	rec := db.VerificationRecord{LeaseID: cp.LeaseId, Index: cp.Index, JobID: cp.JobId, Provider: cp.Provider, Height: cp.SubmittedHeight}
+	rec.Result, rec.Detail = r.skipReason(jobRes.Job, ref)
+	if rec.Result == "" {
+		if err := r.checkReexecution(ctx, cp, jobRes.Job, &rec); err != nil {
+			rec.Result, rec.Detail = db.VerificationFailed, err.Error()
+		}
+	}
+	r.opts.Metrics.Verification(string(rec.Result))
+	r.log.Info("checkpoint verified", "lease", cp.LeaseId, "index", cp.Index, "provider", cp.Provider,
+		"steps", fmt.Sprintf("%d..%d", cp.StartStep, cp.EndStep), "result", rec.Result, "detail", rec.Detail, "challenge", rec.ChallengeID)
+	return r.opts.DB.Update(func(tx *db.Tx) error { return tx.PutVerification(rec) })
+}
+
+// skipReason says why the verifier does not check a checkpoint of job, or
+// returns "" when it does.
+func (r *Role) skipReason(job markettypes.Job, ref checkpoint.Ref) (db.VerificationResult, string) {
+	switch {
+	case job.Spec.Workload.Kind != markettypes.WORKLOAD_KIND_REFERENCE:
+		return db.VerificationSkipped, "not a reference workload: it cannot be re-executed or adjudicated"
+	case job.Spec.DatasetId != "":
+		return db.VerificationSkipped, "trains on a dataset this verifier does not hold"
+	case !sampled(r.opts.Verifier, ref):
+		return db.VerificationSkipped, fmt.Sprintf("not in this verifier's sample (rate %g)", r.opts.Verifier.SampleRate)
+	}
+	return "", ""
+}
+
+// checkReexecution re-executes cp and, on a mismatch, opens a challenge.
+func (r *Role) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job, rec *db.VerificationRecord) error {
+	exec, err := r.reexecute(ctx, cp, job)
+	if err != nil {
+		return err
+	}
+	root, final := exec.Trace.Root(), exec.Trace.Hashes[len(exec.Trace.Hashes)-1]
+	if slices.Equal(root[:], cp.TraceRoot) && slices.Equal(final[:], cp.FinalHash) {
+		rec.Result = db.VerificationMatched
+		return nil
+	}
+	rec.Result = db.VerificationMismatched
+	rec.Detail = fmt.Sprintf("re-execution ends at h_%d = %s, the provider committed %x", cp.EndStep, final, cp.FinalHash)
+	if h := r.opts.Height(); h > cp.ChallengeDeadline {
+		rec.Detail += fmt.Sprintf("; too late to challenge (window ended at %d)", cp.ChallengeDeadline)
+		return nil
+	}
+	msg, err := dispute.Challenge(r.opts.Operator, cp, exec.Trace)
+	if err != nil {
+		return err
+	}
+	res, err := r.opts.Submit(ctx, msg)
+	if err != nil {
+		return fmt.Errorf("%s; challenging failed: %w", rec.Detail, err)
+	}
+	id, err := challengeIDOf(res)
+	if err != nil {
+		return err
+	}
+	rec.ChallengeID = id
+	r.mu.Lock()
+	r.executions[id] = exec
+	r.mu.Unlock()
+	r.log.Warn("challenge opened", "challenge", id, "lease", cp.LeaseId, "index", cp.Index, "provider", cp.Provider, "detail", rec.Detail)
+	r.enqueueGame(id)
+	return nil
+}
+
+// challengeIDOf reads the id of the challenge a MsgChallenge opened.
+func challengeIDOf(res *chain.TxResult) (uint64, error) {
+	for _, ev := range res.Events {
+		if ev.Type != "depinchain.verify.v1.EventChallengeOpened" {
+			continue
+		}
+		for _, a := range ev.Attributes {
+			if a.Key == "challenge_id" {
+				return strconv.ParseUint(strings.Trim(a.Value, `"`), 10, 64)
+			}
+		}
+	}
+	return 0, errors.New("no EventChallengeOpened in the transaction")
+}
+
+// challengerEvidence is the verifier's own execution of a challenged
+// checkpoint, recomputed after a restart.
+func (r *Role) challengerEvidence(ctx context.Context, id uint64, g dispute.Game) (dispute.Evidence, error) {
+	r.mu.Lock()
+	exec, ok := r.executions[id]
+	r.mu.Unlock()
+	if !ok {
+		var err error
+		if exec, err = r.reexecute(ctx, g.Checkpoint, g.Job); err != nil {
+			return dispute.Evidence{}, err
+		}
+		r.mu.Lock()
+		r.executions[id] = exec
+		r.mu.Unlock()
+	}
+	return exec.Evidence(), nil
+}
+
+// reexecute trains cp's range honestly from the state the chain agrees the
+// checkpoint started from: the initial weights, the verifier's own state
+// from the lease's previous checkpoint, or that checkpoint's state
+// downloaded from its provider and checked against its commitment.
+func (r *Role) reexecute(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job) (*Execution, error) {
+	start, err := r.startState(ctx, cp, job)
+	if err != nil {
+		return nil, err
+	}
+	exec, err := Reexecute(job, start, cp.StartStep, cp.EndStep)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.verified[cp.LeaseId] = exec.End
+	r.mu.Unlock()
+	return exec, nil
+}
+
+func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job) (*reftrainer.State, error) {
+	if cp.StartStep == 0 {
+		return InitialState(job)
+	}
+	r.mu.Lock()
+	cached := r.verified[cp.LeaseId]
+	r.mu.Unlock()
+	if cached != nil {
+		if h := cached.Hash(); slices.Equal(h[:], cp.StartHash) {
+			return cached, nil
+		}
+	}
+	uri, err := r.startURI(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	client, ref, from, err := r.fetcher.At(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := r.fetcher.State(ctx, client, ref, from)
+	if err != nil {
+		return nil, fmt.Errorf("the start state (checkpoint %s at %s) is not available: %w", ref, uri, err)
+	}
+	if h := sha256.Sum256(raw); !slices.Equal(h[:], cp.StartHash) {
+		return nil, errors.New("the served start state does not hash to the checkpoint's start hash")
+	}
+	return reftrainer.Decode(raw)
+}
+
+// startURI is where the state at cp's start step is served: the end of the
+// lease's previous checkpoint, or of the checkpoint the lease resumed from.
+func (r *Role) startURI(ctx context.Context, cp verifytypes.Checkpoint) (string, error) {
+	if cp.Index > 0 {
+		prev, err := r.opts.Chain.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: cp.LeaseId, Index: cp.Index - 1})
+		if err != nil {
+			return "", err
+		}
+		return prev.Checkpoint.Uri, nil
+	}
+	lease, err := r.opts.Chain.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: cp.LeaseId})
+	if err != nil {
+		return "", err
+	}
+	return lease.Lease.ResumeUri, nil
+}

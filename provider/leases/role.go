@@ -1,0 +1,230 @@
+// Package leases is the provider sidecar's leases role: it trains the
+// leases the operator wins, commits and serves their checkpoints, and
+// withdraws what they earn.
+//
+// For each active lease the role starts the job's trainer on a runtime
+// (the in-process reference trainer, an operator-installed process, or the
+// job's container), watches the trainer's output for completed checkpoint
+// folders, hashes each into its commitment, retains it in the catalog the
+// checkpoint server serves, and submits MsgSubmitCheckpoint. A run that
+// fails is retried from its last checkpoint a bounded number of times; a
+// lease whose GPUs fail, or whose trainer breaks the contract, is flagged.
+// Whenever a checkpoint becomes final, the released earnings are withdrawn.
+//
+// Everything the role must not forget is in the database. After a start,
+// Resume re-adds the retained checkpoints to the catalog (re-hashing each
+// folder), restarts every active lease from its newest local checkpoint
+// (or the job's last final checkpoint, downloaded from the provider that
+// trained it), and reconciles the database with the leases on chain.
+package leases
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/gpu"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
+	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// maxResumeStateBytes bounds a resume checkpoint downloaded from another provider.
+const maxResumeStateBytes = 64 << 30
+
+// Chain is what the role reads from the chain; chain.Queries satisfies it.
+type Chain interface {
+	chain.JobQuerier
+	chain.LeaseQuerier
+	chain.LeasesQuerier
+	chain.CheckpointQuerier
+	chain.CheckpointsQuerier
+}
+
+// Metrics counts what the role does; *metrics.Metrics satisfies it.
+type Metrics interface {
+	LeaseWon()
+	LeaseClosed(leaseID uint64)
+	SetLeasesActive(n int)
+	SetTrainingStep(leaseID, step uint64)
+	Checkpoint(status metrics.CheckpointStatus)
+	CheckpointHashed(bytes uint64)
+	EarningsWithdrawn(udepin uint64)
+}
+
+// Hooks change what the role does, for tests and the fraud demo only;
+// production sets none.
+type Hooks struct {
+	// CommitTrace returns the trace to commit for a completed checkpoint
+	// instead of its trainer's (a cheater's fabricated hashes). A trace
+	// that is not the trainer's is kept in the checkpoint folder
+	// (checkpoint.WriteCommittedTrace), so the defence opens what was
+	// committed.
+	CommitTrace func(cp trainer.Checkpoint) (trace.Trace, error)
+	// BeforeCheckpoint is called before checkpoint index of a lease is
+	// submitted. It may block until ctx ends (a test's pause point).
+	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
+}
+
+// Options configure a Role.
+type Options struct {
+	// Operator is the provider address leases are served for.
+	Operator string
+	Submit   chain.SubmitFunc
+	Chain    Chain
+	DB       *db.DB
+	// Catalog holds the checkpoints the checkpoint server serves.
+	Catalog *checkpoint.Catalog
+	GPUs    gpu.Host
+	// SimulatedGPUs says the GPUs are simulated: they have no device nodes
+	// to hand a container.
+	SimulatedGPUs bool
+	// Runtimes are the runtimes the operator enabled.
+	Runtimes config.Runtimes
+	// WorkDir holds a folder per lease and downloads in progress.
+	WorkDir string
+	// PublicURL is the checkpoint server's base URL as others reach it.
+	PublicURL string
+	// HealthInterval is how often the GPUs of active leases are checked
+	// (default 30s).
+	HealthInterval time.Duration
+	Metrics        Metrics
+	// Logger receives the role's logs; nil discards them.
+	Logger *slog.Logger
+	Hooks  Hooks
+}
+
+// Role is the leases role. Create it with New.
+type Role struct {
+	opts     Options
+	log      *slog.Logger
+	runtimes runtimes
+	fetcher  checkpoint.Fetcher
+	// withdraw coalesces requests to withdraw earnings.
+	withdraw rolekit.Queue[struct{}]
+	lastErr  rolekit.LastError
+
+	mu       sync.Mutex
+	runs     map[uint64]*leaseRun
+	progress map[uint64]uint64 // lease → step the trainer last reported
+}
+
+// New checks opts and prepares a Role (and its runtimes); no trainer runs
+// until Resume or a won lease.
+func New(opts Options) (*Role, error) {
+	switch {
+	case opts.Operator == "" || opts.PublicURL == "" || opts.WorkDir == "":
+		return nil, errors.New("leases role: needs an operator, a public URL and a work folder")
+	case opts.Submit == nil || opts.Chain == nil || opts.DB == nil || opts.Catalog == nil:
+		return nil, errors.New("leases role: needs a submitter, a chain, a database and a catalog")
+	case opts.GPUs == nil || opts.Metrics == nil:
+		return nil, errors.New("leases role: needs GPUs and metrics")
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Role{
+		opts: opts, log: opts.Logger,
+		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes},
+		withdraw: rolekit.NewQueue[struct{}](1),
+		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
+	}
+	var err error
+	if r.runtimes, err = newRuntimes(opts.Runtimes, r.onTrainingProgress); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Name implements the daemon's Role.
+func (*Role) Name() string { return "leases" }
+
+// Status is what the role reports to the status API.
+type Status struct {
+	// Runtimes names the enabled runtimes.
+	Runtimes []string
+	// Progress is the step each running trainer last reported, by lease.
+	Progress  map[uint64]uint64
+	LastError string
+	ErrorAt   time.Time
+}
+
+// Status reports the role's state.
+func (r *Role) Status() Status {
+	r.mu.Lock()
+	progress := make(map[uint64]uint64, len(r.progress))
+	for id, step := range r.progress {
+		progress[id] = step
+	}
+	r.mu.Unlock()
+	msg, at := r.lastErr.Get()
+	return Status{Runtimes: r.runtimes.names(), Progress: progress, LastError: msg, ErrorAt: at}
+}
+
+// RuntimeFor names the runtime that would train job, or says why none can.
+func (r *Role) RuntimeFor(ctx context.Context, job markettypes.Job) (string, error) {
+	rt, err := r.runtimes.forJob(ctx, job)
+	if err != nil {
+		return "", err
+	}
+	return rt.Name(), nil
+}
+
+// Run withdraws earnings whenever a checkpoint becomes final (and once at
+// start), flags leases whose GPUs fail, and prunes checkpoints the catalog
+// no longer needs, until ctx ends; then it stops every trainer and waits
+// until they have stopped, their completed checkpoints safe on disk.
+func (r *Role) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context){r.watchGPUs, r.pruneCatalog} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
+	r.requestWithdrawal()
+	r.withdraw.Serve(ctx, func(ctx context.Context, _ struct{}) {
+		if err := r.withdrawEarnings(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("withdrawing earnings failed; retrying with the next final checkpoint", "err", err)
+			r.lastErr.Note(err)
+		}
+	})
+	wg.Wait()
+	r.stopAll()
+	return nil
+}
+
+// Close releases the runtimes (the container engine's client).
+func (r *Role) Close() error { return r.runtimes.close() }
+
+// pruneCatalog prunes checkpoints the catalog no longer needs to keep.
+func (r *Role) pruneCatalog(ctx context.Context) {
+	ticker := time.NewTicker(time.Minute)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		pruned, err := r.opts.Catalog.Prune(time.Now())
+		for _, ref := range pruned {
+			r.log.Info("checkpoint pruned", "checkpoint", ref.String())
+		}
+		if err != nil {
+			r.log.Warn("pruning checkpoints failed", "err", err)
+		}
+	}
+}

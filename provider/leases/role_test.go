@@ -1,0 +1,251 @@
+package leases
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/gpu"
+	"github.com/depinchain/depinchain/provider/internal/roletest"
+	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+const (
+	operator  = "depin1operator"
+	publicURL = "http://provider.example.com:8080"
+)
+
+// noGPUs is a host without GPUs: the reference runtime needs none.
+type noGPUs struct{}
+
+func (noGPUs) Healthy() []gpu.GPU                             { return nil }
+func (noGPUs) UnhealthyLeased(uuids []string) []gpu.Unhealthy { return nil }
+
+type harness struct {
+	role  *Role
+	db    *db.DB
+	chain *roletest.Chain
+	cat   *checkpoint.Catalog
+}
+
+func newHarness(t *testing.T, hooks Hooks) *harness {
+	t.Helper()
+	st := roletest.OpenDB(t)
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	var err error
+	h.role, err = New(Options{
+		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, DB: st, Catalog: h.cat, GPUs: noGPUs{},
+		Runtimes: config.Runtimes{Reference: true}, WorkDir: t.TempDir(), PublicURL: publicURL,
+		Metrics: metrics.New("test"), Hooks: hooks,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.role.Close() })
+	return h
+}
+
+// won puts a reference job of steps steps, a checkpoint every interval, and
+// the operator's active lease 1 on it on chain and in the database.
+func (h *harness) won(t *testing.T, steps, interval uint64) {
+	t.Helper()
+	h.chain.Jobs[1] = markettypes.Job{Id: 1, Seed: bytes.Repeat([]byte{5}, 32), State: markettypes.JOB_STATE_LEASED,
+		Spec: markettypes.JobSpec{TotalSteps: steps, CheckpointInterval: interval, Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
+	h.chain.LeaseByID[1] = markettypes.Lease{Id: 1, JobId: 1, Provider: operator, State: markettypes.LEASE_STATE_ACTIVE}
+	h.handle(t, chain.Event{Height: 3, Message: &markettypes.EventLeaseCreated{LeaseId: 1, JobId: 1, Provider: operator, Gpus: 0}})
+}
+
+// handle feeds events to the role in one transaction and returns what it
+// asks to do after, not run.
+func (h *harness) handle(t *testing.T, evs ...chain.Event) []func() {
+	t.Helper()
+	return roletest.Deliver(t, h.db, h.role, evs...)
+}
+
+func (h *harness) checkpoints(t *testing.T) []db.CheckpointRecord {
+	t.Helper()
+	var cps []db.CheckpointRecord
+	if err := h.db.View(func(tx *db.Tx) (err error) {
+		cps, err = tx.Checkpoints(1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return cps
+}
+
+// A won reference lease is trained in process and every checkpoint is
+// committed, retained and submitted in order, with its URI on the
+// provider's server; a second attempt submits nothing again.
+func TestServeTrainsAndSubmitsEveryCheckpoint(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.won(t, 12, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.role.serve(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
+	if len(subs) != 3 {
+		t.Fatalf("submitted %d checkpoints, want 3 (12 steps every 4)", len(subs))
+	}
+	for i, m := range subs {
+		ref := checkpoint.Ref{LeaseID: 1, Index: uint64(i)}
+		if m.Index != uint64(i) || m.StartStep != uint64(4*i) || m.EndStep != uint64(4*i+4) || m.Uri != checkpoint.URI(publicURL, ref) {
+			t.Fatalf("checkpoint %d: %+v", i, m)
+		}
+		entry, ok := h.cat.Lookup(ref)
+		if !ok || !bytes.Equal(entry.Commitment.State.Root[:], m.StateRoot) || !bytes.Equal(entry.Commitment.TraceRoot[:], m.TraceRoot) {
+			t.Fatalf("checkpoint %d is not retained as committed", i)
+		}
+	}
+	if i := len(subs) - 1; i > 0 && !bytes.Equal(subs[i].FinalHash, h.chain.Cps[[2]uint64{1, uint64(i)}].FinalHash) {
+		t.Fatal("the fake chain has another final hash than submitted")
+	}
+	cps := h.checkpoints(t)
+	if len(cps) != 3 || cps[2].Status != db.CheckpointSubmitted || cps[2].Height != 10 {
+		t.Fatalf("records %+v", cps)
+	}
+	// A restart finds everything on chain: it trains and sends nothing.
+	if err := h.role.serve(ctx, 1); err != nil || len(h.chain.Sent()) != 3 {
+		t.Fatalf("second attempt: %v, %d messages in all", err, len(h.chain.Sent()))
+	}
+}
+
+// The commit-trace hook (the fraud demo's cheater) decides what is
+// committed; what it commits is kept beside the trainer's trace, so the
+// defence opens it. The pause hook is reached before each submission.
+func TestHooksChangeWhatIsCommitted(t *testing.T) {
+	var before []uint64
+	fake := merkle.Hash(sha256.Sum256([]byte("made up")))
+	h := newHarness(t, Hooks{
+		CommitTrace: func(cp trainer.Checkpoint) (trace.Trace, error) {
+			hashes := slices.Clone(cp.Trace.Hashes)
+			hashes[len(hashes)-1] = fake
+			return trace.New(cp.StartStep(), hashes), nil
+		},
+		BeforeCheckpoint: func(_ context.Context, leaseID, index uint64) { before = append(before, index) },
+	})
+	h.won(t, 4, 4)
+	if err := h.role.serve(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain)
+	if len(subs) != 1 || !bytes.Equal(subs[0].FinalHash, fake[:]) || !slices.Equal(before, []uint64{0}) {
+		t.Fatalf("submitted %+v, pause points %v", subs, before)
+	}
+	entry, _ := h.cat.Lookup(checkpoint.Ref{LeaseID: 1, Index: 0})
+	committed, err := checkpoint.ReadCommittedTrace(entry.Dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root := committed.Root(); !bytes.Equal(root[:], subs[0].TraceRoot) {
+		t.Fatal("the committed trace kept in the folder is not the one on chain")
+	}
+}
+
+// A checkpoint the chain has under the lease's next index but with another
+// hash cannot be served: the attempt fails for good, and sends nothing.
+func TestAChainCheckpointThatIsNotTheLocalOneIsPermanent(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.won(t, 8, 4)
+	// The chain's checkpoint 0 is not what the local folder holds (the
+	// folder changed after it was committed).
+	other := verifytypes.Checkpoint{LeaseId: 1, Index: 0, EndStep: 4, FinalHash: bytes.Repeat([]byte{7}, 32)}
+	dir := t.TempDir()
+	state := []byte("state")
+	h4 := merkle.Hash(sha256.Sum256(state))
+	if _, err := trainer.WriteCheckpoint(dir, 4, state, []merkle.Hash{{1}, {2}, {3}, {4}, h4}); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := trainer.ReadCheckpoint(trainer.CheckpointDir(dir, 4), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.chain.Cps[[2]uint64{1, 0}] = other
+	var rec db.LeaseRecord
+	if err := h.db.View(func(tx *db.Tx) (err error) { rec, _, err = tx.Lease(1); return err }); err != nil {
+		t.Fatal(err)
+	}
+	err = h.role.submitCheckpoint(context.Background(), rec, 0, cp)
+	if !errors.Is(err, errPermanent) || len(h.chain.Sent()) != 0 {
+		t.Fatalf("err %v, sent %v", err, h.chain.Sent())
+	}
+}
+
+// Events: only the operator's leases are recorded; a closed lease is
+// closed; the operator's final checkpoint asks for a withdrawal, other
+// providers' change nothing.
+func TestHandleEventKeepsTheOperatorsLeases(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	if after := h.handle(t, chain.Event{Height: 3, Message: &markettypes.EventLeaseCreated{LeaseId: 2, JobId: 2, Provider: "depin1other"}}); len(after) != 0 {
+		t.Fatal("another provider's lease asked for work")
+	}
+	h.won(t, 8, 4)
+	var rec db.LeaseRecord
+	var ok bool
+	read := func() {
+		if err := h.db.View(func(tx *db.Tx) (err error) { rec, ok, err = tx.Lease(1); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	if !ok || rec.Status != db.LeaseActive || rec.Dir == "" || rec.UpdatedHeight != 3 {
+		t.Fatalf("lease record %+v", rec)
+	}
+	if err := h.db.Update(func(tx *db.Tx) error {
+		return tx.PutCheckpoint(db.CheckpointRecord{LeaseID: 1, Index: 0, EndStep: 4, Status: db.CheckpointSubmitted})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.handle(t, chain.Event{Height: 5, Message: &verifytypes.EventCheckpointFinalized{LeaseId: 7, Index: 0, Released: sdk.NewInt64Coin("udepin", 1)}}); len(after) != 0 {
+		t.Fatal("another provider's final checkpoint asked for work")
+	}
+	after := h.handle(t, chain.Event{Height: 5, Message: &verifytypes.EventCheckpointFinalized{LeaseId: 1, Index: 0, Released: sdk.NewInt64Coin("udepin", 1)}})
+	if len(after) != 1 || h.checkpoints(t)[0].Status != db.CheckpointFinalized {
+		t.Fatalf("the operator's final checkpoint: %d actions, records %+v", len(after), h.checkpoints(t))
+	}
+	after[0]()
+	if h.role.withdraw.Len() != 1 {
+		t.Fatal("a final checkpoint asked for no withdrawal")
+	}
+	h.handle(t, chain.Event{Height: 9, Message: &markettypes.EventLeaseClosed{LeaseId: 1, JobId: 1, Reason: markettypes.LEASE_CLOSE_REASON_COMPLETED}})
+	read()
+	if rec.Status != db.LeaseClosed || rec.CloseReason != "LEASE_CLOSE_REASON_COMPLETED" || rec.UpdatedHeight != 9 {
+		t.Fatalf("closed lease %+v", rec)
+	}
+}
+
+// Earnings: every lease with something released is withdrawn in one
+// message; nothing released sends nothing.
+func TestWithdrawEarnings(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.chain.LeaseByID[1] = markettypes.Lease{Id: 1, Provider: operator, Withdrawable: sdk.NewInt64Coin("udepin", 0)}
+	if err := h.role.withdrawEarnings(context.Background()); err != nil || len(h.chain.Sent()) != 0 {
+		t.Fatalf("nothing released: %v, sent %v", err, h.chain.Sent())
+	}
+	h.chain.LeaseByID[2] = markettypes.Lease{Id: 2, Provider: operator, Withdrawable: sdk.NewInt64Coin("udepin", 5)}
+	h.chain.LeaseByID[3] = markettypes.Lease{Id: 3, Provider: operator, Withdrawable: sdk.NewInt64Coin("udepin", 7)}
+	if err := h.role.withdrawEarnings(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w := roletest.SentOf[*markettypes.MsgWithdrawEarnings](h.chain)
+	if len(w) != 1 || !slices.Equal(w[0].LeaseIds, []uint64{2, 3}) {
+		t.Fatalf("withdrawals %+v", w)
+	}
+}

@@ -1,0 +1,93 @@
+package leases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/runtime"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// runtimes are the ways this provider can run a job, as configured.
+type runtimes struct {
+	reference *runtime.Reference
+	// process maps a container workload's image digest to the trainer the
+	// operator installed for it.
+	process   map[string]*runtime.Process
+	container *runtime.Container
+}
+
+func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes, error) {
+	var r runtimes
+	if cfg.Reference {
+		r.reference = &runtime.Reference{Progress: progress}
+	}
+	if cfg.Process {
+		r.process = map[string]*runtime.Process{}
+		for _, t := range cfg.Trainers {
+			r.process[t.Digest] = &runtime.Process{Command: t.Command, Env: t.Env}
+		}
+	}
+	if cfg.Container {
+		c, err := runtime.NewContainer(runtime.ContainerOptions{Host: cfg.DockerHost})
+		if err != nil {
+			return r, fmt.Errorf("runtimes.container: %w", err)
+		}
+		r.container = c
+	}
+	return r, nil
+}
+
+func (r runtimes) names() []string {
+	var names []string
+	if r.reference != nil {
+		names = append(names, r.reference.Name())
+	}
+	if r.process != nil {
+		names = append(names, fmt.Sprintf("process (%d trainers)", len(r.process)))
+	}
+	if r.container != nil {
+		names = append(names, r.container.Name())
+	}
+	return names
+}
+
+// forJob picks the runtime that serves job, or says why none can: a
+// reference workload runs in process; a container workload runs on a trainer
+// the operator mapped to its digest, else as its own image when the Engine
+// holds an image with exactly that digest.
+func (r runtimes) forJob(ctx context.Context, job markettypes.Job) (runtime.Runtime, error) {
+	w := job.Spec.Workload
+	switch w.Kind {
+	case markettypes.WORKLOAD_KIND_REFERENCE:
+		if r.reference == nil {
+			return nil, errors.New("reference workloads are not enabled (runtimes.reference)")
+		}
+		return r.reference, nil
+	case markettypes.WORKLOAD_KIND_CONTAINER:
+		if p, ok := r.process[w.Digest]; ok {
+			return p, nil
+		}
+		if r.container == nil {
+			return nil, fmt.Errorf("no trainer is mapped to image %s@%s and the container runtime is off", w.Image, w.Digest)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := r.container.ResolveImage(ctx, w.Image, w.Digest); err != nil {
+			return nil, err
+		}
+		return r.container, nil
+	default:
+		return nil, fmt.Errorf("workload kind %s is not supported", w.Kind)
+	}
+}
+
+func (r runtimes) close() error {
+	if r.container != nil {
+		return r.container.Close()
+	}
+	return nil
+}
