@@ -1,9 +1,6 @@
 package keeper_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -290,19 +287,7 @@ func (e *env) leaseJob(op sdk.AccAddress, price int64) (uint64, types.Lease) {
 // typedEvents returns the events of type T emitted in finished blocks and the current one.
 func typedEvents[T proto.Message](e *env) []T {
 	e.t.Helper()
-	all := append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...)
-	var zero T
-	name := proto.MessageName(zero)
-	var out []T
-	for _, ev := range all {
-		if ev.Type != name {
-			continue
-		}
-		msg, err := sdk.ParseTypedEvent(ev)
-		require.NoError(e.t, err)
-		out = append(out, msg.(T))
-	}
-	return out
+	return keepers.TypedEvents[T](e.t, append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...))
 }
 
 // ---- snapshots ----
@@ -310,105 +295,27 @@ func typedEvents[T proto.Message](e *env) []T {
 // snapshot is everything a rejected message must leave alone: the market and stakingext
 // genesis exports, the market's derived deadline indexes, every bank balance and the
 // supply, and the number of events emitted so far.
-type snapshot struct {
-	market, stakingext, bank string
-	indexes                  string
-	events                   int
-}
-
-func (e *env) snapshot() snapshot {
+func (e *env) snapshot() keepers.Snapshot {
 	e.t.Helper()
-	mgs, err := e.Market.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	sgs, err := e.StakingExt.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	bgs := e.BankKeeper.ExportGenesis(e.Ctx)
-	mj, err := e.Codec.MarshalJSON(mgs)
-	require.NoError(e.t, err)
-	sj, err := e.Codec.MarshalJSON(sgs)
-	require.NoError(e.t, err)
-	bj, err := e.Codec.MarshalJSON(bgs)
-	require.NoError(e.t, err)
-	return snapshot{market: string(mj), stakingext: string(sj), bank: string(bj), indexes: e.dumpIndexes(e.Ctx), events: len(e.Ctx.EventManager().Events())}
+	return e.Snapshot(e.t, append([]keepers.Part{e.MarketState(), e.StakingExtState(), e.Balances()}, e.MarketDeadlines()...)...)
 }
 
-// dumpIndexes renders the deadline indexes, which genesis export leaves out.
-func (e *env) dumpIndexes(ctx context.Context) string {
+// dumpIndexes renders the deadline indexes, which genesis export leaves out ("" when
+// they are all empty).
+func (e *env) dumpIndexes() string {
 	e.t.Helper()
 	var b strings.Builder
-	for _, ix := range []struct {
-		name string
-		set  collections.KeySet[collections.Pair[int64, uint64]]
-	}{{"bidding", e.Market.BiddingDeadlines}, {"checkpoint", e.Market.CheckpointDeadlines}, {"time", e.Market.TimeDeadlines}} {
-		require.NoError(e.t, ix.set.Walk(ctx, nil, func(k collections.Pair[int64, uint64]) (bool, error) {
-			fmt.Fprintf(&b, "%s:%d/%d ", ix.name, k.K1(), k.K2())
-			return false, nil
-		}))
+	for _, p := range e.MarketDeadlines() {
+		b.WriteString(p.Read(e.t))
 	}
 	return b.String()
-}
-
-func (e *env) requireUnchanged(before snapshot) {
-	e.t.Helper()
-	after := e.snapshot()
-	for _, part := range []struct{ name, before, after string }{
-		{"market state", before.market, after.market},
-		{"stakingext state", before.stakingext, after.stakingext},
-		{"balances", before.bank, after.bank},
-		{"deadline indexes", before.indexes, after.indexes},
-	} {
-		if part.before != part.after {
-			e.t.Fatalf("%s changed:\n%s", part.name, jsonDiff(part.before, part.after))
-		}
-	}
-	require.Equal(e.t, before.events, after.events, "events were emitted")
-}
-
-// jsonDiff shows where two JSON documents (or plain strings) differ: the lines between
-// their common beginning and common end, with a little context.
-func jsonDiff(a, b string) string {
-	lines := func(s string) []string {
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(s), "", "  ") == nil {
-			s = buf.String()
-		}
-		return strings.Split(s, "\n")
-	}
-	la, lb := lines(a), lines(b)
-	pre := 0
-	for pre < len(la) && pre < len(lb) && la[pre] == lb[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(la)-pre && suf < len(lb)-pre && la[len(la)-1-suf] == lb[len(lb)-1-suf] {
-		suf++
-	}
-	const context = 3
-	from := max(0, pre-context)
-	var out strings.Builder
-	for _, l := range la[from:pre] {
-		out.WriteString("  " + l + "\n")
-	}
-	for _, l := range la[pre : len(la)-suf] {
-		out.WriteString("- " + l + "\n")
-	}
-	for _, l := range lb[pre : len(lb)-suf] {
-		out.WriteString("+ " + l + "\n")
-	}
-	for _, l := range la[len(la)-suf : min(len(la), len(la)-suf+context)] {
-		out.WriteString("  " + l + "\n")
-	}
-	return out.String()
 }
 
 // requireRejected runs call, requires it to fail with want and to leave every piece of
 // state, every balance and the event log exactly as they were.
 func (e *env) requireRejected(want *errorsmod.Error, call func() error) {
 	e.t.Helper()
-	before := e.snapshot()
-	err := call()
-	require.ErrorIs(e.t, err, want)
-	e.requireUnchanged(before)
+	keepers.RequireRejected(e.t, want, e.snapshot, call)
 }
 
 func sdkCoin(d string, amount int64) sdk.Coin { return sdk.NewInt64Coin(d, amount) }

@@ -85,11 +85,11 @@ func TestRegisterDatasetRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := cloneRegister(good.msg)
 			tc.damage(msg)
-			before := e.snapshot(e.owner)
+			before := e.snapshot()
 			_, err := e.msg.RegisterDataset(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(e.owner), "a rejected registration changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
 	e.register(good)
@@ -191,11 +191,11 @@ func TestClaimRejects(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := tc.msg()
-			before := e.snapshot(alpha, bravo, poor)
+			before := e.snapshot()
 			_, err := e.msg.ClaimReplica(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(alpha, bravo, poor), "a rejected claim changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
 	e.claim(bravo, ds, 1, 0)
@@ -247,11 +247,11 @@ func TestStorageProofRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := e.proofMsg(id)
 			tc.damage(msg)
-			before := e.snapshot(alpha)
+			before := e.snapshot()
 			_, err := e.msg.SubmitStorageProof(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(alpha), "a rejected proof changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
 
