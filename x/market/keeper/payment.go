@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -80,7 +81,7 @@ func (k Keeper) settleLease(ctx sdk.Context, job *types.Job, lease *types.Lease)
 		lease.Accrued = lease.Accrued.Add(payCoin)
 		lease.Pending = lease.Pending.Add(payCoin)
 		if pay.IsPositive() {
-			if err := ctx.EventManager().EmitTypedEvent(&types.EventPaymentSettled{
+			if err := keeperutil.Emit(ctx, &types.EventPaymentSettled{
 				LeaseId: lease.Id, JobId: job.Id, Amount: payCoin, Pending: lease.Pending, EscrowLeft: job.Escrow,
 			}); err != nil {
 				return false, err

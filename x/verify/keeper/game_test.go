@@ -497,7 +497,7 @@ func TestChallengeRejections(t *testing.T) {
 		{"no proof", tamper(func(m *types.MsgChallenge) { m.FinalHashProof = nil }), types.ErrInvalidProof},
 		{"final hash not in the trace", tamper(func(m *types.MsgChallenge) { m.FinalHash = s.run.hashes[2][:] }), types.ErrInvalidProof},
 		{"short trace root", tamper(func(m *types.MsgChallenge) { m.TraceRoot = m.TraceRoot[:16] }), types.ErrInvalidHash},
-		{"bad challenger address", tamper(func(m *types.MsgChallenge) { m.Challenger = "nobody" }), types.ErrNotChallengeable},
+		{"bad challenger address", tamper(func(m *types.MsgChallenge) { m.Challenger = "nobody" }), sdkerrors.ErrInvalidAddress},
 		{"insufficient funds for the bond", challengeMsg(poor, s.lease.Id, 0), sdkerrors.ErrInsufficientFunds},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/query"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -34,7 +35,7 @@ func (q queryServer) Checkpoint(ctx context.Context, req *types.QueryCheckpointR
 	}
 	cp, err := q.GetCheckpoint(ctx, req.LeaseId, req.Index)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	return &types.QueryCheckpointResponse{Checkpoint: cp}, nil
 }
@@ -58,7 +59,7 @@ func (q queryServer) Challenge(ctx context.Context, req *types.QueryChallengeReq
 	}
 	ch, err := q.GetChallenge(ctx, req.ChallengeId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	return &types.QueryChallengeResponse{Challenge: ch}, nil
 }
@@ -86,7 +87,7 @@ func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootReque
 	}
 	job, err := q.marketKeeper.GetJob(ctx, req.JobId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	if job.Spec.DatasetId != "" {
 		return nil, status.Errorf(codes.FailedPrecondition,
