@@ -1,7 +1,6 @@
 package keeper_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,30 +67,21 @@ func newEnv(t *testing.T) *env {
 		owner:   addr("owner"),
 	}
 	f.Fund(t, e.owner, ownerFunds)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			e.requireInvariants()
-		}
-	})
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress {
-	return sdk.AccAddress(fmt.Sprintf("%-20.20s", label))
-}
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 func marketAddr() sdk.AccAddress { return authtypes.NewModuleAddress(types.ModuleName) }
 
 // requireInvariants fails the test when any market or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.Market)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.Market))
 }
 
 // ---- providers ----
@@ -107,18 +97,7 @@ func a100s(count uint32) stakingexttypes.GPUInventory {
 // registerProviderWith funds and registers a provider through the stakingext msg server.
 func (e *env) registerProviderWith(label string, bond int64, gpus ...stakingexttypes.GPUInventory) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(),
-		Moniker:  label,
-		Endpoint: "https://" + label + ".example.com:8443",
-		Region:   "eu-west",
-		Gpus:     gpus,
-		Bond:     coin(bond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, bond, gpus...)
 }
 
 // registerProvider registers a provider with 8 H100s and a comfortable bond.
@@ -127,12 +106,7 @@ func (e *env) registerProvider(label string) sdk.AccAddress {
 	return e.registerProviderWith(label, providerBond, h100s(8))
 }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // giveReputation records completed leases for a provider.
 func (e *env) giveReputation(op sdk.AccAddress, completed int) {
@@ -161,12 +135,7 @@ func spec() types.JobSpec {
 	}
 }
 
-func (e *env) params() types.Params {
-	e.t.Helper()
-	p, err := e.Market.Params.Get(e.Ctx)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) params() types.Params { return keepers.Value(e.t, e.Fixture, e.Market.Params) }
 
 func (e *env) setParams(change func(*types.Params)) {
 	e.t.Helper()
@@ -192,19 +161,9 @@ func (e *env) submitJob() uint64 {
 	return e.submitJobWith(spec(), jobDeposit)
 }
 
-func (e *env) job(id uint64) types.Job {
-	e.t.Helper()
-	j, err := e.Market.GetJob(e.Ctx, id)
-	require.NoError(e.t, err)
-	return j
-}
+func (e *env) job(id uint64) types.Job { return e.Job(e.t, id) }
 
-func (e *env) lease(id uint64) types.Lease {
-	e.t.Helper()
-	l, err := e.Market.GetLease(e.Ctx, id)
-	require.NoError(e.t, err)
-	return l
-}
+func (e *env) lease(id uint64) types.Lease { return e.Lease(e.t, id) }
 
 func (e *env) bid(op sdk.AccAddress, jobID uint64, price int64) {
 	e.t.Helper()
@@ -220,28 +179,9 @@ func (e *env) hasBid(op sdk.AccAddress, jobID uint64) bool {
 }
 
 // leasesOfJob returns every lease of a job, oldest first.
-func (e *env) leasesOfJob(jobID uint64) []types.Lease {
-	e.t.Helper()
-	iter, err := e.Market.Leases.Indexes.Job.MatchExact(e.Ctx, jobID)
-	require.NoError(e.t, err)
-	ids, err := iter.PrimaryKeys()
-	require.NoError(e.t, err)
-	leases := make([]types.Lease, 0, len(ids))
-	for _, id := range ids {
-		leases = append(leases, e.lease(id))
-	}
-	return leases
-}
+func (e *env) leasesOfJob(jobID uint64) []types.Lease { return e.LeasesOfJob(e.t, jobID) }
 
-func (e *env) activeLeasesOfJob(jobID uint64) []types.Lease {
-	var active []types.Lease
-	for _, l := range e.leasesOfJob(jobID) {
-		if l.State == types.LEASE_STATE_ACTIVE {
-			active = append(active, l)
-		}
-	}
-	return active
-}
+func (e *env) activeLeasesOfJob(jobID uint64) []types.Lease { return e.ActiveLeasesOfJob(e.t, jobID) }
 
 // ---- blocks ----
 

@@ -2,7 +2,6 @@ package keeper_test
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand"
 	"testing"
 
@@ -86,49 +85,28 @@ func newEnvWith(t *testing.T, gs *types.GenesisState) *env {
 		owner:    addr("owner"),
 		datasets: map[string]*testDataset{},
 	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			e.requireInvariants()
-		}
-	})
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress {
-	return sdk.AccAddress(fmt.Sprintf("%-20.20s", label))
-}
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 // requireInvariants fails the test when any shardregistry or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.ShardRegistry, keeper.StakingExtLocks(e.StakingExt.Locks))(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.ShardRegistry, keeper.StakingExtLocks(e.StakingExt.Locks)))
 }
 
 // registerProvider funds and registers a storage-only provider (no GPUs) with a bond.
 func (e *env) registerProvider(label string) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(), Moniker: label, Endpoint: "https://" + label + ".example.com:8443",
-		Region: "eu-west", Bond: coin(providerBond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, providerBond)
 }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // testDataset is a dataset with its bytes, so that tests can prove pieces.
 type testDataset struct {

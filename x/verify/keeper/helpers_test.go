@@ -77,40 +77,24 @@ func newEnv(t testing.TB) *env {
 		owner:   addr("owner"),
 	}
 	f.Fund(t, e.owner, ownerFunds)
-	if tt, ok := t.(*testing.T); ok {
-		tt.Cleanup(func() {
-			if !tt.Failed() {
-				e.requireInvariants()
-			}
-		})
-	}
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress { return sdk.AccAddress(fmt.Sprintf("%-20.20s", label)) }
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 // requireInvariants fails when any verify, market or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.Verify)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = marketkeeper.AllInvariants(e.Market)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.Verify), marketkeeper.AllInvariants(e.Market))
 }
 
 // ---- params ----
 
-func (e *env) verifyParams() types.Params {
-	e.t.Helper()
-	p, err := e.Verify.Params.Get(e.Ctx)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) verifyParams() types.Params { return keepers.Value(e.t, e.Fixture, e.Verify.Params) }
 
 func (e *env) setVerifyParams(change func(*types.Params)) {
 	e.t.Helper()
@@ -124,18 +108,7 @@ func (e *env) setVerifyParams(change func(*types.Params)) {
 
 func (e *env) registerProvider(label string, gpus uint32) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(),
-		Moniker:  label,
-		Endpoint: "https://" + label + ".example.com:8443",
-		Region:   "eu-west",
-		Gpus:     []stakingexttypes.GPUInventory{{Model: h100Model, VramMib: h100VRAMMiB, Count: gpus}},
-		Bond:     coin(providerBond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, providerBond, stakingexttypes.GPUInventory{Model: h100Model, VramMib: h100VRAMMiB, Count: gpus})
 }
 
 // account funds a fresh account (a challenger, a verifier).
@@ -174,26 +147,11 @@ func containerSpec(totalSteps, interval uint64) markettypes.JobSpec {
 	return s
 }
 
-func (e *env) getJob(id uint64) markettypes.Job {
-	e.t.Helper()
-	j, err := e.Market.GetJob(e.Ctx, id)
-	require.NoError(e.t, err)
-	return j
-}
+func (e *env) getJob(id uint64) markettypes.Job { return e.Job(e.t, id) }
 
-func (e *env) getLease(id uint64) markettypes.Lease {
-	e.t.Helper()
-	l, err := e.Market.GetLease(e.Ctx, id)
-	require.NoError(e.t, err)
-	return l
-}
+func (e *env) getLease(id uint64) markettypes.Lease { return e.Lease(e.t, id) }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // leaseJob submits a job with spec, lets op win it and returns the job and its lease.
 func (e *env) leaseJob(op sdk.AccAddress, spec markettypes.JobSpec) (markettypes.Job, markettypes.Lease) {
@@ -205,16 +163,7 @@ func (e *env) leaseJob(op sdk.AccAddress, spec markettypes.JobSpec) (markettypes
 	for deadline := e.getJob(res.JobId).BiddingDeadline; e.Ctx.BlockHeight() <= deadline; {
 		e.nextBlock()
 	}
-	var active []markettypes.Lease
-	iter, err := e.Market.Leases.Indexes.Job.MatchExact(e.Ctx, res.JobId)
-	require.NoError(e.t, err)
-	ids, err := iter.PrimaryKeys()
-	require.NoError(e.t, err)
-	for _, id := range ids {
-		if l := e.getLease(id); l.State == markettypes.LEASE_STATE_ACTIVE {
-			active = append(active, l)
-		}
-	}
+	active := e.ActiveLeasesOfJob(e.t, res.JobId)
 	require.Len(e.t, active, 1)
 	job := e.getJob(res.JobId)
 	require.Equal(e.t, markettypes.JOB_STATE_LEASED, job.State)
