@@ -174,6 +174,16 @@ func (k Keeper) GetDataset(ctx context.Context, id string) (types.Dataset, error
 	return d, nil
 }
 
+// DatasetIDs returns the ids of every registered dataset in id order, for the
+// simulation's jobs that train on one.
+func (k Keeper) DatasetIDs(ctx context.Context) ([]string, error) {
+	iter, err := k.Datasets.Iterate(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return iter.Keys()
+}
+
 // GetShard returns a shard of a dataset or ErrShardNotFound.
 func (k Keeper) GetShard(ctx context.Context, datasetID string, index uint32) (types.Shard, error) {
 	s, err := k.Shards.Get(ctx, collections.Join(datasetID, index))

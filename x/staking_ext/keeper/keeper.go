@@ -162,6 +162,16 @@ func (k Keeper) GetProvider(ctx context.Context, operator sdk.AccAddress) (types
 	return provider, nil
 }
 
+// AllProviders returns every registered provider in operator order, for the
+// simulation's operations of the modules that pick providers.
+func (k Keeper) AllProviders(ctx context.Context) ([]types.Provider, error) {
+	iter, err := k.Providers.Iterate(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return iter.Values()
+}
+
 // formatAddress renders an address for error messages, falling back to hex
 // so that a malformed address still shows up in the message.
 func (k Keeper) formatAddress(addr sdk.AccAddress) string {
