@@ -59,6 +59,11 @@ type Keeper struct {
 	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
 	MoveDeadlines   collections.KeySet[collections.Pair[int64, uint64]]
 	NextChallengeID collections.Sequence
+
+	// challengesByLease reads the Challenges.Checkpoint index, (lease, index, challenge),
+	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
+	// with a lease prefix. It is a view of the index's entries, not state of its own.
+	challengesByLease collections.KeySet[collections.Pair[uint64, CheckpointKey]]
 }
 
 // NewKeeper builds the keeper and its state schema.
@@ -110,6 +115,10 @@ func NewKeeper(
 		panic(err)
 	}
 	k.Schema = schema
+
+	views := collections.NewSchemaBuilder(storeService)
+	k.challengesByLease = collections.NewKeySet(views, types.ChallengesByCheckpoint, "challenges_by_checkpoint",
+		collections.PairKeyCodec(collections.Uint64Key, cpKeyCodec))
 	return k
 }
 
