@@ -9,7 +9,8 @@
 //     (or "absent"), every other store error passes through unchanged; IsRefusal tells a
 //     module's registered refusal from a store failure;
 //   - LookupStatus: a query answers NotFound only for what does not exist;
-//   - Emit: the typed events the modules emit, and no other kind.
+//   - Emit and Respond: the typed events the modules emit, and no other kind; a
+//     handler answers with its response and its event in one call.
 package keeperutil
 
 import (
@@ -141,6 +142,15 @@ func Optional[V any](v V, err error) (value V, found bool, _ error) {
 		var zero V
 		return zero, false, err
 	}
+}
+
+// Respond is a message handler's answer: it emits the message's typed events, in order,
+// and returns resp, or nil and the error when an event cannot be emitted.
+func Respond[R any](ctx context.Context, resp *R, events ...proto.Message) (*R, error) {
+	if err := Emit(ctx, events...); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // Emit emits typed events, in order, on the context's event manager.

@@ -124,3 +124,20 @@ func TestWithCauseAndIsRefusal(t *testing.T) {
 		t.Fatal("a store error counts as a refusal")
 	}
 }
+
+func TestRespondEmitsInOrder(t *testing.T) {
+	ctx := sdk.Context{}.WithEventManager(sdk.NewEventManager())
+	type answer struct{ n int }
+	first, second := sdk.NewInt64Coin("aaa", 1), sdk.NewInt64Coin("bbb", 2)
+	resp, err := keeperutil.Respond(ctx, &answer{n: 7}, &first, &second)
+	if err != nil || resp.n != 7 {
+		t.Fatalf("Respond = %v, %v", resp, err)
+	}
+	events := ctx.EventManager().Events()
+	if len(events) != 2 || events[0].Type != "cosmos.base.v1beta1.Coin" {
+		t.Fatalf("events %v", events)
+	}
+	if v, ok := events[0].GetAttribute("denom"); !ok || v.Value != `"aaa"` {
+		t.Fatalf("first event %v", events[0])
+	}
+}

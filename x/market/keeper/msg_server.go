@@ -11,10 +11,10 @@ import (
 
 // msgServer is the x/market Msg service. Every handler has one shape: parse the
 // message's addresses (keeperutil.ParseAddress), call the keeper method that checks the
-// message against state and applies it, emit the message's typed event
-// (keeperutil.Emit) and answer. The keeper methods validate everything before their
-// first write or transfer, so a rejected message leaves state and balances exactly as
-// they were.
+// message against state and applies it, and answer with keeperutil.Respond (the
+// response and the message's typed event). The keeper methods validate everything
+// before their first write or transfer, so a rejected message leaves state and balances
+// exactly as they were.
 type msgServer struct {
 	k Keeper
 }
@@ -33,15 +33,12 @@ func (s msgServer) SubmitJob(ctx context.Context, msg *types.MsgSubmitJob) (*typ
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventJobCreated{
+	return keeperutil.Respond(ctx, &types.MsgSubmitJobResponse{JobId: job.Id}, &types.EventJobCreated{
 		JobId: job.Id, Owner: msg.Owner, GpuModels: msg.Spec.Gpu.Models, MinVramGib: msg.Spec.Gpu.MinVramGib,
 		GpusPerWorker: msg.Spec.Gpu.PerWorker, Workers: msg.Spec.Workers, Workload: msg.Spec.Workload.Kind,
 		MaxPricePerGpuHour: msg.Spec.MaxPricePerGpuHour, BiddingDeadline: job.BiddingDeadline,
 		TotalSteps: msg.Spec.TotalSteps, Deposit: msg.Deposit, DatasetId: msg.Spec.DatasetId,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgSubmitJobResponse{JobId: job.Id}, nil
+	})
 }
 
 func (s msgServer) PlaceBid(ctx context.Context, msg *types.MsgPlaceBid) (*types.MsgPlaceBidResponse, error) {
@@ -53,10 +50,7 @@ func (s msgServer) PlaceBid(ctx context.Context, msg *types.MsgPlaceBid) (*types
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventBidPlaced{JobId: bid.JobId, Provider: bid.Provider, PricePerGpuHour: bid.PricePerGpuHour}); err != nil {
-		return nil, err
-	}
-	return &types.MsgPlaceBidResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgPlaceBidResponse{}, &types.EventBidPlaced{JobId: bid.JobId, Provider: bid.Provider, PricePerGpuHour: bid.PricePerGpuHour})
 }
 
 func (s msgServer) WithdrawBid(ctx context.Context, msg *types.MsgWithdrawBid) (*types.MsgWithdrawBidResponse, error) {
@@ -67,10 +61,7 @@ func (s msgServer) WithdrawBid(ctx context.Context, msg *types.MsgWithdrawBid) (
 	if err := s.k.withdrawBid(ctx, provider, msg); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventBidWithdrawn{JobId: msg.JobId, Provider: msg.Provider}); err != nil {
-		return nil, err
-	}
-	return &types.MsgWithdrawBidResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgWithdrawBidResponse{}, &types.EventBidWithdrawn{JobId: msg.JobId, Provider: msg.Provider})
 }
 
 // CancelJob compares the sender with the job's owner as text, so it parses no address;
@@ -92,10 +83,7 @@ func (s msgServer) TopUpDeposit(ctx context.Context, msg *types.MsgTopUpDeposit)
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventDepositToppedUp{JobId: job.Id, Amount: msg.Amount, Escrow: job.Escrow}); err != nil {
-		return nil, err
-	}
-	return &types.MsgTopUpDepositResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgTopUpDepositResponse{}, &types.EventDepositToppedUp{JobId: job.Id, Amount: msg.Amount, Escrow: job.Escrow})
 }
 
 func (s msgServer) WithdrawEarnings(ctx context.Context, msg *types.MsgWithdrawEarnings) (*types.MsgWithdrawEarningsResponse, error) {
@@ -107,18 +95,12 @@ func (s msgServer) WithdrawEarnings(ctx context.Context, msg *types.MsgWithdrawE
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventEarningsWithdrawn{Provider: msg.Provider, LeaseIds: paidIDs, Amount: total}); err != nil {
-		return nil, err
-	}
-	return &types.MsgWithdrawEarningsResponse{Amount: total}, nil
+	return keeperutil.Respond(ctx, &types.MsgWithdrawEarningsResponse{Amount: total}, &types.EventEarningsWithdrawn{Provider: msg.Provider, LeaseIds: paidIDs, Amount: total})
 }
 
 func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {
 	if err := s.k.updateParams(ctx, msg); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventParamsUpdated{Params: msg.Params}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUpdateParamsResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }

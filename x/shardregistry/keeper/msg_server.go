@@ -11,12 +11,12 @@ import (
 
 // msgServer is the x/shardregistry Msg service. Every handler has one shape: parse the
 // message's addresses (keeperutil.ParseAddress), call the keeper method that checks the
-// message against state and applies it, emit the message's typed event
-// (keeperutil.Emit) and answer. The keeper methods validate everything before their
-// first write, so a rejected message leaves state and balances exactly as they were.
-// Where a message's event must come before the events of what follows it (releasing a
-// replica reopens its slot, declaring a fault terminates it), the keeper emits it in
-// place.
+// message against state and applies it, and answer with keeperutil.Respond (the
+// response and the message's typed event). The keeper methods validate everything
+// before their first write, so a rejected message leaves state and balances exactly as
+// they were. Where a message's event must come before the events of what follows it
+// (releasing a replica reopens its slot, declaring a fault terminates it), the keeper
+// emits it in place.
 type msgServer struct {
 	k Keeper
 }
@@ -34,13 +34,10 @@ func (s msgServer) RegisterDataset(ctx context.Context, msg *types.MsgRegisterDa
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventDatasetRegistered{
+	return keeperutil.Respond(ctx, &types.MsgRegisterDatasetResponse{DatasetId: d.Id}, &types.EventDatasetRegistered{
 		DatasetId: d.Id, Owner: d.Owner, Name: d.Name, ManifestRoot: d.ManifestRoot, Encoding: d.Encoding,
 		ChunkSize: d.ChunkSize, TotalSize: d.TotalSize, ShardCount: d.ShardCount, SampleCount: d.SampleCount,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgRegisterDatasetResponse{DatasetId: d.Id}, nil
+	})
 }
 
 func (s msgServer) ClaimReplica(ctx context.Context, msg *types.MsgClaimReplica) (*types.MsgClaimReplicaResponse, error) {
@@ -52,14 +49,11 @@ func (s msgServer) ClaimReplica(ctx context.Context, msg *types.MsgClaimReplica)
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventReplicaClaimed{
+	return keeperutil.Respond(ctx, &types.MsgClaimReplicaResponse{ReplicaId: r.Id, NextDeadline: r.NextDeadline}, &types.EventReplicaClaimed{
 		ReplicaId: r.Id, DatasetId: d.Id, Shard: r.Shard, Piece: r.Piece, Holder: r.Holder,
 		PieceCid: types.PieceCID(piece.Root), Collateral: r.Collateral, LiveHolders: holders,
 		RequiredHolders: d.Encoding.HoldersPerPiece(), NextPeriod: r.NextPeriod, NextDeadline: r.NextDeadline,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgClaimReplicaResponse{ReplicaId: r.Id, NextDeadline: r.NextDeadline}, nil
+	})
 }
 
 // ReleaseReplica compares the sender with the replica's holder as text, so it parses no
@@ -89,20 +83,14 @@ func (s msgServer) SubmitStorageProof(ctx context.Context, msg *types.MsgSubmitS
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventStorageProofAccepted{
+	return keeperutil.Respond(ctx, &types.MsgSubmitStorageProofResponse{NextPeriod: r.NextPeriod, NextDeadline: r.NextDeadline}, &types.EventStorageProofAccepted{
 		ReplicaId: r.Id, Holder: r.Holder, Period: proven, NextPeriod: r.NextPeriod, NextDeadline: r.NextDeadline,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgSubmitStorageProofResponse{NextPeriod: r.NextPeriod, NextDeadline: r.NextDeadline}, nil
+	})
 }
 
 func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {
 	if err := s.k.updateParams(ctx, msg); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventParamsUpdated{Params: msg.Params}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUpdateParamsResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }

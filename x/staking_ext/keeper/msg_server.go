@@ -10,9 +10,10 @@ import (
 // msgServer is the x/stakingext Msg service. Every handler has one shape: parse the
 // message's addresses (keeperutil.ParseAddressCanonical: records and events carry the
 // canonical text), call the keeper method that checks the message against state and
-// applies it, emit the message's typed event (keeperutil.Emit) and answer. The keeper
-// methods validate the whole message against current state before their first write or
-// transfer, so a rejected message changes nothing even outside a transaction's cache.
+// applies it, and answer with keeperutil.Respond (the response and the message's typed
+// event). The keeper methods validate the whole message against current state before
+// their first write or transfer, so a rejected message changes nothing even outside a
+// transaction's cache.
 type msgServer struct {
 	k Keeper
 }
@@ -31,12 +32,9 @@ func (s msgServer) RegisterProvider(ctx context.Context, msg *types.MsgRegisterP
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventProviderRegistered{
+	return keeperutil.Respond(ctx, &types.MsgRegisterProviderResponse{}, &types.EventProviderRegistered{
 		Operator: operatorText, Moniker: provider.Moniker, Endpoint: provider.Endpoint, Gpus: provider.Gpus, Bond: provider.Bond,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgRegisterProviderResponse{}, nil
+	})
 }
 
 func (s msgServer) UpdateProvider(ctx context.Context, msg *types.MsgUpdateProvider) (*types.MsgUpdateProviderResponse, error) {
@@ -48,12 +46,9 @@ func (s msgServer) UpdateProvider(ctx context.Context, msg *types.MsgUpdateProvi
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventProviderUpdated{
+	return keeperutil.Respond(ctx, &types.MsgUpdateProviderResponse{}, &types.EventProviderUpdated{
 		Operator: operatorText, Moniker: provider.Moniker, Endpoint: provider.Endpoint, Region: provider.Region, Gpus: provider.Gpus,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUpdateProviderResponse{}, nil
+	})
 }
 
 func (s msgServer) Bond(ctx context.Context, msg *types.MsgBond) (*types.MsgBondResponse, error) {
@@ -65,10 +60,7 @@ func (s msgServer) Bond(ctx context.Context, msg *types.MsgBond) (*types.MsgBond
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventBonded{Operator: operatorText, Amount: msg.Amount, Bond: provider.Bond}); err != nil {
-		return nil, err
-	}
-	return &types.MsgBondResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgBondResponse{}, &types.EventBonded{Operator: operatorText, Amount: msg.Amount, Bond: provider.Bond})
 }
 
 func (s msgServer) Unbond(ctx context.Context, msg *types.MsgUnbond) (*types.MsgUnbondResponse, error) {
@@ -80,12 +72,9 @@ func (s msgServer) Unbond(ctx context.Context, msg *types.MsgUnbond) (*types.Msg
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventUnbondingStarted{
+	return keeperutil.Respond(ctx, &types.MsgUnbondResponse{UnbondingId: unbonding.Id}, &types.EventUnbondingStarted{
 		UnbondingId: unbonding.Id, Operator: operatorText, Amount: unbonding.Amount, CompletionTime: unbonding.CompletionTime,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUnbondResponse{UnbondingId: unbonding.Id}, nil
+	})
 }
 
 func (s msgServer) Unjail(ctx context.Context, msg *types.MsgUnjail) (*types.MsgUnjailResponse, error) {
@@ -96,18 +85,12 @@ func (s msgServer) Unjail(ctx context.Context, msg *types.MsgUnjail) (*types.Msg
 	if err := s.k.unjail(ctx, operator, operatorText); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventProviderUnjailed{Operator: operatorText}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUnjailResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgUnjailResponse{}, &types.EventProviderUnjailed{Operator: operatorText})
 }
 
 func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {
 	if err := s.k.updateParams(ctx, msg); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventParamsUpdated{Params: msg.Params}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUpdateParamsResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }

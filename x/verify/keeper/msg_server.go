@@ -11,12 +11,12 @@ import (
 
 // msgServer is the x/verify Msg service. Every handler has one shape: parse the
 // message's addresses (keeperutil.ParseAddress), call the keeper method that checks the
-// message against state and applies it, emit the message's typed event
-// (keeperutil.Emit) and answer. The keeper methods validate everything before their
-// first write or transfer, so a rejected message changes nothing. A game move's events
-// (EventHashRevealed, EventGameTurn, EventStepExecuted, EventChallengeResolved …) are
-// emitted by the game itself, in the order its state changes, because the end blocker
-// moves games too.
+// message against state and applies it, and answer with keeperutil.Respond (the
+// response and the message's typed event). The keeper methods validate everything
+// before their first write or transfer, so a rejected message changes nothing. A game
+// move's events (EventHashRevealed, EventGameTurn, EventStepExecuted,
+// EventChallengeResolved …) are emitted by the game itself, in the order its state
+// changes, because the end blocker moves games too.
 type msgServer struct {
 	k Keeper
 }
@@ -31,14 +31,11 @@ func (s msgServer) SubmitCheckpoint(ctx context.Context, msg *types.MsgSubmitChe
 	if err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventCheckpointSubmitted{
+	return keeperutil.Respond(ctx, &types.MsgSubmitCheckpointResponse{}, &types.EventCheckpointSubmitted{
 		LeaseId: cp.LeaseId, Index: cp.Index, JobId: cp.JobId, Provider: cp.Provider,
 		StartStep: cp.StartStep, EndStep: cp.EndStep, StartHash: cp.StartHash, FinalHash: cp.FinalHash,
 		StateRoot: cp.StateRoot, TraceRoot: cp.TraceRoot, Uri: cp.Uri, ChallengeDeadline: cp.ChallengeDeadline, Claim: cp.Claim,
-	}); err != nil {
-		return nil, err
-	}
-	return &types.MsgSubmitCheckpointResponse{}, nil
+	})
 }
 
 func (s msgServer) Challenge(ctx context.Context, msg *types.MsgChallenge) (*types.MsgChallengeResponse, error) {
@@ -80,8 +77,5 @@ func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams)
 	if err := s.k.updateParams(ctx, msg); err != nil {
 		return nil, err
 	}
-	if err := keeperutil.Emit(ctx, &types.EventParamsUpdated{Params: msg.Params}); err != nil {
-		return nil, err
-	}
-	return &types.MsgUpdateParamsResponse{}, nil
+	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }
