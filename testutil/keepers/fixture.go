@@ -1,6 +1,8 @@
 // Package keepers builds a test context with the real x/auth, x/bank, x/stakingext,
-// x/market, x/verify and x/shardregistry keepers over an in-memory multistore, so module tests exercise the
-// real cross-module behaviour (escrow transfers, bonds, collateral) rather than fakes.
+// x/market, x/verify and x/shardregistry keepers over an in-memory multistore, so module
+// tests exercise the real cross-module behaviour (escrow transfers, bonds, collateral)
+// rather than fakes; and it holds what the modules' keeper tests share: snapshots of the
+// state a rejected message must leave alone (snapshot.go) and typed events.
 package keepers
 
 import (
@@ -10,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	abci "github.com/cometbft/cometbft/abci/types"
 	cmtproto "github.com/cometbft/cometbft/proto/tendermint/types"
 
 	"cosmossdk.io/log"
 	"cosmossdk.io/math"
+	"cosmossdk.io/store"
+	"cosmossdk.io/store/metrics"
 	storetypes "cosmossdk.io/store/types"
+	dbm "github.com/cosmos/cosmos-db"
 
 	"github.com/cosmos/cosmos-sdk/codec"
 	addresscodec "github.com/cosmos/cosmos-sdk/codec/address"
@@ -48,6 +54,8 @@ type Fixture struct {
 	Ctx       sdk.Context
 	Codec     codec.Codec
 	Authority string
+	// Keys are the modules' store keys, by store name.
+	Keys map[string]*storetypes.KVStoreKey
 
 	AccountKeeper authkeeper.AccountKeeper
 	BankKeeper    bankkeeper.BaseKeeper
@@ -55,6 +63,49 @@ type Fixture struct {
 	Market        marketkeeper.Keeper
 	Verify        verifykeeper.Keeper
 	ShardRegistry shardregistrykeeper.Keeper
+
+	// EventsAt keeps the events of every finished block; the current block's are in Ctx.
+	EventsAt map[int64][]abci.Event
+	// Processed counts the deadline entries x/shardregistry's end blocker processed, per
+	// finished block.
+	Processed map[int64]int
+
+	cms storetypes.CommitMultiStore
+}
+
+// An Option changes how New builds the chain.
+type Option func(*options)
+
+type options struct {
+	shardGenesis *shardregistrytypes.GenesisState
+	committing   bool
+	beginFirst   bool
+}
+
+// WithShardRegistryGenesis starts x/shardregistry from gs (validated first) instead of
+// its default genesis.
+func WithShardRegistryGenesis(gs *shardregistrytypes.GenesisState) Option {
+	return func(o *options) { o.shardGenesis = gs }
+}
+
+// Committing keeps the state in a multistore that EndBlock commits after every block, as
+// a node does: an uncommitted IAVL tree makes every iteration re-sort all pending writes,
+// which scenarios with thousands of entries notice.
+func Committing() Option { return func(o *options) { o.committing = true } }
+
+// BeginFirstBlock begins height 1 as a node begins a block: its header hash is
+// BlockHash(1) and x/market records it, so storage challenges of period 0 have a seed.
+func BeginFirstBlock() Option { return func(o *options) { o.beginFirst = true } }
+
+// BlockHash is the fixture's header hash at a height (after the first block, unless
+// BeginFirstBlock).
+func BlockHash(height int64) []byte {
+	hash := make([]byte, 32)
+	copy(hash, "block-hash")
+	hash[29] = byte(height >> 16)
+	hash[30] = byte(height >> 8)
+	hash[31] = byte(height)
+	return hash
 }
 
 // communityPool stands in for x/distribution, which would drag in x/staking: it keeps
@@ -66,8 +117,12 @@ func (c communityPool) FundCommunityPool(ctx context.Context, amount sdk.Coins, 
 }
 
 // New builds a fixture at height 1 with default params for every module.
-func New(t testing.TB) *Fixture {
+func New(t testing.TB, opts ...Option) *Fixture {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	chainparams.SetAddressPrefixes()
 	enc := chainparams.MakeEncodingConfig()
 	authtypes.RegisterInterfaces(enc.InterfaceRegistry) // module accounts are stored as Any
@@ -77,9 +132,26 @@ func New(t testing.TB) *Fixture {
 	stakingexttypes.RegisterInterfaces(enc.InterfaceRegistry)
 
 	keys := storetypes.NewKVStoreKeys(authtypes.StoreKey, banktypes.StoreKey, stakingexttypes.StoreKey, markettypes.StoreKey, verifytypes.StoreKey, shardregistrytypes.StoreKey)
-	testCtx := testutil.DefaultContextWithKeys(keys, nil, nil)
-	ctx := testCtx.WithBlockHeader(cmtproto.Header{Height: 1, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).
-		WithHeaderHash([]byte("block-hash-at-height-1__________")).
+	var ctx sdk.Context
+	var cms storetypes.CommitMultiStore
+	if o.committing {
+		cms = store.NewCommitMultiStore(dbm.NewMemDB(), log.NewNopLogger(), metrics.NewNoOpMetrics())
+		for _, key := range keys {
+			cms.MountStoreWithDB(key, storetypes.StoreTypeIAVL, nil)
+		}
+		if err := cms.LoadLatestVersion(); err != nil {
+			t.Fatal(err)
+		}
+		ctx = sdk.NewContext(cms, cmtproto.Header{}, false, log.NewNopLogger())
+	} else {
+		ctx = testutil.DefaultContextWithKeys(keys, nil, nil)
+	}
+	firstHash := []byte("block-hash-at-height-1__________")
+	if o.beginFirst {
+		firstHash = BlockHash(1)
+	}
+	ctx = ctx.WithBlockHeader(cmtproto.Header{Height: 1, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).
+		WithHeaderHash(firstHash).
 		WithEventManager(sdk.NewEventManager())
 
 	authority := authtypes.NewModuleAddress(govtypes.ModuleName).String()
@@ -119,10 +191,27 @@ func New(t testing.TB) *Fixture {
 	if err := vk.InitGenesis(ctx, verifytypes.DefaultGenesis()); err != nil {
 		t.Fatal(err)
 	}
-	if err := rk.InitGenesis(ctx, shardregistrytypes.DefaultGenesis()); err != nil {
+	shardGenesis := shardregistrytypes.DefaultGenesis()
+	if o.shardGenesis != nil {
+		shardGenesis = o.shardGenesis
+		if err := shardGenesis.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rk.InitGenesis(ctx, shardGenesis); err != nil {
 		t.Fatal(err)
 	}
-	return &Fixture{Ctx: ctx, Codec: enc.Codec, Authority: authority, AccountKeeper: ak, BankKeeper: bk, StakingExt: sk, Market: mk, Verify: vk, ShardRegistry: rk}
+	f := &Fixture{
+		Ctx: ctx, Codec: enc.Codec, Authority: authority, Keys: keys,
+		AccountKeeper: ak, BankKeeper: bk, StakingExt: sk, Market: mk, Verify: vk, ShardRegistry: rk,
+		EventsAt: map[int64][]abci.Event{}, Processed: map[int64]int{}, cms: cms,
+	}
+	if o.beginFirst {
+		if err := mk.BeginBlocker(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
 }
 
 // Fund mints coins to an address.
@@ -156,30 +245,68 @@ func (f *Fixture) EndBlock(t testing.TB) {
 	if err := f.Market.EndBlocker(f.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ShardRegistry.EndBlocker(f.Ctx); err != nil {
+	n, err := f.ShardRegistry.EndBlocker(f.Ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.Processed[f.Ctx.BlockHeight()] = n
 	if err := f.StakingExt.EndBlocker(f.Ctx); err != nil {
 		t.Fatal(err)
 	}
+	f.EventsAt[f.Ctx.BlockHeight()] = f.Ctx.EventManager().ABCIEvents()
+	if f.cms != nil {
+		f.cms.Commit()
+	}
+}
+
+// Commit writes the working state to the IAVL trees of a Committing fixture (EndBlock
+// does it after every block), so that later reads go to committed state.
+func (f *Fixture) Commit(t testing.TB) {
+	t.Helper()
+	if f.cms == nil {
+		t.Fatal("Commit needs a fixture built with Committing()")
+	}
+	f.cms.Commit()
 }
 
 // NextBlock ends the current block and begins the next one, blockTime later.
 func (f *Fixture) NextBlock(t testing.TB, blockTime time.Duration) {
 	t.Helper()
+	f.JumpTo(t, f.Ctx.BlockHeight()+1, blockTime)
+}
+
+// JumpTo ends the current block and begins height h directly, blockTime per skipped
+// height later, skipping the blocks in between; only for tests where nothing is due in
+// them.
+func (f *Fixture) JumpTo(t testing.TB, h int64, blockTime time.Duration) {
+	t.Helper()
 	f.EndBlock(t)
-	height := f.Ctx.BlockHeight() + 1
 	header := f.Ctx.BlockHeader()
-	header.Height = height
-	header.Time = header.Time.Add(blockTime)
-	hash := make([]byte, 32)
-	copy(hash, []byte("block-hash"))
-	hash[31] = byte(height)
-	hash[30] = byte(height >> 8)
-	f.Ctx = f.Ctx.WithBlockHeader(header).WithHeaderHash(hash).WithEventManager(sdk.NewEventManager())
+	header.Time = header.Time.Add(time.Duration(h-header.Height) * blockTime)
+	header.Height = h
+	f.Ctx = f.Ctx.WithBlockHeader(header).WithHeaderHash(BlockHash(h)).WithEventManager(sdk.NewEventManager())
 	if err := f.Market.BeginBlocker(f.Ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// AdvanceTo runs blocks of blockTime until the current height is h (h itself is begun,
+// not ended).
+func (f *Fixture) AdvanceTo(t testing.TB, h int64, blockTime time.Duration) {
+	t.Helper()
+	for f.Ctx.BlockHeight() < h {
+		f.NextBlock(t, blockTime)
+	}
+}
+
+// Events is every event so far: those of finished blocks, in order, and the current
+// block's.
+func (f *Fixture) Events() []abci.Event {
+	var out []abci.Event
+	for _, h := range slices.Sorted(maps.Keys(f.EventsAt)) {
+		out = append(out, f.EventsAt[h]...)
+	}
+	return append(out, f.Ctx.EventManager().ABCIEvents()...)
 }
 
 // AdvanceBlocks runs n blocks of blockTime each.
@@ -187,5 +314,68 @@ func (f *Fixture) AdvanceBlocks(t testing.TB, n int, blockTime time.Duration) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		f.NextBlock(t, blockTime)
+	}
+}
+
+// Snapshot reads the parts of the state a rejected message must leave alone, counting
+// the current context's events.
+func (f *Fixture) Snapshot(t testing.TB, parts ...Part) Snapshot {
+	t.Helper()
+	return TakeSnapshot(t, f.context, parts...)
+}
+
+func (f *Fixture) context() sdk.Context { return f.Ctx }
+
+// MarketState is x/market's exported genesis.
+func (f *Fixture) MarketState() Part {
+	return GenesisPart("market state", f.Codec, f.context, f.Market.ExportGenesis)
+}
+
+// StakingExtState is x/stakingext's exported genesis.
+func (f *Fixture) StakingExtState() Part {
+	return GenesisPart("stakingext state", f.Codec, f.context, f.StakingExt.ExportGenesis)
+}
+
+// VerifyState is x/verify's exported genesis.
+func (f *Fixture) VerifyState() Part {
+	return GenesisPart("verify state", f.Codec, f.context, f.Verify.ExportGenesis)
+}
+
+// ShardRegistryState is x/shardregistry's exported genesis.
+func (f *Fixture) ShardRegistryState() Part {
+	return GenesisPart("shardregistry state", f.Codec, f.context, f.ShardRegistry.ExportGenesis)
+}
+
+// Balances is every bank balance and the supply.
+func (f *Fixture) Balances() Part {
+	return GenesisPart("balances", f.Codec, f.context, func(ctx context.Context) (*banktypes.GenesisState, error) {
+		return f.BankKeeper.ExportGenesis(ctx), nil
+	})
+}
+
+// MarketDeadlines are x/market's deadline indexes, which its genesis leaves out.
+func (f *Fixture) MarketDeadlines() []Part {
+	return []Part{
+		KeySetPart("market bidding deadlines", f.context, f.Market.BiddingDeadlines),
+		KeySetPart("market checkpoint deadlines", f.context, f.Market.CheckpointDeadlines),
+		KeySetPart("market time deadlines", f.context, f.Market.TimeDeadlines),
+	}
+}
+
+// VerifyDeadlines are x/verify's finalization queue and move deadlines, which its
+// genesis leaves out.
+func (f *Fixture) VerifyDeadlines() []Part {
+	return []Part{
+		KeySetPart("verify finalization queue", f.context, f.Verify.FinalizationQueue),
+		KeySetPart("verify move deadlines", f.context, f.Verify.MoveDeadlines),
+	}
+}
+
+// ShardRegistryIndexes are x/shardregistry's proof deadlines and open slots, which its
+// genesis leaves out.
+func (f *Fixture) ShardRegistryIndexes() []Part {
+	return []Part{
+		KeySetPart("shardregistry deadlines", f.context, f.ShardRegistry.Deadlines),
+		KeySetPart("shardregistry open slots", f.context, f.ShardRegistry.OpenSlots),
 	}
 }

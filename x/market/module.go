@@ -24,8 +24,6 @@ import (
 	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/simulation"
 	"github.com/depinchain/depinchain/x/market/types"
-	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
-	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
@@ -51,18 +49,18 @@ type AppModule struct {
 	keeper keeper.Keeper
 	// The simulation signs with the account and bank keepers, finds bidders in
 	// x/stakingext and datasets for jobs in x/shardregistry.
-	accountKeeper    simutil.AccountKeeper
-	bankKeeper       simutil.BankKeeper
-	stakingExtKeeper stakingextkeeper.Keeper
-	shardKeeper      shardkeeper.Keeper
+	accountKeeper simutil.AccountKeeper
+	bankKeeper    simutil.BankKeeper
+	providers     simulation.ProviderKeeper
+	datasets      simulation.DatasetKeeper
 }
 
-// NewAppModule creates the module. The account, bank, x/stakingext and
-// x/shardregistry keepers serve the simulation's operations.
+// NewAppModule creates the module. The account and bank keepers, x/stakingext's
+// providers and x/shardregistry's datasets serve the simulation's operations.
 func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper,
-	sk stakingextkeeper.Keeper, shk shardkeeper.Keeper,
+	providers simulation.ProviderKeeper, datasets simulation.DatasetKeeper,
 ) AppModule {
-	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, stakingExtKeeper: sk, shardKeeper: shk}
+	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, providers: providers, datasets: datasets}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -156,8 +154,8 @@ func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
 // WeightedOperations implements module.AppModuleSimulation: an operation per message.
 func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
 	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
-		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
-		StakingExt: am.stakingExtKeeper, Shards: am.shardKeeper,
+		Signer: simutil.Signer{TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper},
+		Keeper: am.keeper, Providers: am.providers, Datasets: am.datasets,
 	})
 }
 

@@ -26,7 +26,6 @@ import (
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
 	"github.com/depinchain/depinchain/x/shardregistry/simulation"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
@@ -50,15 +49,15 @@ type AppModule struct {
 	keeper keeper.Keeper
 	// The simulation signs with the account and bank keepers and picks storage
 	// providers from x/stakingext.
-	accountKeeper    simutil.AccountKeeper
-	bankKeeper       simutil.BankKeeper
-	stakingExtKeeper stakingextkeeper.Keeper
+	accountKeeper simutil.AccountKeeper
+	bankKeeper    simutil.BankKeeper
+	providers     simulation.ProviderKeeper
 }
 
-// NewAppModule creates the module. The account, bank and x/stakingext keepers serve the
-// simulation's operations.
-func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper, sk stakingextkeeper.Keeper) AppModule {
-	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, stakingExtKeeper: sk}
+// NewAppModule creates the module. The account and bank keepers and x/stakingext's
+// providers serve the simulation's operations.
+func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper, providers simulation.ProviderKeeper) AppModule {
+	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, providers: providers}
 }
 
 // IsAppModule implements appmodule.AppModule.
@@ -153,7 +152,8 @@ func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
 // WeightedOperations implements module.AppModuleSimulation: an operation per message.
 func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
 	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
-		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper, StakingExt: am.stakingExtKeeper,
+		Signer: simutil.Signer{TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper},
+		Keeper: am.keeper, Providers: am.providers,
 	})
 }
 

@@ -145,7 +145,8 @@ func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
 // WeightedOperations implements module.AppModuleSimulation: an operation per message.
 func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
 	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
-		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
+		Signer: simutil.Signer{TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper},
+		Keeper: am.keeper,
 	})
 }
 

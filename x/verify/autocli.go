@@ -26,7 +26,7 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					RpcMethod: "Challenge", Use: "challenge [challenge-id]", Short: "Show a dispute game: whose turn, range, deadline",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "challenge_id"}},
 				},
-				{RpcMethod: "Challenges", Use: "challenges", Short: "List challenges (--lease-id with --checkpoint-index, --open-only)"},
+				{RpcMethod: "Challenges", Use: "challenges", Short: "List challenges (--lease-id with --checkpoint-index or --all-checkpoints, --open-only)"},
 				{
 					RpcMethod: "DataRoot", Use: "data-root [job-id]", Short: "Show the Merkle root of a job's training data",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},

@@ -20,8 +20,6 @@ import (
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
 	"github.com/depinchain/depinchain/x/internal/simutil"
-	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
-	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	"github.com/depinchain/depinchain/x/verify/client/cli"
 	"github.com/depinchain/depinchain/x/verify/keeper"
 	"github.com/depinchain/depinchain/x/verify/simulation"
@@ -51,14 +49,14 @@ type AppModule struct {
 	// x/market and rebuilds dataset-backed training streams from x/shardregistry.
 	accountKeeper simutil.AccountKeeper
 	bankKeeper    simutil.BankKeeper
-	marketKeeper  marketkeeper.Keeper
-	shardKeeper   shardkeeper.Keeper
+	marketKeeper  simulation.MarketKeeper
+	shardKeeper   types.ShardKeeper
 }
 
-// NewAppModule creates the module. The account, bank, x/market and x/shardregistry
-// keepers serve the simulation's operations.
+// NewAppModule creates the module. The account and bank keepers, x/market's jobs and
+// leases and x/shardregistry's datasets serve the simulation's operations.
 func NewAppModule(cdc codec.Codec, k keeper.Keeper, ak simutil.AccountKeeper, bk simutil.BankKeeper,
-	mk marketkeeper.Keeper, shk shardkeeper.Keeper,
+	mk simulation.MarketKeeper, shk types.ShardKeeper,
 ) AppModule {
 	return AppModule{cdc: cdc, keeper: k, accountKeeper: ak, bankKeeper: bk, marketKeeper: mk, shardKeeper: shk}
 }
@@ -150,8 +148,8 @@ func (am AppModule) RegisterStoreDecoder(sdr simtypes.StoreDecoderRegistry) {
 // WeightedOperations implements module.AppModuleSimulation: an operation per message.
 func (am AppModule) WeightedOperations(simState module.SimulationState) []simtypes.WeightedOperation {
 	return simulation.WeightedOperations(simState.AppParams, simulation.Deps{
-		TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper, Keeper: am.keeper,
-		Market: am.marketKeeper, Shards: am.shardKeeper,
+		Signer: simutil.Signer{TxGen: simState.TxConfig, AK: am.accountKeeper, BK: am.bankKeeper},
+		Keeper: am.keeper, Market: am.marketKeeper, Shards: am.shardKeeper,
 	})
 }
 

@@ -55,7 +55,7 @@ func TestEndBlockerProcessesAtMostMaxDeadlinesPerBlockInOrder(t *testing.T) {
 	e.nextBlock(blockTime)
 	require.Equal(t, ids, expired())
 	require.Equal(t, ids[10:], closedInBlock())
-	require.Empty(t, e.dumpIndexes(e.Ctx))
+	require.Empty(t, e.dumpIndexes())
 }
 
 func TestEndBlockerBudgetIsSharedAcrossDeadlineKinds(t *testing.T) {

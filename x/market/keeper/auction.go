@@ -7,6 +7,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -99,7 +100,7 @@ func (k Keeper) closeAuction(ctx sdk.Context, jobID uint64) error {
 			return err
 		}
 		if !won[rb.bid.Provider] {
-			if err := ctx.EventManager().EmitTypedEvent(&types.EventBidLost{JobId: jobID, Provider: rb.bid.Provider}); err != nil {
+			if err := keeperutil.Emit(ctx, &types.EventBidLost{JobId: jobID, Provider: rb.bid.Provider}); err != nil {
 				return err
 			}
 		}
@@ -123,10 +124,14 @@ func (k Keeper) closeAuction(ctx sdk.Context, jobID uint64) error {
 
 // tryCreateLease re-checks a winner's eligibility (its bond, status or GPU inventory may
 // have changed since it bid), locks its collateral and creates the lease, all or nothing.
+// A winner x/stakingext refuses is skipped; a store failure is returned.
 func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Params, rb rankedBid, worker uint32, collateral sdk.Coin) (bool, error) {
 	cacheCtx, write := ctx.CacheContext()
 	p, err := k.providerKeeper.CheckCanBid(cacheCtx, rb.provider, collateral)
 	if err != nil {
+		if !keeperutil.IsRefusal(err) {
+			return false, err
+		}
 		k.Logger(ctx).Info("auction winner no longer eligible", "job", job.Id, "provider", rb.bid.Provider, "reason", err.Error())
 		return false, nil
 	}
@@ -139,6 +144,9 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		return false, err
 	}
 	if err := k.providerKeeper.LockCollateral(cacheCtx, rb.provider, types.LeaseCollateralRef(leaseID), collateral); err != nil {
+		if !keeperutil.IsRefusal(err) {
+			return false, err
+		}
 		k.Logger(ctx).Info("auction winner could not lock collateral", "job", job.Id, "provider", rb.bid.Provider, "reason", err.Error())
 		return false, nil
 	}
@@ -173,7 +181,7 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 	if err := k.CheckpointDeadlines.Set(cacheCtx, collections.Join(lease.CheckpointDeadline, lease.Id)); err != nil {
 		return false, err
 	}
-	if err := cacheCtx.EventManager().EmitTypedEvent(&types.EventLeaseCreated{
+	if err := keeperutil.Emit(cacheCtx, &types.EventLeaseCreated{
 		LeaseId: lease.Id, JobId: job.Id, Worker: worker, Provider: lease.Provider, PricePerGpuHour: lease.PricePerGpuHour,
 		Gpus: lease.Gpus, Collateral: collateral, CheckpointDeadline: lease.CheckpointDeadline,
 		ResumeStep: lease.ResumeStep, ResumeHash: lease.ResumeHash, ResumeUri: lease.ResumeUri,

@@ -5,10 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
-	errorsmod "cosmossdk.io/errors"
-
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -39,7 +38,7 @@ func (k Keeper) recordBlockHash(ctx sdk.Context) error {
 func (k Keeper) BlockHash(ctx context.Context, height int64) ([]byte, error) {
 	hash, err := k.BlockHashes.Get(ctx, height)
 	if err != nil {
-		return nil, errorsmod.Wrapf(types.ErrBlockHashUnavailable, "height %d", height)
+		return nil, keeperutil.NotFound(err, types.ErrBlockHashUnavailable, "height %d", height)
 	}
 	return hash, nil
 }

@@ -6,11 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	dbm "github.com/cosmos/cosmos-db"
-
-	"cosmossdk.io/log"
-	"cosmossdk.io/store/metrics"
-	"cosmossdk.io/store/rootmulti"
 	storetypes "cosmossdk.io/store/types"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
@@ -36,8 +31,7 @@ type endBlockerBench struct {
 
 func newEndBlockerBench(tb testing.TB, openJobs int) *endBlockerBench {
 	tb.Helper()
-	f := keepers.New(tb)
-	useCommittingStore(tb, f)
+	f := keepers.New(tb, keepers.Committing())
 	bb := &endBlockerBench{f: f, msg: keeper.NewMsgServerImpl(f.Market)}
 	owner := addr("owner")
 	bb.owner = owner.String()
@@ -54,29 +48,6 @@ func newEndBlockerBench(tb testing.TB, openJobs int) *endBlockerBench {
 	}
 	bb.commit()
 	return bb
-}
-
-// useCommittingStore moves the fixture's state into a multistore that can commit every
-// block. (The fixture mounts all its IAVL stores on one shared database, which serves a
-// single working version but cannot be committed.)
-func useCommittingStore(tb testing.TB, f *keepers.Fixture) {
-	tb.Helper()
-	old := f.Ctx.MultiStore().(*rootmulti.Store)
-	cms := rootmulti.NewStore(dbm.NewMemDB(), log.NewNopLogger(), metrics.NewNoOpMetrics())
-	keys := old.StoreKeysByName()
-	for _, key := range keys {
-		cms.MountStoreWithDB(key, storetypes.StoreTypeIAVL, nil)
-	}
-	require.NoError(tb, cms.LoadLatestVersion())
-	for _, key := range keys {
-		dst := cms.GetKVStore(key)
-		iter := old.GetKVStore(key).Iterator(nil, nil)
-		for ; iter.Valid(); iter.Next() {
-			dst.Set(iter.Key(), iter.Value())
-		}
-		require.NoError(tb, iter.Close())
-	}
-	f.Ctx = f.Ctx.WithMultiStore(cms)
 }
 
 // commit writes the block's changes to the IAVL trees, as the chain does after every

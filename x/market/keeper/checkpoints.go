@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -86,7 +87,7 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 	if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
 		return err
 	}
-	if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventPaymentReleased{
+	if err := keeperutil.Emit(sdkCtx, &types.EventPaymentReleased{
 		LeaseId: lease.Id, Provider: lease.Provider, Amount: claim, Withdrawable: lease.Withdrawable,
 	}); err != nil {
 		return err
@@ -98,7 +99,7 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 	}
 	if step > progressOf(job, lease.Worker).Step {
 		setProgress(&job, types.WorkerProgress{Worker: lease.Worker, Step: step, StateHash: stateHash, Uri: uri})
-		if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventWorkerProgress{
+		if err := keeperutil.Emit(sdkCtx, &types.EventWorkerProgress{
 			JobId: job.Id, Worker: lease.Worker, Step: step, StateHash: stateHash,
 		}); err != nil {
 			return err
@@ -172,7 +173,7 @@ func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) error 
 		return err
 	}
 	if refund.IsPositive() {
-		if err := sdkCtx.EventManager().EmitTypedEvent(&types.EventPaymentRefunded{LeaseId: lease.Id, JobId: job.Id, Amount: refund}); err != nil {
+		if err := keeperutil.Emit(sdkCtx, &types.EventPaymentRefunded{LeaseId: lease.Id, JobId: job.Id, Amount: refund}); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/internal/release"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -48,7 +49,7 @@ func (q queryServer) Job(ctx context.Context, req *types.QueryJobRequest) (*type
 	}
 	job, err := q.GetJob(ctx, req.JobId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	if job, err = q.settledView(ctx, job); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -102,7 +103,7 @@ func (q queryServer) Bids(ctx context.Context, req *types.QueryBidsRequest) (*ty
 		return nil, status.Error(codes.InvalidArgument, "empty request")
 	}
 	if _, err := q.GetJob(ctx, req.JobId); err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	if err := checkPageRequest(req.Pagination); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -122,7 +123,7 @@ func (q queryServer) Lease(ctx context.Context, req *types.QueryLeaseRequest) (*
 	}
 	lease, err := q.GetLease(ctx, req.LeaseId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	job, err := q.GetJob(ctx, lease.JobId)
 	if err != nil {
@@ -198,7 +199,7 @@ func (q queryServer) Escrow(ctx context.Context, req *types.QueryEscrowRequest) 
 	}
 	job, err := q.GetJob(ctx, req.JobId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	if job, err = q.settledView(ctx, job); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

@@ -1,10 +1,6 @@
 package keeper_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -71,30 +67,21 @@ func newEnv(t *testing.T) *env {
 		owner:   addr("owner"),
 	}
 	f.Fund(t, e.owner, ownerFunds)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			e.requireInvariants()
-		}
-	})
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress {
-	return sdk.AccAddress(fmt.Sprintf("%-20.20s", label))
-}
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 func marketAddr() sdk.AccAddress { return authtypes.NewModuleAddress(types.ModuleName) }
 
 // requireInvariants fails the test when any market or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.Market)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.Market))
 }
 
 // ---- providers ----
@@ -110,18 +97,7 @@ func a100s(count uint32) stakingexttypes.GPUInventory {
 // registerProviderWith funds and registers a provider through the stakingext msg server.
 func (e *env) registerProviderWith(label string, bond int64, gpus ...stakingexttypes.GPUInventory) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(),
-		Moniker:  label,
-		Endpoint: "https://" + label + ".example.com:8443",
-		Region:   "eu-west",
-		Gpus:     gpus,
-		Bond:     coin(bond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, bond, gpus...)
 }
 
 // registerProvider registers a provider with 8 H100s and a comfortable bond.
@@ -130,12 +106,7 @@ func (e *env) registerProvider(label string) sdk.AccAddress {
 	return e.registerProviderWith(label, providerBond, h100s(8))
 }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // giveReputation records completed leases for a provider.
 func (e *env) giveReputation(op sdk.AccAddress, completed int) {
@@ -164,12 +135,7 @@ func spec() types.JobSpec {
 	}
 }
 
-func (e *env) params() types.Params {
-	e.t.Helper()
-	p, err := e.Market.Params.Get(e.Ctx)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) params() types.Params { return keepers.Value(e.t, e.Fixture, e.Market.Params) }
 
 func (e *env) setParams(change func(*types.Params)) {
 	e.t.Helper()
@@ -195,19 +161,9 @@ func (e *env) submitJob() uint64 {
 	return e.submitJobWith(spec(), jobDeposit)
 }
 
-func (e *env) job(id uint64) types.Job {
-	e.t.Helper()
-	j, err := e.Market.GetJob(e.Ctx, id)
-	require.NoError(e.t, err)
-	return j
-}
+func (e *env) job(id uint64) types.Job { return e.Job(e.t, id) }
 
-func (e *env) lease(id uint64) types.Lease {
-	e.t.Helper()
-	l, err := e.Market.GetLease(e.Ctx, id)
-	require.NoError(e.t, err)
-	return l
-}
+func (e *env) lease(id uint64) types.Lease { return e.Lease(e.t, id) }
 
 func (e *env) bid(op sdk.AccAddress, jobID uint64, price int64) {
 	e.t.Helper()
@@ -223,28 +179,9 @@ func (e *env) hasBid(op sdk.AccAddress, jobID uint64) bool {
 }
 
 // leasesOfJob returns every lease of a job, oldest first.
-func (e *env) leasesOfJob(jobID uint64) []types.Lease {
-	e.t.Helper()
-	iter, err := e.Market.Leases.Indexes.Job.MatchExact(e.Ctx, jobID)
-	require.NoError(e.t, err)
-	ids, err := iter.PrimaryKeys()
-	require.NoError(e.t, err)
-	leases := make([]types.Lease, 0, len(ids))
-	for _, id := range ids {
-		leases = append(leases, e.lease(id))
-	}
-	return leases
-}
+func (e *env) leasesOfJob(jobID uint64) []types.Lease { return e.LeasesOfJob(e.t, jobID) }
 
-func (e *env) activeLeasesOfJob(jobID uint64) []types.Lease {
-	var active []types.Lease
-	for _, l := range e.leasesOfJob(jobID) {
-		if l.State == types.LEASE_STATE_ACTIVE {
-			active = append(active, l)
-		}
-	}
-	return active
-}
+func (e *env) activeLeasesOfJob(jobID uint64) []types.Lease { return e.ActiveLeasesOfJob(e.t, jobID) }
 
 // ---- blocks ----
 
@@ -290,19 +227,7 @@ func (e *env) leaseJob(op sdk.AccAddress, price int64) (uint64, types.Lease) {
 // typedEvents returns the events of type T emitted in finished blocks and the current one.
 func typedEvents[T proto.Message](e *env) []T {
 	e.t.Helper()
-	all := append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...)
-	var zero T
-	name := proto.MessageName(zero)
-	var out []T
-	for _, ev := range all {
-		if ev.Type != name {
-			continue
-		}
-		msg, err := sdk.ParseTypedEvent(ev)
-		require.NoError(e.t, err)
-		out = append(out, msg.(T))
-	}
-	return out
+	return keepers.TypedEvents[T](e.t, append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...))
 }
 
 // ---- snapshots ----
@@ -310,105 +235,27 @@ func typedEvents[T proto.Message](e *env) []T {
 // snapshot is everything a rejected message must leave alone: the market and stakingext
 // genesis exports, the market's derived deadline indexes, every bank balance and the
 // supply, and the number of events emitted so far.
-type snapshot struct {
-	market, stakingext, bank string
-	indexes                  string
-	events                   int
-}
-
-func (e *env) snapshot() snapshot {
+func (e *env) snapshot() keepers.Snapshot {
 	e.t.Helper()
-	mgs, err := e.Market.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	sgs, err := e.StakingExt.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	bgs := e.BankKeeper.ExportGenesis(e.Ctx)
-	mj, err := e.Codec.MarshalJSON(mgs)
-	require.NoError(e.t, err)
-	sj, err := e.Codec.MarshalJSON(sgs)
-	require.NoError(e.t, err)
-	bj, err := e.Codec.MarshalJSON(bgs)
-	require.NoError(e.t, err)
-	return snapshot{market: string(mj), stakingext: string(sj), bank: string(bj), indexes: e.dumpIndexes(e.Ctx), events: len(e.Ctx.EventManager().Events())}
+	return e.Snapshot(e.t, append([]keepers.Part{e.MarketState(), e.StakingExtState(), e.Balances()}, e.MarketDeadlines()...)...)
 }
 
-// dumpIndexes renders the deadline indexes, which genesis export leaves out.
-func (e *env) dumpIndexes(ctx context.Context) string {
+// dumpIndexes renders the deadline indexes, which genesis export leaves out ("" when
+// they are all empty).
+func (e *env) dumpIndexes() string {
 	e.t.Helper()
 	var b strings.Builder
-	for _, ix := range []struct {
-		name string
-		set  collections.KeySet[collections.Pair[int64, uint64]]
-	}{{"bidding", e.Market.BiddingDeadlines}, {"checkpoint", e.Market.CheckpointDeadlines}, {"time", e.Market.TimeDeadlines}} {
-		require.NoError(e.t, ix.set.Walk(ctx, nil, func(k collections.Pair[int64, uint64]) (bool, error) {
-			fmt.Fprintf(&b, "%s:%d/%d ", ix.name, k.K1(), k.K2())
-			return false, nil
-		}))
+	for _, p := range e.MarketDeadlines() {
+		b.WriteString(p.Read(e.t))
 	}
 	return b.String()
-}
-
-func (e *env) requireUnchanged(before snapshot) {
-	e.t.Helper()
-	after := e.snapshot()
-	for _, part := range []struct{ name, before, after string }{
-		{"market state", before.market, after.market},
-		{"stakingext state", before.stakingext, after.stakingext},
-		{"balances", before.bank, after.bank},
-		{"deadline indexes", before.indexes, after.indexes},
-	} {
-		if part.before != part.after {
-			e.t.Fatalf("%s changed:\n%s", part.name, jsonDiff(part.before, part.after))
-		}
-	}
-	require.Equal(e.t, before.events, after.events, "events were emitted")
-}
-
-// jsonDiff shows where two JSON documents (or plain strings) differ: the lines between
-// their common beginning and common end, with a little context.
-func jsonDiff(a, b string) string {
-	lines := func(s string) []string {
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(s), "", "  ") == nil {
-			s = buf.String()
-		}
-		return strings.Split(s, "\n")
-	}
-	la, lb := lines(a), lines(b)
-	pre := 0
-	for pre < len(la) && pre < len(lb) && la[pre] == lb[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(la)-pre && suf < len(lb)-pre && la[len(la)-1-suf] == lb[len(lb)-1-suf] {
-		suf++
-	}
-	const context = 3
-	from := max(0, pre-context)
-	var out strings.Builder
-	for _, l := range la[from:pre] {
-		out.WriteString("  " + l + "\n")
-	}
-	for _, l := range la[pre : len(la)-suf] {
-		out.WriteString("- " + l + "\n")
-	}
-	for _, l := range lb[pre : len(lb)-suf] {
-		out.WriteString("+ " + l + "\n")
-	}
-	for _, l := range la[len(la)-suf : min(len(la), len(la)-suf+context)] {
-		out.WriteString("  " + l + "\n")
-	}
-	return out.String()
 }
 
 // requireRejected runs call, requires it to fail with want and to leave every piece of
 // state, every balance and the event log exactly as they were.
 func (e *env) requireRejected(want *errorsmod.Error, call func() error) {
 	e.t.Helper()
-	before := e.snapshot()
-	err := call()
-	require.ErrorIs(e.t, err, want)
-	e.requireUnchanged(before)
+	keepers.RequireRejected(e.t, want, e.snapshot, call)
 }
 
 func sdkCoin(d string, amount int64) sdk.Coin { return sdk.NewInt64Coin(d, amount) }

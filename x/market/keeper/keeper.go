@@ -16,6 +16,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/internal/release"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -158,7 +159,7 @@ func (k Keeper) Logger(ctx context.Context) log.Logger {
 func (k Keeper) GetJob(ctx context.Context, id uint64) (types.Job, error) {
 	job, err := k.Jobs.Get(ctx, id)
 	if err != nil {
-		return job, notFound(err, types.ErrJobNotFound, "job %d", id)
+		return job, keeperutil.NotFound(err, types.ErrJobNotFound, "job %d", id)
 	}
 	return job, nil
 }
@@ -167,7 +168,7 @@ func (k Keeper) GetJob(ctx context.Context, id uint64) (types.Job, error) {
 func (k Keeper) GetLease(ctx context.Context, id uint64) (types.Lease, error) {
 	lease, err := k.Leases.Get(ctx, id)
 	if err != nil {
-		return lease, notFound(err, types.ErrLeaseNotFound, "lease %d", id)
+		return lease, keeperutil.NotFound(err, types.ErrLeaseNotFound, "lease %d", id)
 	}
 	return lease, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -44,7 +45,7 @@ func (k Keeper) closeLease(ctx sdk.Context, job *types.Job, lease *types.Lease, 
 	if err := k.Leases.Set(ctx, lease.Id, *lease); err != nil {
 		return err
 	}
-	return ctx.EventManager().EmitTypedEvent(&types.EventLeaseClosed{
+	return keeperutil.Emit(ctx, &types.EventLeaseClosed{
 		LeaseId: lease.Id, JobId: lease.JobId, Provider: lease.Provider, Reason: reason, Refunded: unclaimed,
 	})
 }
@@ -92,7 +93,7 @@ func (k Keeper) closeJob(ctx sdk.Context, job *types.Job, state types.JobState, 
 	if err := k.Jobs.Set(ctx, job.Id, *job); err != nil {
 		return sdk.Coin{}, err
 	}
-	return refund, ctx.EventManager().EmitTypedEvent(&types.EventJobClosed{JobId: job.Id, State: state, Reason: reason, Refunded: refund})
+	return refund, keeperutil.Emit(ctx, &types.EventJobClosed{JobId: job.Id, State: state, Reason: reason, Refunded: refund})
 }
 
 // dropBids deletes every bid on a job, announcing each as lost when the auction closed over it.
@@ -110,7 +111,7 @@ func (k Keeper) dropBids(ctx sdk.Context, jobID uint64, announceLost bool) error
 			return err
 		}
 		if announceLost {
-			if err := ctx.EventManager().EmitTypedEvent(&types.EventBidLost{JobId: jobID, Provider: b.Provider}); err != nil {
+			if err := keeperutil.Emit(ctx, &types.EventBidLost{JobId: jobID, Provider: b.Provider}); err != nil {
 				return err
 			}
 		}
@@ -155,7 +156,7 @@ func (k Keeper) openAuction(ctx sdk.Context, job *types.Job, vacant []uint32) er
 	if job.AuctionRound == 1 {
 		return nil // the first auction is announced by EventJobCreated
 	}
-	return ctx.EventManager().EmitTypedEvent(&types.EventJobReopened{
+	return keeperutil.Emit(ctx, &types.EventJobReopened{
 		JobId: job.Id, BiddingDeadline: job.BiddingDeadline, VacantWorkers: vacant, AuctionRound: job.AuctionRound,
 	})
 }

@@ -167,7 +167,7 @@ func TestCancelOpenJobRefundsDeposit(t *testing.T) {
 	require.Equal(t, types.JOB_STATE_CANCELLED, job.State)
 	require.True(t, job.Escrow.IsZero())
 	require.False(t, e.hasBid(alice, jobID), "bids on a cancelled job are dropped")
-	require.Empty(t, e.dumpIndexes(e.Ctx), "no deadline is left for a cancelled job")
+	require.Empty(t, e.dumpIndexes(), "no deadline is left for a cancelled job")
 	closed := typedEvents[*types.EventJobClosed](e)
 	require.Len(t, closed, 1)
 	require.Equal(t, types.JOB_STATE_CANCELLED, closed[0].State)

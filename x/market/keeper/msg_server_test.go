@@ -91,8 +91,8 @@ func TestSubmitJobRejections(t *testing.T) {
 		{"deposit in another denom", func(m *types.MsgSubmitJob) { m.Deposit.Denom = "uatom" }, types.ErrInvalidDeposit},
 		{"deposit below min_deposit", func(m *types.MsgSubmitJob) { m.Deposit = coin(types.DefaultParams().MinDeposit.Amount.Int64() - 1) }, types.ErrInvalidDeposit},
 		{"deposit above the owner's balance", func(m *types.MsgSubmitJob) { m.Deposit = coin(ownerFunds + 1) }, sdkerrors.ErrInsufficientFunds},
-		{"malformed owner", func(m *types.MsgSubmitJob) { m.Owner = "depin1notanaddress" }, types.ErrInvalidSpec},
-		{"owner with another prefix", func(m *types.MsgSubmitJob) { m.Owner = "cosmos1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu" }, types.ErrInvalidSpec},
+		{"malformed owner", func(m *types.MsgSubmitJob) { m.Owner = "depin1notanaddress" }, sdkerrors.ErrInvalidAddress},
+		{"owner with another prefix", func(m *types.MsgSubmitJob) { m.Owner = "cosmos1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu" }, sdkerrors.ErrInvalidAddress},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,7 +189,7 @@ func TestPlaceBidRejections(t *testing.T) {
 		}, types.ErrProviderIneligible},
 		{"malformed provider address", func(e *env) *types.MsgPlaceBid {
 			return &types.MsgPlaceBid{Provider: "depin1bogus", JobId: 1, PricePerGpuHour: coin(100)}
-		}, types.ErrProviderIneligible},
+		}, sdkerrors.ErrInvalidAddress},
 		{"free bond below the collateral", func(e *env) *types.MsgPlaceBid {
 			poor := e.registerProviderWith("poor", 2_000_000, h100s(1))
 			big := e.submitJobWith(bigSpec, jobDeposit)
@@ -253,6 +253,22 @@ func TestPlaceBidRejections(t *testing.T) {
 	}
 }
 
+// A bidder x/stakingext refuses is the market's ErrProviderIneligible (the code clients
+// match on), and the refusal behind it stays in the chain and in the text.
+func TestPlaceBidIneligibleKeepsTheStakingExtReason(t *testing.T) {
+	e := newEnv(t)
+	jobID := e.submitJob()
+	stranger := addr("stranger")
+	e.Fund(t, stranger, providerFunds)
+	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: stranger.String(), JobId: jobID, PricePerGpuHour: coin(100)})
+	require.ErrorIs(t, err, types.ErrProviderIneligible)
+	require.ErrorIs(t, err, stakingexttypes.ErrProviderNotFound)
+	require.Contains(t, err.Error(), "provider not found: provider cannot bid on this job")
+	codespace, code, _ := errorsmod.ABCIInfo(err, false)
+	require.Equal(t, types.ModuleName, codespace)
+	require.Equal(t, types.ErrProviderIneligible.ABCICode(), code)
+}
+
 func TestPlaceBidAtMaxBidsReplacesExistingBid(t *testing.T) {
 	e := newEnv(t)
 	e.setParams(func(p *types.Params) { p.MaxBidsPerJob = 1 })
@@ -279,7 +295,7 @@ func TestWithdrawBid(t *testing.T) {
 		_, err := e.msg.WithdrawBid(e.Ctx, &types.MsgWithdrawBid{Provider: p.String(), JobId: jobID})
 		return err
 	})
-	e.requireRejected(types.ErrBidNotFound, func() error {
+	e.requireRejected(sdkerrors.ErrInvalidAddress, func() error {
 		_, err := e.msg.WithdrawBid(e.Ctx, &types.MsgWithdrawBid{Provider: "depin1bogus", JobId: jobID})
 		return err
 	})
@@ -345,7 +361,7 @@ func TestTopUpDepositRejections(t *testing.T) {
 		}, types.ErrInvalidDeposit},
 		{"malformed depositor", func(e *env, jobID uint64) *types.MsgTopUpDeposit {
 			return &types.MsgTopUpDeposit{Depositor: "depin1bogus", JobId: jobID, Amount: coin(100)}
-		}, types.ErrInvalidDeposit},
+		}, sdkerrors.ErrInvalidAddress},
 		{"more than the depositor has", func(e *env, jobID uint64) *types.MsgTopUpDeposit {
 			return &types.MsgTopUpDeposit{Depositor: e.owner.String(), JobId: jobID, Amount: coin(ownerFunds)}
 		}, sdkerrors.ErrInsufficientFunds},
@@ -402,7 +418,7 @@ func TestWithdrawEarningsRejections(t *testing.T) {
 		{"duplicate ids", &types.MsgWithdrawEarnings{Provider: bob.String(), LeaseIds: []uint64{bobLease.Id, bobLease.Id}}, types.ErrInvalidAmount},
 		{"unknown lease", &types.MsgWithdrawEarnings{Provider: bob.String(), LeaseIds: []uint64{bobLease.Id, 99}}, types.ErrLeaseNotFound},
 		{"not a provider at all", &types.MsgWithdrawEarnings{Provider: addr("stranger").String()}, types.ErrNothingToWithdraw},
-		{"malformed provider", &types.MsgWithdrawEarnings{Provider: "depin1bogus"}, types.ErrNotLeaseProvider},
+		{"malformed provider", &types.MsgWithdrawEarnings{Provider: "depin1bogus"}, sdkerrors.ErrInvalidAddress},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"context"
 	"time"
 
 	"cosmossdk.io/collections"
@@ -8,6 +9,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -39,6 +41,19 @@ func (k Keeper) ActiveLeases(ctx sdk.Context, jobID uint64) ([]types.Lease, erro
 		}
 	}
 	return leases, nil
+}
+
+// AllActiveLeases returns every active lease, in lease-id order, for the simulation's
+// provider and verifier (a node's sidecar pages through the Leases query instead).
+func (k Keeper) AllActiveLeases(ctx context.Context) ([]types.Lease, error) {
+	var active []types.Lease
+	err := k.Leases.Walk(ctx, nil, func(_ uint64, l types.Lease) (bool, error) {
+		if l.State == types.LEASE_STATE_ACTIVE {
+			active = append(active, l)
+		}
+		return false, nil
+	})
+	return active, err
 }
 
 // leaseEnd is when a lease's paid time stops: its start plus the job's max duration.
@@ -80,7 +95,7 @@ func (k Keeper) settleLease(ctx sdk.Context, job *types.Job, lease *types.Lease)
 		lease.Accrued = lease.Accrued.Add(payCoin)
 		lease.Pending = lease.Pending.Add(payCoin)
 		if pay.IsPositive() {
-			if err := ctx.EventManager().EmitTypedEvent(&types.EventPaymentSettled{
+			if err := keeperutil.Emit(ctx, &types.EventPaymentSettled{
 				LeaseId: lease.Id, JobId: job.Id, Amount: payCoin, Pending: lease.Pending, EscrowLeft: job.Escrow,
 			}); err != nil {
 				return false, err

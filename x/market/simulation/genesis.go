@@ -13,7 +13,10 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/types"
 	stakingextsim "github.com/depinchain/depinchain/x/staking_ext/simulation"
 )
@@ -43,6 +46,15 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 		BlockHashRetention:              uint64(50 + r.Intn(951)),
 		NonPerformanceJailDuration:      time.Duration(r.Int63n(6*3600)) * time.Second,
 	}
+}
+
+// ProposalMsgs are the governance proposals x/market contributes: new random params in
+// the current denomination (jobs, bids and escrow are all in it).
+func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
+	return simutil.ParamsProposal(types.ModuleName, func(r *rand.Rand, ctx sdk.Context, authority string) sdk.Msg {
+		p, err := k.Params.Get(ctx)
+		return &types.MsgUpdateParams{Authority: authority, Params: RandomParams(r, simutil.DenomOr(p.Denom, err))}
+	})
 }
 
 // RandomSpec draws a job spec that is valid under params: mostly reference-workload

@@ -1,13 +1,11 @@
 package simulation
 
 import (
-	"math/rand"
+	"context"
 
 	"cosmossdk.io/collections"
 	"cosmossdk.io/math"
 
-	"github.com/cosmos/cosmos-sdk/baseapp"
-	"github.com/cosmos/cosmos-sdk/client"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
@@ -15,8 +13,6 @@ import (
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/types"
-	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
-	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -37,37 +33,34 @@ const (
 	DefaultWeightMsgWithdrawEarnings = 15
 )
 
-// Deps are what the operations read and sign with.
-type Deps struct {
-	TxGen      client.TxConfig
-	AK         simutil.AccountKeeper
-	BK         simutil.BankKeeper
-	Keeper     keeper.Keeper
-	StakingExt stakingextkeeper.Keeper
-	// Shards lists registered datasets for dataset-backed jobs.
-	Shards shardkeeper.Keeper
+// ProviderKeeper is what the operations read of x/stakingext: who the providers are
+// and whether one may bid, worked out as the market does.
+type ProviderKeeper interface {
+	GetProvider(ctx context.Context, operator sdk.AccAddress) (stakingexttypes.Provider, error)
+	AllProviders(ctx context.Context) ([]stakingexttypes.Provider, error)
+	CheckCanBid(ctx context.Context, operator sdk.AccAddress, collateral sdk.Coin) (stakingexttypes.Provider, error)
 }
 
-func (d Deps) op(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) simutil.Op {
-	return simutil.Op{R: r, App: app, Ctx: ctx, Accs: accs, ChainID: chainID, TxGen: d.TxGen, AK: d.AK, BK: d.BK, Module: types.ModuleName}
+// DatasetKeeper lists the datasets x/shardregistry holds, for dataset-backed jobs.
+type DatasetKeeper interface {
+	DatasetIDs(ctx context.Context) ([]string, error)
+}
+
+// Deps are what the operations sign with and read.
+type Deps struct {
+	simutil.Signer
+	Keeper    keeper.Keeper
+	Providers ProviderKeeper
+	Datasets  DatasetKeeper
 }
 
 // WeightedOperations returns an operation for every message of x/market except the
 // authority-only MsgUpdateParams, which ProposalMsgs covers.
 func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.WeightedOperations {
-	weight := func(key string, def int) int {
-		var w int
-		appParams.GetOrGenerate(key, &w, nil, func(*rand.Rand) { w = def })
-		return w
-	}
-	return simulation.WeightedOperations{
-		simulation.NewWeightedOperation(weight(OpWeightMsgSubmitJob, DefaultWeightMsgSubmitJob), SimulateMsgSubmitJob(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgPlaceBid, DefaultWeightMsgPlaceBid), SimulateMsgPlaceBid(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgWithdrawBid, DefaultWeightMsgWithdrawBid), SimulateMsgWithdrawBid(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgCancelJob, DefaultWeightMsgCancelJob), SimulateMsgCancelJob(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgTopUpDeposit, DefaultWeightMsgTopUpDeposit), SimulateMsgTopUpDeposit(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgWithdrawEarnings, DefaultWeightMsgWithdrawEarnings), SimulateMsgWithdrawEarnings(d)),
-	}
+	d.Module = types.ModuleName
+	return simutil.WeightedOperations(appParams,
+		SimulateMsgSubmitJob(d), SimulateMsgPlaceBid(d), SimulateMsgWithdrawBid(d), SimulateMsgCancelJob(d), SimulateMsgTopUpDeposit(d), SimulateMsgWithdrawEarnings(d),
+	)
 }
 
 // jobsIn lists the jobs in one of states, by id.
@@ -98,11 +91,7 @@ var liveStates = []types.JobState{types.JOB_STATE_OPEN, types.JOB_STATE_LEASED}
 var terminalStates = []types.JobState{types.JOB_STATE_COMPLETED, types.JOB_STATE_CANCELLED, types.JOB_STATE_EXPIRED, types.JOB_STATE_FAILED}
 
 func (d Deps) datasetIDs(ctx sdk.Context) []string {
-	iter, err := d.Shards.Datasets.Iterate(ctx, nil)
-	if err != nil {
-		return nil
-	}
-	ids, err := iter.Keys()
+	ids, err := d.Datasets.DatasetIDs(ctx)
 	if err != nil {
 		return nil
 	}
@@ -112,9 +101,9 @@ func (d Deps) datasetIDs(ctx sdk.Context) []string {
 // SimulateMsgSubmitJob submits a random valid job with a deposit covering some hours of
 // its maximum rate. One time in ten it sends a job that must be refused: a checkpoint
 // interval beyond total_steps, or a deposit below the minimum.
-func SimulateMsgSubmitJob(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgSubmitJob(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgSubmitJob, DefaultWeightMsgSubmitJob, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgSubmitJob{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -137,7 +126,7 @@ func SimulateMsgSubmitJob(d Deps) simtypes.Operation {
 			return o.NoOp(msg, "%s cannot afford a deposit of %s", owner.Address, msg.Deposit)
 		}
 		return o.Deliver(owner, msg, sdk.NewCoins(msg.Deposit))
-	}
+	})
 }
 
 // SimulateMsgPlaceBid has an eligible provider bid on an open job at a price up to the
@@ -145,9 +134,9 @@ func SimulateMsgSubmitJob(d Deps) simtypes.Operation {
 // CheckCanBid, a GPU class satisfying the spec, not already serving the job, room for
 // another bid). One time in ten it sends a bid that must be refused: above the maximum
 // price, or from an account that is no provider.
-func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgPlaceBid(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgPlaceBid, DefaultWeightMsgPlaceBid, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgPlaceBid{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -177,7 +166,7 @@ func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
 				msg.PricePerGpuHour = maxPrice.AddAmount(math.NewInt(1 + r.Int63n(100)))
 				return o.DeliverInvalid(acc, msg, types.ErrBidAboveMax, "price above the job's maximum")
 			}
-			if has, _ := d.StakingExt.Providers.Has(ctx, acc.Address); !has {
+			if _, err := d.Providers.GetProvider(ctx, acc.Address); err != nil {
 				msg.PricePerGpuHour = maxPrice
 				return o.DeliverInvalid(acc, msg, types.ErrProviderIneligible, "bidder is not a provider")
 			}
@@ -195,11 +184,7 @@ func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
 		}); err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
-		iter, err := d.StakingExt.Providers.Iterate(ctx, nil)
-		if err != nil {
-			return o.NoOp(msg, "%s", err)
-		}
-		all, err := iter.Values()
+		all, err := d.Providers.AllProviders(ctx)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -210,7 +195,7 @@ func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
 			if err != nil {
 				continue
 			}
-			if _, err := d.StakingExt.CheckCanBid(ctx, addr, collateral); err != nil {
+			if _, err := d.Providers.CheckCanBid(ctx, addr, collateral); err != nil {
 				continue
 			}
 			if !p.Satisfies(job.Spec.Gpu.Models, job.Spec.MinVRAMMiB(), job.Spec.Gpu.PerWorker) {
@@ -238,14 +223,14 @@ func SimulateMsgPlaceBid(d Deps) simtypes.Operation {
 		msg.Provider = p.Operator
 		msg.PricePerGpuHour = sdk.NewCoin(maxPrice.Denom, math.NewInt(1+r.Int63n(maxPrice.Amount.Int64())))
 		return o.Deliver(acc, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgWithdrawBid withdraws an open bid; withdrawing a bid that does not exist
 // must fail.
-func SimulateMsgWithdrawBid(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgWithdrawBid(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgWithdrawBid, DefaultWeightMsgWithdrawBid, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgWithdrawBid{}
 		iter, err := d.Keeper.Bids.Iterate(ctx, nil)
 		if err != nil {
@@ -270,14 +255,14 @@ func SimulateMsgWithdrawBid(d Deps) simtypes.Operation {
 		}
 		*msg = types.MsgWithdrawBid{Provider: bid.Provider, JobId: bid.JobId}
 		return o.Deliver(acc, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgCancelJob has an owner cancel a live job. Cancelling someone else's job, or
 // an owner's job that is already over, must fail.
-func SimulateMsgCancelJob(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgCancelJob(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgCancelJob, DefaultWeightMsgCancelJob, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgCancelJob{}
 		if simutil.Chance(r, 20) {
 			over, err := jobsIn(ctx, d.Keeper, terminalStates...)
@@ -312,14 +297,14 @@ func SimulateMsgCancelJob(d Deps) simtypes.Operation {
 		}
 		*msg = types.MsgCancelJob{Owner: job.Owner, JobId: job.Id}
 		return o.Deliver(owner, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgTopUpDeposit has anyone top up a live job's escrow. Topping up a job that is
 // over, or in another denomination, must fail.
-func SimulateMsgTopUpDeposit(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgTopUpDeposit(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgTopUpDeposit, DefaultWeightMsgTopUpDeposit, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgTopUpDeposit{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -355,15 +340,15 @@ func SimulateMsgTopUpDeposit(d Deps) simtypes.Operation {
 		}
 		msg.Amount = sdk.NewCoin(params.Denom, math.NewInt(1+r.Int63n(min(spendable.Amount.QuoRaw(10).Int64(), 10_000_000))))
 		return o.Deliver(depositor, msg, sdk.NewCoins(msg.Amount))
-	}
+	})
 }
 
 // SimulateMsgWithdrawEarnings has a provider withdraw what final checkpoints released,
 // from all its leases or from a list of them. Withdrawing with nothing released, or
 // listing a lease twice, must fail.
-func SimulateMsgWithdrawEarnings(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgWithdrawEarnings(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgWithdrawEarnings, DefaultWeightMsgWithdrawEarnings, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgWithdrawEarnings{}
 		iter, err := d.Keeper.Leases.Iterate(ctx, nil)
 		if err != nil {
@@ -409,5 +394,5 @@ func SimulateMsgWithdrawEarnings(d Deps) simtypes.Operation {
 			msg.LeaseIds = earning[provider]
 		}
 		return o.Deliver(acc, msg, nil)
-	}
+	})
 }

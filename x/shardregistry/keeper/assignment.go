@@ -7,16 +7,21 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
-// jobDataset loads a market job and the dataset it trains on.
+// jobDataset loads a market job and the dataset it trains on. A job x/market does not
+// have is ErrJobNotFound; a store failure is returned as it is.
 func (k Keeper) jobDataset(ctx context.Context, jobID uint64) (markettypes.Job, types.Dataset, error) {
 	job, err := k.marketKeeper.GetJob(ctx, jobID)
 	if err != nil {
-		return job, types.Dataset{}, errorsmod.Wrapf(types.ErrJobNotFound, "job %d: %s", jobID, err)
+		if !keeperutil.IsNotFound(err) {
+			return job, types.Dataset{}, err
+		}
+		return job, types.Dataset{}, keeperutil.WrapCause(types.ErrJobNotFound, err, "job %d", jobID)
 	}
 	if job.Spec.DatasetId == "" {
 		return job, types.Dataset{}, errorsmod.Wrapf(types.ErrNoDataset, "job %d names no dataset", jobID)

@@ -36,7 +36,7 @@ func TestAssignmentOfAJob(t *testing.T) {
 	for w, wa := range res.Workers {
 		require.Equal(t, uint32(w), wa.Worker)
 		require.Equal(t, want[w], wa.Shards)
-		shards, err := e.Shards.WorkerShards(e.Ctx, 7, uint32(w), 3)
+		shards, err := e.ShardRegistry.WorkerShards(e.Ctx, 7, uint32(w), 3)
 		require.NoError(t, err)
 		require.Len(t, shards, len(wa.Shards))
 		for i, s := range shards {
@@ -53,14 +53,14 @@ func TestAssignmentOfAJob(t *testing.T) {
 	require.NotEqual(t, res.Workers, other.Workers, "every epoch reshuffles")
 
 	gasBefore := e.Ctx.GasMeter().GasConsumed()
-	_, err = e.Shards.WorkerShards(e.Ctx, 7, 0, 3)
+	_, err = e.ShardRegistry.WorkerShards(e.Ctx, 7, 0, 3)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, e.Ctx.GasMeter().GasConsumed()-gasBefore, testParams().GasPerHash*24*4, "shards × workers hashes are charged")
 
-	_, err = e.Shards.WorkerShards(e.Ctx, 7, 4, 3)
+	_, err = e.ShardRegistry.WorkerShards(e.Ctx, 7, 4, 3)
 	require.ErrorIs(t, err, types.ErrInvalidWorker)
-	_, err = e.Shards.WorkerShards(e.Ctx, 8, 0, 3)
+	_, err = e.ShardRegistry.WorkerShards(e.Ctx, 8, 0, 3)
 	require.ErrorIs(t, err, types.ErrNoDataset)
-	_, err = e.Shards.WorkerShards(e.Ctx, 99, 0, 3)
+	_, err = e.ShardRegistry.WorkerShards(e.Ctx, 99, 0, 3)
 	require.ErrorIs(t, err, types.ErrJobNotFound)
 }

@@ -6,6 +6,7 @@ import (
 
 	"cosmossdk.io/collections"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -80,7 +81,7 @@ func (k Keeper) addHolder(ctx context.Context, d types.Dataset, shard, piece uin
 			if err := k.UnderReplicated.Remove(ctx, shardKey); err != nil {
 				return 0, err
 			}
-			if err := emit(ctx, &types.EventShardFullyReplicated{DatasetId: d.Id, Shard: shard, Target: d.Encoding.Target()}); err != nil {
+			if err := keeperutil.Emit(ctx, &types.EventShardFullyReplicated{DatasetId: d.Id, Shard: shard, Target: d.Encoding.Target()}); err != nil {
 				return 0, err
 			}
 		}
@@ -118,7 +119,7 @@ func (k Keeper) removeHolder(ctx context.Context, d types.Dataset, shard types.S
 		return err
 	}
 	pc := shard.Pieces[piece]
-	if err := emit(ctx, &types.EventRepairSlotOpened{
+	if err := keeperutil.Emit(ctx, &types.EventRepairSlotOpened{
 		DatasetId: d.Id, Shard: shard.Index, Piece: piece, PieceRoot: pc.Root, PieceCid: types.PieceCID(pc.Root),
 		PieceSize: pc.SizeBytes, LiveHolders: n, RequiredHolders: d.Encoding.HoldersPerPiece(),
 	}); err != nil {
@@ -134,7 +135,7 @@ func (k Keeper) removeHolder(ctx context.Context, d types.Dataset, shard types.S
 		}
 		if live < liveBefore {
 			h := health(d, shard.Index, live)
-			if err := emit(ctx, &types.EventShardUnderReplicated{
+			if err := keeperutil.Emit(ctx, &types.EventShardUnderReplicated{
 				DatasetId: d.Id, Shard: shard.Index, Live: h.Live, Target: h.Target, MinLive: h.MinLive, Recoverable: h.Recoverable,
 			}); err != nil {
 				return err

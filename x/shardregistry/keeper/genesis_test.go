@@ -22,7 +22,7 @@ import (
 func derived(t *testing.T, e *env) string {
 	t.Helper()
 	var b strings.Builder
-	k := e.Shards
+	k := e.ShardRegistry
 	require.NoError(t, k.Deadlines.Walk(e.Ctx, nil, func(key collections.Pair[int64, uint64]) (bool, error) {
 		fmt.Fprintf(&b, "deadline %d %d\n", key.K1(), key.K2())
 		return false, nil
@@ -67,7 +67,7 @@ func TestGenesisRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	e.AdvanceTo(t, 45) // some misses on the way
 
-	exported, err := e.Shards.ExportGenesis(e.Ctx)
+	exported, err := e.ShardRegistry.ExportGenesis(e.Ctx)
 	require.NoError(t, err)
 	require.NoError(t, exported.Validate())
 	sx, err := e.StakingExt.ExportGenesis(e.Ctx)
@@ -84,11 +84,11 @@ func TestGenesisRoundTrip(t *testing.T) {
 	require.NoError(t, fresh.BankKeeper.SendCoinsFromModuleToModule(fresh.Ctx, minttypes.ModuleName, stakingexttypes.ModuleName, coins))
 	require.NoError(t, fresh.StakingExt.InitGenesis(fresh.Ctx, sx))
 
-	again, err := fresh.Shards.ExportGenesis(fresh.Ctx)
+	again, err := fresh.ShardRegistry.ExportGenesis(fresh.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, e.Codec.MustMarshalJSON(exported), fresh.Codec.MustMarshalJSON(again))
 	require.Equal(t, derived(t, e), derived(t, fresh))
-	msg, broken := keeper.AllInvariants(fresh.Shards, keeper.StakingExtLocks(fresh.StakingExt.Locks))(fresh.Ctx)
+	msg, broken := keeper.AllInvariants(fresh.ShardRegistry, keeper.StakingExtLocks(fresh.StakingExt.Locks))(fresh.Ctx)
 	require.False(t, broken, msg)
 }
 
@@ -98,7 +98,7 @@ func TestGenesisValidateRejects(t *testing.T) {
 	e.register(ds)
 	alpha := e.registerProvider("alpha")
 	e.claim(alpha, ds, 0, 0)
-	good, err := e.Shards.ExportGenesis(e.Ctx)
+	good, err := e.ShardRegistry.ExportGenesis(e.Ctx)
 	require.NoError(t, err)
 	require.NoError(t, good.Validate())
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/x/shardregistry/types"
@@ -30,7 +31,7 @@ func queryError(err error) error {
 	case errors.Is(err, types.ErrDatasetNotFound), errors.Is(err, types.ErrShardNotFound), errors.Is(err, types.ErrPieceNotFound),
 		errors.Is(err, types.ErrReplicaNotFound), errors.Is(err, types.ErrJobNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, types.ErrNoDataset), errors.Is(err, types.ErrInvalidAddress), errors.Is(err, types.ErrInvalidWorker):
+	case errors.Is(err, types.ErrNoDataset), errors.Is(err, sdkerrors.ErrInvalidAddress), errors.Is(err, types.ErrInvalidWorker):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, types.ErrChallengeNotOpen), errors.Is(err, types.ErrBlockHashUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/query"
 
+	"github.com/depinchain/depinchain/testutil/keepers"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -34,7 +35,7 @@ func TestChallengeComesFromTheStoredBlockHash(t *testing.T) {
 	require.True(t, res.Challenge.Open)
 	hash, err := e.Market.BlockHash(e.Ctx, res.Challenge.SeedHeight)
 	require.NoError(t, err)
-	require.Equal(t, blockHash(res.Challenge.SeedHeight), hash)
+	require.Equal(t, keepers.BlockHash(res.Challenge.SeedHeight), hash)
 	key := types.ReplicaKey(ds.id, 0, 0, alpha)
 	want, _ := types.ChallengeIndices(hash, key, res.Challenge.Period, res.Challenge.ChunkCount, 4)
 	require.Equal(t, want, res.Challenge.ChunkIndices)

@@ -2,9 +2,7 @@ package keeper_test
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand"
-	"strings"
 	"testing"
 
 	abci "github.com/cometbft/cometbft/abci/types"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/testutil/keepers"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
@@ -55,12 +54,11 @@ func testParams() types.Params {
 
 type (
 	collPairI64U64 = collections.Pair[int64, uint64]
-	collTriple     = collections.Triple[string, uint32, uint32]
 )
 
 // env is a fixture plus the servers, accounts and datasets the scenarios use.
 type env struct {
-	*fixture
+	*keepers.Fixture
 	t        *testing.T
 	msg      types.MsgServer
 	query    types.QueryServer
@@ -80,56 +78,35 @@ func newEnvWith(t *testing.T, gs *types.GenesisState) *env {
 	t.Helper()
 	f := newFixture(t, gs)
 	e := &env{
-		fixture: f, t: t,
-		msg:      keeper.NewMsgServerImpl(f.Shards),
-		query:    keeper.NewQueryServerImpl(f.Shards),
+		Fixture: f, t: t,
+		msg:      keeper.NewMsgServerImpl(f.ShardRegistry),
+		query:    keeper.NewQueryServerImpl(f.ShardRegistry),
 		sxMsg:    stakingextkeeper.NewMsgServerImpl(f.StakingExt),
 		owner:    addr("owner"),
 		datasets: map[string]*testDataset{},
 	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			e.requireInvariants()
-		}
-	})
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress {
-	return sdk.AccAddress(fmt.Sprintf("%-20.20s", label))
-}
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 // requireInvariants fails the test when any shardregistry or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.Shards, keeper.StakingExtLocks(e.StakingExt.Locks))(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.ShardRegistry, keeper.StakingExtLocks(e.StakingExt.Locks)))
 }
 
 // registerProvider funds and registers a storage-only provider (no GPUs) with a bond.
 func (e *env) registerProvider(label string) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(), Moniker: label, Endpoint: "https://" + label + ".example.com:8443",
-		Region: "eu-west", Bond: coin(providerBond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, providerBond)
 }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // testDataset is a dataset with its bytes, so that tests can prove pieces.
 type testDataset struct {
@@ -205,7 +182,7 @@ func (e *env) claim(holder sdk.AccAddress, ds *testDataset, shard, piece uint32)
 
 func (e *env) replica(id uint64) types.Replica {
 	e.t.Helper()
-	r, err := e.Shards.GetReplica(e.Ctx, id)
+	r, err := e.ShardRegistry.GetReplica(e.Ctx, id)
 	require.NoError(e.t, err)
 	return r
 }
@@ -245,58 +222,17 @@ func (e *env) passDeadline(id uint64) {
 // typedEvents returns the events of type T among events.
 func typedEvents[T proto.Message](t testing.TB, events []abci.Event) []T {
 	t.Helper()
-	var out []T
-	var zero T
-	name := proto.MessageName(zero)
-	for _, ev := range events {
-		if ev.Type != name {
-			continue
-		}
-		msg, err := sdk.ParseTypedEvent(ev)
-		require.NoError(t, err)
-		out = append(out, msg.(T))
-	}
-	return out
+	return keepers.TypedEvents[T](t, events)
 }
 
 // allEvents is every event so far: finished blocks and the current one.
-func (e *env) allEvents() []abci.Event {
-	var out []abci.Event
-	for h := int64(1); h < e.Ctx.BlockHeight(); h++ {
-		out = append(out, e.eventsAt[h]...)
-	}
-	return append(out, e.Ctx.EventManager().ABCIEvents()...)
-}
+func (e *env) allEvents() []abci.Event { return e.Events() }
 
 // snapshot captures everything a rejected message must leave alone: the registry's
-// exported state, stakingext's, and the balances of the given accounts.
-func (e *env) snapshot(accounts ...sdk.AccAddress) string {
+// exported state and its deadline and open-slot indexes, stakingext's state, every
+// balance, and the number of events emitted so far.
+func (e *env) snapshot() keepers.Snapshot {
 	e.t.Helper()
-	gs, err := e.Shards.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	sx, err := e.StakingExt.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	var b strings.Builder
-	b.Write(e.Codec.MustMarshalJSON(gs))
-	b.Write(e.Codec.MustMarshalJSON(sx))
-	for _, walk := range []func() error{
-		func() error {
-			return e.Shards.Deadlines.Walk(e.Ctx, nil, func(k collPairI64U64) (bool, error) {
-				fmt.Fprintf(&b, "deadline %d/%d;", k.K1(), k.K2())
-				return false, nil
-			})
-		},
-		func() error {
-			return e.Shards.OpenSlots.Walk(e.Ctx, nil, func(k collTriple) (bool, error) {
-				fmt.Fprintf(&b, "open %s/%d/%d;", k.K1(), k.K2(), k.K3())
-				return false, nil
-			})
-		},
-	} {
-		require.NoError(e.t, walk())
-	}
-	for _, a := range accounts {
-		fmt.Fprintf(&b, "%s=%s;", a, e.Balance(a))
-	}
-	return b.String()
+	parts := []keepers.Part{e.ShardRegistryState(), e.StakingExtState(), e.Balances()}
+	return e.Snapshot(e.t, append(parts, e.ShardRegistryIndexes()...)...)
 }

@@ -5,20 +5,18 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"cosmossdk.io/collections"
 	"cosmossdk.io/collections/indexes"
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
-	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/log"
-	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -171,16 +169,26 @@ func (k Keeper) Logger(ctx context.Context) log.Logger {
 func (k Keeper) GetDataset(ctx context.Context, id string) (types.Dataset, error) {
 	d, err := k.Datasets.Get(ctx, id)
 	if err != nil {
-		return d, notFound(err, types.ErrDatasetNotFound, "dataset %q", id)
+		return d, keeperutil.NotFound(err, types.ErrDatasetNotFound, "dataset %q", id)
 	}
 	return d, nil
+}
+
+// DatasetIDs returns the ids of every registered dataset in id order, for the
+// simulation's jobs that train on one.
+func (k Keeper) DatasetIDs(ctx context.Context) ([]string, error) {
+	iter, err := k.Datasets.Iterate(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return iter.Keys()
 }
 
 // GetShard returns a shard of a dataset or ErrShardNotFound.
 func (k Keeper) GetShard(ctx context.Context, datasetID string, index uint32) (types.Shard, error) {
 	s, err := k.Shards.Get(ctx, collections.Join(datasetID, index))
 	if err != nil {
-		return s, notFound(err, types.ErrShardNotFound, "shard %d of dataset %q", index, datasetID)
+		return s, keeperutil.NotFound(err, types.ErrShardNotFound, "shard %d of dataset %q", index, datasetID)
 	}
 	return s, nil
 }
@@ -189,21 +197,9 @@ func (k Keeper) GetShard(ctx context.Context, datasetID string, index uint32) (t
 func (k Keeper) GetReplica(ctx context.Context, id uint64) (types.Replica, error) {
 	r, err := k.Replicas.Get(ctx, id)
 	if err != nil {
-		return r, notFound(err, types.ErrReplicaNotFound, "replica %d", id)
+		return r, keeperutil.NotFound(err, types.ErrReplicaNotFound, "replica %d", id)
 	}
 	return r, nil
-}
-
-// notFound maps collections.ErrNotFound to a module error and passes other errors on.
-func notFound(err error, kind *errorsmod.Error, format string, args ...any) error {
-	if errors.Is(err, collections.ErrNotFound) {
-		return errorsmod.Wrapf(kind, format, args...)
-	}
-	return err
-}
-
-func emit(ctx context.Context, event proto.Message) error {
-	return sdk.UnwrapSDKContext(ctx).EventManager().EmitTypedEvent(event)
 }
 
 // replicaKey is the replica key of r (see types.ReplicaKey).

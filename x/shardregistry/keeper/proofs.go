@@ -8,6 +8,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -18,8 +19,11 @@ func (k Keeper) seedHash(ctx context.Context, seedHeight int64) ([]byte, error) 
 	}
 	hash, err := k.marketKeeper.BlockHash(ctx, seedHeight)
 	if err != nil {
-		return nil, errorsmod.Wrapf(types.ErrBlockHashUnavailable,
-			"x/market holds no block hash for height %d (%s); its block_hash_retention must cover period_blocks", seedHeight, err)
+		if !keeperutil.IsNotFound(err) {
+			return nil, err
+		}
+		return nil, keeperutil.WithCause(errorsmod.Wrapf(types.ErrBlockHashUnavailable,
+			"x/market holds no block hash for height %d (%s); its block_hash_retention must cover period_blocks", seedHeight, err), err)
 	}
 	return hash, nil
 }
@@ -51,7 +55,7 @@ func verifyChunkProofs(ctx sdk.Context, params types.Params, piece types.Piece, 
 	}
 	root, err := merkle.HashFromBytes(piece.Root)
 	if err != nil {
-		return errorsmod.Wrapf(types.ErrInvalidProof, "piece root: %s", err)
+		return keeperutil.WrapCause(types.ErrInvalidProof, err, "piece root")
 	}
 	for j, p := range proofs {
 		want := indices[j]
@@ -69,13 +73,13 @@ func verifyChunkProofs(ctx sdk.Context, params types.Params, piece types.Piece, 
 		for i, b := range p.Proof {
 			h, err := merkle.HashFromBytes(b)
 			if err != nil {
-				return errorsmod.Wrapf(types.ErrInvalidProof, "proof of chunk %d, hash %d: %s", want, i, err)
+				return keeperutil.WrapCause(types.ErrInvalidProof, err, "proof of chunk %d, hash %d", want, i)
 			}
 			path[i] = h
 		}
 		ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(p.Chunk))+params.GasPerHash*uint64(len(path)+1), "storage proof")
 		if err := merkle.VerifyInclusion(root, want, piece.ChunkCount, merkle.LeafHash(p.Chunk), path); err != nil {
-			return errorsmod.Wrapf(types.ErrInvalidProof, "chunk %d does not match piece root %x: %s", want, piece.Root, err)
+			return keeperutil.WrapCause(types.ErrInvalidProof, err, "chunk %d does not match piece root %x", want, piece.Root)
 		}
 	}
 	return nil

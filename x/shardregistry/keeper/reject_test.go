@@ -9,6 +9,7 @@ import (
 	errorsmod "cosmossdk.io/errors"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -80,16 +81,17 @@ func TestRegisterDatasetRejects(t *testing.T) {
 			types.ErrInvalidManifest, "at least one shard"},
 		{"bad id", func(m *types.MsgRegisterDataset) { m.DatasetId = "Corpus_V1" }, types.ErrInvalidDataset, "3 to 64 characters"},
 		{"id taken", func(m *types.MsgRegisterDataset) { m.DatasetId = "taken" }, types.ErrDatasetExists, "already registered"},
+		{"owner not an address", func(m *types.MsgRegisterDataset) { m.Owner = "depin1nope" }, sdkerrors.ErrInvalidAddress, `owner "depin1nope"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := cloneRegister(good.msg)
 			tc.damage(msg)
-			before := e.snapshot(e.owner)
+			before := e.snapshot()
 			_, err := e.msg.RegisterDataset(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(e.owner), "a rejected registration changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
 	e.register(good)
@@ -187,17 +189,26 @@ func TestClaimRejects(t *testing.T) {
 			m.DatasetId = "nope"
 			return m
 		}, types.ErrDatasetNotFound, `"nope"`},
+		{"holder not an address", func() *types.MsgClaimReplica {
+			m := e.claimMsg(bravo, ds, 1, 0)
+			m.Holder = "depin1nope"
+			return m
+		}, sdkerrors.ErrInvalidAddress, `holder "depin1nope"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := tc.msg()
-			before := e.snapshot(alpha, bravo, poor)
+			before := e.snapshot()
 			_, err := e.msg.ClaimReplica(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(alpha, bravo, poor), "a rejected claim changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
+	// An ineligible claimant is the registry's refusal, with x/stakingext's reason kept.
+	_, err = e.msg.ClaimReplica(e.Ctx, e.claimMsg(addr("stranger"), ds, 1, 0))
+	require.ErrorIs(t, err, types.ErrProviderIneligible)
+	require.ErrorIs(t, err, stakingexttypes.ErrProviderNotFound)
 	e.claim(bravo, ds, 1, 0)
 }
 
@@ -247,11 +258,11 @@ func TestStorageProofRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := e.proofMsg(id)
 			tc.damage(msg)
-			before := e.snapshot(alpha)
+			before := e.snapshot()
 			_, err := e.msg.SubmitStorageProof(e.Ctx, msg)
 			require.ErrorIs(t, err, tc.err)
 			require.Contains(t, err.Error(), tc.text)
-			require.Equal(t, before, e.snapshot(alpha), "a rejected proof changes nothing")
+			before.RequireUnchanged(t)
 		})
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -87,7 +88,7 @@ func (k Keeper) terminate(ctx sdk.Context, r *types.Replica, reason types.Termin
 	if err := k.Replicas.Set(ctx, r.Id, *r); err != nil {
 		return err
 	}
-	if err := emit(ctx, &types.EventReplicaTerminated{
+	if err := keeperutil.Emit(ctx, &types.EventReplicaTerminated{
 		ReplicaId: r.Id, DatasetId: r.DatasetId, Shard: r.Shard, Piece: r.Piece, Holder: r.Holder,
 		Reason: reason, CollateralUnlocked: unlocked,
 	}); err != nil {
@@ -123,7 +124,7 @@ func (k Keeper) processDeadline(ctx sdk.Context, params types.Params, id uint64,
 	// The entry was removed by the caller.
 	r.NextDeadline = 0
 	if r.ConsecutiveMisses >= params.MaxConsecutiveMisses {
-		if err := emit(ctx, event); err != nil {
+		if err := keeperutil.Emit(ctx, event); err != nil {
 			return err
 		}
 		return k.terminate(ctx, &r, types.TERMINATION_REASON_MISSED_DEADLINES)
@@ -139,5 +140,5 @@ func (k Keeper) processDeadline(ctx sdk.Context, params types.Params, id uint64,
 		return err
 	}
 	event.NextPeriod, event.NextDeadline = r.NextPeriod, r.NextDeadline
-	return emit(ctx, event)
+	return keeperutil.Emit(ctx, event)
 }

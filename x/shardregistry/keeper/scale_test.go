@@ -82,8 +82,8 @@ func TestEndBlockWorkIsBounded(t *testing.T) {
 	for block := 0; block < 6; block++ {
 		e.NextBlock(t)
 		h := int64(due + block)
-		require.Equal(t, bigCap, e.processed[h], "block %d", h)
-		missed := typedEvents[*types.EventDeadlineMissed](t, e.eventsAt[h])
+		require.Equal(t, bigCap, e.Processed[h], "block %d", h)
+		missed := typedEvents[*types.EventDeadlineMissed](t, e.EventsAt[h])
 		require.Len(t, missed, bigCap)
 		for i, ev := range missed {
 			require.Equal(t, uint64(block*bigCap+i+1), ev.ReplicaId, "backlog is processed in (deadline, id) order")
@@ -108,7 +108,7 @@ func TestDeadlinesSpreadOverThePeriod(t *testing.T) {
 		return types.ScheduleFor(1, key, p)
 	})
 	perHeight := map[int64]int{}
-	require.NoError(t, e.Shards.Deadlines.Walk(e.Ctx, nil, func(k collPairI64U64) (bool, error) {
+	require.NoError(t, e.ShardRegistry.Deadlines.Walk(e.Ctx, nil, func(k collPairI64U64) (bool, error) {
 		perHeight[k.K1()]++
 		return false, nil
 	}))
@@ -129,6 +129,6 @@ func TestDeadlinesSpreadOverThePeriod(t *testing.T) {
 	e.NextBlock(t)
 	for h := first; h < first+60; h++ {
 		e.NextBlock(t)
-		require.Equal(t, perHeight[h], e.processed[h], "height %d", h)
+		require.Equal(t, perHeight[h], e.Processed[h], "height %d", h)
 	}
 }

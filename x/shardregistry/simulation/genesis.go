@@ -5,8 +5,6 @@
 package simulation
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"math/rand"
 
@@ -14,9 +12,12 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
-	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	"github.com/depinchain/depinchain/x/shardregistry/keeper"
+	"github.com/depinchain/depinchain/x/shardregistry/simulation/simdata"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -52,42 +53,6 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 	}
 }
 
-// ShardBytes is the content of shard index of a simulated dataset: a SHA-256 counter
-// stream keyed by the dataset id and shard index. Everything the simulation proves or
-// trains on is rebuilt from it, never kept between operations.
-func ShardBytes(datasetID string, index uint32, size uint64) []byte {
-	out := make([]byte, 0, size+sha256.Size)
-	var block [8]byte
-	for counter := uint64(0); uint64(len(out)) < size; counter++ {
-		h := sha256.New()
-		h.Write([]byte("depinchain/sim/shard/v1"))
-		h.Write([]byte(datasetID))
-		binary.BigEndian.PutUint32(block[:4], index)
-		h.Write(block[:4])
-		binary.BigEndian.PutUint64(block[:], counter)
-		h.Write(block[:])
-		out = h.Sum(out)
-	}
-	return out[:size]
-}
-
-// Pieces are the encoded pieces of shard index of a simulated dataset.
-func Pieces(enc types.Encoding, datasetID string, index uint32, shardSize uint64) ([][]byte, error) {
-	return manifest.EncodePieces(enc, ShardBytes(datasetID, index, shardSize))
-}
-
-// PieceBytes is the content of one piece of a simulated dataset.
-func PieceBytes(d types.Dataset, shard types.Shard, piece uint32) ([]byte, error) {
-	pieces, err := Pieces(d.Encoding, d.Id, shard.Index, shard.SizeBytes)
-	if err != nil {
-		return nil, err
-	}
-	if int(piece) >= len(pieces) {
-		return nil, fmt.Errorf("shard %d of %s has %d pieces, not %d", shard.Index, d.Id, len(pieces), piece)
-	}
-	return pieces[piece], nil
-}
-
 // RandomEncoding draws an encoding within the params' limits.
 func RandomEncoding(r *rand.Rand, p types.Params) types.Encoding {
 	if r.Intn(2) == 0 {
@@ -100,7 +65,7 @@ func RandomEncoding(r *rand.Rand, p types.Params) types.Encoding {
 
 // NewDataset draws a valid registration of a simulated dataset: an encoding, a chunk
 // size and one to three shards within the params' limits, whose pieces are the encoded
-// ShardBytes and whose roots and manifest root are computed from them.
+// simdata.ShardBytes and whose roots and manifest root are computed from them.
 func NewDataset(r *rand.Rand, p types.Params, owner, id string) (*types.MsgRegisterDataset, error) {
 	enc := RandomEncoding(r, p)
 	chunkSize := p.MinChunkSize + uint32(r.Intn(int(min(p.MaxChunkSize, p.MinChunkSize+1024)-p.MinChunkSize)+1))
@@ -110,7 +75,7 @@ func NewDataset(r *rand.Rand, p types.Params, owner, id string) (*types.MsgRegis
 	for i := 0; i < shards; i++ {
 		size := uint64(256 + r.Intn(int(min(p.MaxShardSize, 4096))))
 		size = min(size, p.MaxShardSize)
-		pieces, err := Pieces(enc, id, uint32(i), size)
+		pieces, err := simdata.Pieces(enc, id, uint32(i), size)
 		if err != nil {
 			return nil, err
 		}
@@ -169,4 +134,13 @@ func RandomizedGenState(simState *module.SimulationState) {
 func merkleRoot(data []byte, chunkSize uint32) []byte {
 	root := merkle.RootOfBytes(data, int(chunkSize))
 	return root[:]
+}
+
+// ProposalMsgs are the governance proposals x/shardregistry contributes: new random
+// params, collateral in the current denomination.
+func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
+	return simutil.ParamsProposal(types.ModuleName, func(r *rand.Rand, ctx sdk.Context, authority string) sdk.Msg {
+		p, err := k.Params.Get(ctx)
+		return &types.MsgUpdateParams{Authority: authority, Params: RandomParams(r, simutil.DenomOr(p.MinReplicaCollateral.Denom, err))}
+	})
 }

@@ -2,12 +2,10 @@ package simulation
 
 import (
 	"bytes"
-	"math/rand"
+	"context"
 
 	"cosmossdk.io/collections"
 
-	"github.com/cosmos/cosmos-sdk/baseapp"
-	"github.com/cosmos/cosmos-sdk/client"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
@@ -15,8 +13,8 @@ import (
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
+	"github.com/depinchain/depinchain/x/shardregistry/simulation/simdata"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	stakingextkeeper "github.com/depinchain/depinchain/x/staking_ext/keeper"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -35,42 +33,35 @@ const (
 	DefaultWeightMsgDeclareFault       = 3
 )
 
-// Deps are what the operations read and sign with.
-type Deps struct {
-	TxGen      client.TxConfig
-	AK         simutil.AccountKeeper
-	BK         simutil.BankKeeper
-	Keeper     keeper.Keeper
-	StakingExt stakingextkeeper.Keeper
+// ProviderKeeper is what the operations read of x/stakingext: the storage providers
+// that may claim replicas.
+type ProviderKeeper interface {
+	GetProvider(ctx context.Context, operator sdk.AccAddress) (stakingexttypes.Provider, error)
+	AllProviders(ctx context.Context) ([]stakingexttypes.Provider, error)
 }
 
-func (d Deps) op(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) simutil.Op {
-	return simutil.Op{R: r, App: app, Ctx: ctx, Accs: accs, ChainID: chainID, TxGen: d.TxGen, AK: d.AK, BK: d.BK, Module: types.ModuleName}
+// Deps are what the operations sign with and read.
+type Deps struct {
+	simutil.Signer
+	Keeper    keeper.Keeper
+	Providers ProviderKeeper
 }
 
 // WeightedOperations returns an operation for every message of x/shardregistry except
 // the authority-only MsgUpdateParams, which ProposalMsgs covers.
 func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.WeightedOperations {
-	weight := func(key string, def int) int {
-		var w int
-		appParams.GetOrGenerate(key, &w, nil, func(*rand.Rand) { w = def })
-		return w
-	}
-	return simulation.WeightedOperations{
-		simulation.NewWeightedOperation(weight(OpWeightMsgRegisterDataset, DefaultWeightMsgRegisterDataset), SimulateMsgRegisterDataset(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgClaimReplica, DefaultWeightMsgClaimReplica), SimulateMsgClaimReplica(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgSubmitStorageProof, DefaultWeightMsgSubmitStorageProof), SimulateMsgSubmitStorageProof(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgReleaseReplica, DefaultWeightMsgReleaseReplica), SimulateMsgReleaseReplica(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgDeclareFault, DefaultWeightMsgDeclareFault), SimulateMsgDeclareFault(d)),
-	}
+	d.Module = types.ModuleName
+	return simutil.WeightedOperations(appParams,
+		SimulateMsgRegisterDataset(d), SimulateMsgClaimReplica(d), SimulateMsgSubmitStorageProof(d), SimulateMsgReleaseReplica(d), SimulateMsgDeclareFault(d),
+	)
 }
 
 // SimulateMsgRegisterDataset registers a new simulated dataset. One time in ten it sends
 // a registration that must fail: an id that is taken, or a piece root edited without
 // recomputing the manifest root.
-func SimulateMsgRegisterDataset(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgRegisterDataset(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgRegisterDataset, DefaultWeightMsgRegisterDataset, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
 			return o.NoOp(&types.MsgRegisterDataset{}, "params: %s", err)
@@ -102,7 +93,7 @@ func SimulateMsgRegisterDataset(d Deps) simtypes.Operation {
 			return o.NoOp(msg, "dataset id %s taken", id)
 		}
 		return o.Deliver(owner, msg, nil)
-	}
+	})
 }
 
 // openSlot is a piece that needs another holder.
@@ -123,9 +114,9 @@ func openSlots(ctx sdk.Context, k keeper.Keeper) ([]collections.Triple[string, u
 // SimulateMsgClaimReplica has an active provider with enough free bond claim an open
 // slot, proving the current period's challenge from the piece's bytes. One time in ten
 // the claim must fail: a proof with a flipped byte, or a claimant that is no provider.
-func SimulateMsgClaimReplica(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgClaimReplica(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgClaimReplica, DefaultWeightMsgClaimReplica, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgClaimReplica{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -152,7 +143,7 @@ func SimulateMsgClaimReplica(d Deps) simtypes.Operation {
 
 		if simutil.Chance(r, 5) {
 			acc, _ := simtypes.RandomAcc(r, accs)
-			if has, _ := d.StakingExt.Providers.Has(ctx, acc.Address); !has {
+			if _, err := d.Providers.GetProvider(ctx, acc.Address); err != nil {
 				msg, err := d.claimMsg(ctx, slot, acc, false)
 				if err != nil {
 					return o.NoOp(msg, "%s", err)
@@ -160,11 +151,7 @@ func SimulateMsgClaimReplica(d Deps) simtypes.Operation {
 				return o.DeliverInvalid(acc, msg, types.ErrProviderIneligible, "claimant is not a provider")
 			}
 		}
-		iter, err := d.StakingExt.Providers.Iterate(ctx, nil)
-		if err != nil {
-			return o.NoOp(msg, "%s", err)
-		}
-		all, err := iter.Values()
+		all, err := d.Providers.AllProviders(ctx)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -203,7 +190,7 @@ func SimulateMsgClaimReplica(d Deps) simtypes.Operation {
 			return o.DeliverInvalid(holder, msg, types.ErrInvalidProof, "claim proof with a flipped byte")
 		}
 		return o.Deliver(holder, msg, nil)
-	}
+	})
 }
 
 // claimMsg proves the current period's claim challenge of slot for holder.
@@ -225,7 +212,7 @@ func (d Deps) claimMsg(ctx sdk.Context, slot openSlot, holder simtypes.Account, 
 
 // prove answers a challenge from the piece's bytes; corrupt flips a byte of one chunk.
 func prove(ds types.Dataset, shard types.Shard, piece uint32, indices []uint64, corrupt bool) ([]types.ChunkProof, error) {
-	data, err := PieceBytes(ds, shard, piece)
+	data, err := simdata.PieceBytes(ds, shard, piece)
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +250,9 @@ func replicas(ctx sdk.Context, k keeper.Keeper, keep func(types.Replica) bool) (
 // its deadline. One time in ten it sends a proof for the wrong period, which must fail.
 // Holders do not always answer: replicas the operation does not reach in time miss
 // their deadline and are slashed and eventually terminated by EndBlock.
-func SimulateMsgSubmitStorageProof(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgSubmitStorageProof(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgSubmitStorageProof, DefaultWeightMsgSubmitStorageProof, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgSubmitStorageProof{}
 		height := ctx.BlockHeight()
 		due, err := replicas(ctx, d.Keeper, func(rep types.Replica) bool {
@@ -315,14 +302,14 @@ func SimulateMsgSubmitStorageProof(d Deps) simtypes.Operation {
 			return o.DeliverInvalid(holder, msg, types.ErrWrongPeriod, "proof for a period that is not due")
 		}
 		return o.Deliver(holder, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgReleaseReplica releases a replica in good standing. Sometimes it tries to
 // release one that owes its current proof, which must fail.
-func SimulateMsgReleaseReplica(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgReleaseReplica(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgReleaseReplica, DefaultWeightMsgReleaseReplica, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgReleaseReplica{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -348,14 +335,14 @@ func SimulateMsgReleaseReplica(d Deps) simtypes.Operation {
 			return o.DeliverInvalid(holder, msg, types.ErrProofOwed, "replica owes its current proof")
 		}
 		return o.Deliver(holder, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgDeclareFault has a holder declare an active replica lost. Sometimes another
 // account declares it, which must fail.
-func SimulateMsgDeclareFault(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgDeclareFault(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgDeclareFault, DefaultWeightMsgDeclareFault, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgDeclareFault{}
 		active, err := replicas(ctx, d.Keeper, func(types.Replica) bool { return true })
 		if err != nil {
@@ -378,5 +365,5 @@ func SimulateMsgDeclareFault(d Deps) simtypes.Operation {
 		}
 		*msg = types.MsgDeclareFault{Holder: rep.Holder, ReplicaId: rep.Id}
 		return o.Deliver(holder, msg, nil)
-	}
+	})
 }

@@ -26,6 +26,6 @@ var (
 	ErrBlockHashUnavailable = errors.Register(ModuleName, 21, "challenge seed block hash unavailable")
 	ErrJobNotFound          = errors.Register(ModuleName, 22, "job not found")
 	ErrNoDataset            = errors.Register(ModuleName, 23, "job has no dataset")
-	ErrInvalidAddress       = errors.Register(ModuleName, 24, "invalid address")
+	ErrInvalidAddress       = errors.Register(ModuleName, 24, "invalid address") // unused: messages answer sdkerrors.ErrInvalidAddress; 24 stays reserved
 	ErrInvalidWorker        = errors.Register(ModuleName, 25, "no such worker in the job")
 )

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -72,5 +73,5 @@ func (k Keeper) completeUnbonding(ctx context.Context, id uint64) error {
 	if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, operator, sdk.NewCoins(unbonding.Amount)); err != nil {
 		return err
 	}
-	return emit(ctx, &types.EventUnbondingCompleted{UnbondingId: id, Operator: unbonding.Operator, Amount: unbonding.Amount})
+	return keeperutil.Emit(ctx, &types.EventUnbondingCompleted{UnbondingId: id, Operator: unbonding.Operator, Amount: unbonding.Amount})
 }

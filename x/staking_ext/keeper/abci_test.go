@@ -96,5 +96,5 @@ func TestEndBlockWithEmptyQueue(t *testing.T) {
 	f := newFixture(t)
 	before := f.snapshot()
 	require.NoError(t, f.keeper.EndBlocker(f.ctx))
-	require.Equal(t, before, f.snapshot())
+	before.RequireUnchanged(t)
 }

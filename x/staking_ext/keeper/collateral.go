@@ -2,14 +2,15 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"cosmossdk.io/collections"
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -32,17 +33,17 @@ func (k Keeper) CheckCanBid(ctx context.Context, operator sdk.AccAddress, collat
 	}
 	switch provider.Status {
 	case types.PROVIDER_STATUS_JAILED:
-		return types.Provider{}, types.ErrJailed.Wrapf("%s is jailed until %s and must unjail before bidding",
+		return types.Provider{}, errorsmod.Wrapf(types.ErrJailed, "%s is jailed until %s and must unjail before bidding",
 			provider.Operator, provider.JailedUntil.UTC().Format(time.RFC3339))
 	case types.PROVIDER_STATUS_TOMBSTONED:
-		return types.Provider{}, types.ErrTombstoned.Wrapf("%s is tombstoned and can never bid", provider.Operator)
+		return types.Provider{}, errorsmod.Wrapf(types.ErrTombstoned, "%s is tombstoned and can never bid", provider.Operator)
 	}
 	if required := params.RequiredBond(provider.TotalGPUs()); provider.Bond.IsLT(required) {
-		return types.Provider{}, types.ErrBondBelowMinimum.Wrapf("%s has bond %s but its %d GPUs need %s; bond %s more",
+		return types.Provider{}, errorsmod.Wrapf(types.ErrBondBelowMinimum, "%s has bond %s but its %d GPUs need %s; bond %s more",
 			provider.Operator, provider.Bond, provider.TotalGPUs(), required, required.Sub(provider.Bond))
 	}
 	if free := provider.FreeBond(); free.IsLT(collateral) {
-		return types.Provider{}, types.ErrInsufficientFreeBond.Wrapf("%s has free bond %s (bond %s, locked %s) but the collateral is %s",
+		return types.Provider{}, errorsmod.Wrapf(types.ErrInsufficientFreeBond, "%s has free bond %s (bond %s, locked %s) but the collateral is %s",
 			provider.Operator, free, provider.Bond, provider.Locked, collateral)
 	}
 	return provider, nil
@@ -74,10 +75,10 @@ func (k Keeper) LockCollateral(ctx context.Context, operator sdk.AccAddress, ref
 		return err
 	}
 	if exists {
-		return types.ErrLockExists.Wrapf("%s already has a collateral lock %q", provider.Operator, ref)
+		return errorsmod.Wrapf(types.ErrLockExists, "%s already has a collateral lock %q", provider.Operator, ref)
 	}
 	if free := provider.FreeBond(); free.IsLT(amount) {
-		return types.ErrInsufficientFreeBond.Wrapf("cannot lock %s for %q: %s has free bond %s (bond %s, locked %s)",
+		return errorsmod.Wrapf(types.ErrInsufficientFreeBond, "cannot lock %s for %q: %s has free bond %s (bond %s, locked %s)",
 			amount, ref, provider.Operator, free, provider.Bond, provider.Locked)
 	}
 
@@ -88,7 +89,7 @@ func (k Keeper) LockCollateral(ctx context.Context, operator sdk.AccAddress, ref
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return err
 	}
-	return emit(ctx, &types.EventCollateralLocked{Operator: provider.Operator, Ref: ref, Amount: amount})
+	return keeperutil.Emit(ctx, &types.EventCollateralLocked{Operator: provider.Operator, Ref: ref, Amount: amount})
 }
 
 // UnlockCollateral releases the lock ref on operator's bond and returns its
@@ -97,11 +98,8 @@ func (k Keeper) LockCollateral(ctx context.Context, operator sdk.AccAddress, ref
 func (k Keeper) UnlockCollateral(ctx context.Context, operator sdk.AccAddress, ref string) (sdk.Coin, error) {
 	key := collections.Join(operator, ref)
 	lock, err := k.Locks.Get(ctx, key)
-	if errors.Is(err, collections.ErrNotFound) {
-		return sdk.Coin{}, types.ErrLockNotFound.Wrapf("%s has no collateral lock %q", k.formatAddress(operator), ref)
-	}
 	if err != nil {
-		return sdk.Coin{}, err
+		return sdk.Coin{}, keeperutil.NotFound(err, types.ErrLockNotFound, "%s has no collateral lock %q", k.formatAddress(operator), ref)
 	}
 	provider, err := k.GetProvider(ctx, operator)
 	if err != nil {
@@ -115,5 +113,5 @@ func (k Keeper) UnlockCollateral(ctx context.Context, operator sdk.AccAddress, r
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return sdk.Coin{}, err
 	}
-	return lock.Amount, emit(ctx, &types.EventCollateralUnlocked{Operator: provider.Operator, Ref: ref, Amount: lock.Amount})
+	return lock.Amount, keeperutil.Emit(ctx, &types.EventCollateralUnlocked{Operator: provider.Operator, Ref: ref, Amount: lock.Amount})
 }

@@ -52,7 +52,7 @@ func FuzzValidateRegisterProvider(f *testing.F) {
 
 		before := fx.snapshot()
 		if _, err := fx.msgServer.RegisterProvider(fx.ctx, msg); err != nil {
-			require.Equal(t, before, fx.snapshot(), "rejected with %v but changed state", err)
+			before.RequireUnchanged(t, "rejected with %v", err)
 			return
 		}
 

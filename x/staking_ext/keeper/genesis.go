@@ -4,10 +4,12 @@ import (
 	"context"
 
 	"cosmossdk.io/collections"
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -28,7 +30,7 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		backed = backed.Add(unbonding.Amount)
 	}
 	if balance := k.bankKeeper.GetBalance(ctx, k.moduleAddress, gs.Params.BondDenom); !balance.IsEqual(backed) {
-		return types.ErrInvalidGenesis.Wrapf("the %s module account holds %s but bonds and unbondings add up to %s",
+		return errorsmod.Wrapf(types.ErrInvalidGenesis, "the %s module account holds %s but bonds and unbondings add up to %s",
 			types.ModuleName, balance, backed)
 	}
 
@@ -37,7 +39,7 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		return err
 	}
 	for _, provider := range gs.Providers {
-		operator, operatorText, err := k.parseAddress("provider operator", provider.Operator)
+		operator, operatorText, err := keeperutil.ParseAddressCanonical(k.addressCodec, "provider operator", provider.Operator)
 		if err != nil {
 			return err
 		}
@@ -47,7 +49,7 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		}
 	}
 	for _, lock := range gs.Locks {
-		operator, operatorText, err := k.parseAddress("lock operator", lock.Operator)
+		operator, operatorText, err := keeperutil.ParseAddressCanonical(k.addressCodec, "lock operator", lock.Operator)
 		if err != nil {
 			return err
 		}
@@ -57,7 +59,7 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		}
 	}
 	for _, unbonding := range gs.Unbondings {
-		_, operatorText, err := k.parseAddress("unbonding operator", unbonding.Operator)
+		_, operatorText, err := keeperutil.ParseAddressCanonical(k.addressCodec, "unbonding operator", unbonding.Operator)
 		if err != nil {
 			return err
 		}

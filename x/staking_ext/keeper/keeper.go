@@ -4,7 +4,6 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"cosmossdk.io/collections"
@@ -12,11 +11,10 @@ import (
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
 
-	"github.com/cosmos/gogoproto/proto"
-
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -158,10 +156,20 @@ func (k Keeper) GetParams(ctx context.Context) (types.Params, error) {
 // GetProvider returns the provider registered by operator, or ErrProviderNotFound.
 func (k Keeper) GetProvider(ctx context.Context, operator sdk.AccAddress) (types.Provider, error) {
 	provider, err := k.Providers.Get(ctx, operator)
-	if errors.Is(err, collections.ErrNotFound) {
-		return types.Provider{}, types.ErrProviderNotFound.Wrapf("no provider is registered by %s", k.formatAddress(operator))
+	if err != nil {
+		return types.Provider{}, keeperutil.NotFound(err, types.ErrProviderNotFound, "no provider is registered by %s", k.formatAddress(operator))
 	}
-	return provider, err
+	return provider, nil
+}
+
+// AllProviders returns every registered provider in operator order, for the
+// simulation's operations of the modules that pick providers.
+func (k Keeper) AllProviders(ctx context.Context) ([]types.Provider, error) {
+	iter, err := k.Providers.Iterate(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return iter.Values()
 }
 
 // formatAddress renders an address for error messages, falling back to hex
@@ -172,9 +180,4 @@ func (k Keeper) formatAddress(addr sdk.AccAddress) string {
 		return fmt.Sprintf("%X", []byte(addr))
 	}
 	return text
-}
-
-// emit emits a typed event on the block's or transaction's event manager.
-func emit(ctx context.Context, event proto.Message) error {
-	return sdk.UnwrapSDKContext(ctx).EventManager().EmitTypedEvent(event)
 }

@@ -1,10 +1,11 @@
 package keeper_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
+	"maps"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	bankkeeper "github.com/cosmos/cosmos-sdk/x/bank/keeper"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
+	"github.com/depinchain/depinchain/testutil/keepers"
 	"github.com/depinchain/depinchain/x/staking_ext/keeper"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -224,23 +226,15 @@ func (f *fixture) provider(operator sdk.AccAddress) types.Provider {
 	return provider
 }
 
-// stateSnapshot is every byte of the auth, bank and stakingext stores plus
-// the number of events emitted so far.
-type stateSnapshot struct {
-	stores map[string][][2][]byte
-	events int
-}
-
-func (f *fixture) snapshot() stateSnapshot {
-	snapshot := stateSnapshot{stores: map[string][][2][]byte{}, events: len(f.ctx.EventManager().Events())}
-	for name, key := range f.keys {
-		iter := f.ctx.KVStore(key).Iterator(nil, nil)
-		for ; iter.Valid(); iter.Next() {
-			snapshot.stores[name] = append(snapshot.stores[name], [2][]byte{bytes.Clone(iter.Key()), bytes.Clone(iter.Value())})
-		}
-		require.NoError(f.t, iter.Close())
+// snapshot is every byte of the auth, bank and stakingext stores plus the number of
+// events emitted so far.
+func (f *fixture) snapshot() keepers.Snapshot {
+	f.t.Helper()
+	var parts []keepers.Part
+	for _, name := range slices.Sorted(maps.Keys(f.keys)) {
+		parts = append(parts, keepers.StorePart("the "+name+" store", func() sdk.Context { return f.ctx }, f.keys[name]))
 	}
-	return snapshot
+	return keepers.TakeSnapshot(f.t, func() sdk.Context { return f.ctx }, parts...)
 }
 
 // requireRejected runs call, requires it to fail with want, and requires
@@ -248,15 +242,7 @@ func (f *fixture) snapshot() stateSnapshot {
 // It returns the error for further checks of its message.
 func (f *fixture) requireRejected(want *errorsmod.Error, call func() error) error {
 	f.t.Helper()
-	before := f.snapshot()
-	err := call()
-	require.ErrorIs(f.t, err, want)
-	after := f.snapshot()
-	for name := range f.keys {
-		require.Equal(f.t, before.stores[name], after.stores[name], "a rejected call changed the %s store", name)
-	}
-	require.Equal(f.t, before.events, after.events, "a rejected call emitted events")
-	return err
+	return keepers.RequireRejected(f.t, want, f.snapshot, call)
 }
 
 // eventsOfType returns the emitted events of one typed event type, e.g. "depinchain.stakingext.v1.EventBonded".

@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -32,17 +34,17 @@ func (k Keeper) Slash(
 	beneficiaryShare math.LegacyDec,
 ) (sdk.Coin, error) {
 	if fraction.IsNil() || !fraction.IsPositive() || fraction.GT(math.LegacyOneDec()) {
-		return sdk.Coin{}, types.ErrInvalidSlash.Wrapf("fraction must be in (0, 1], got %s", fraction)
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrInvalidSlash, "fraction must be in (0, 1], got %s", fraction)
 	}
 	hasBeneficiary := len(beneficiary) > 0
 	if hasBeneficiary && (beneficiaryShare.IsNil() || beneficiaryShare.IsNegative() || beneficiaryShare.GT(math.LegacyOneDec())) {
-		return sdk.Coin{}, types.ErrInvalidSlash.Wrapf("beneficiary share must be in [0, 1], got %s", beneficiaryShare)
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrInvalidSlash, "beneficiary share must be in [0, 1], got %s", beneficiaryShare)
 	}
 	if reason == "" {
-		return sdk.Coin{}, types.ErrInvalidReason.Wrap("a slash needs a reason")
+		return sdk.Coin{}, errorsmod.Wrap(types.ErrInvalidReason, "a slash needs a reason")
 	}
 	if hasBeneficiary && k.bankKeeper.BlockedAddr(beneficiary) {
-		return sdk.Coin{}, types.ErrBlockedRecipient.Wrapf("slash beneficiary %s may not receive funds", k.formatAddress(beneficiary))
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrBlockedRecipient, "slash beneficiary %s may not receive funds", k.formatAddress(beneficiary))
 	}
 	provider, err := k.GetProvider(ctx, operator)
 	if err != nil {
@@ -74,7 +76,7 @@ func (k Keeper) Slash(
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return sdk.Coin{}, err
 	}
-	if err := emit(ctx, &types.EventProviderSlashed{
+	if err := keeperutil.Emit(ctx, &types.EventProviderSlashed{
 		Operator:            provider.Operator,
 		Reason:              reason,
 		Fraction:            fraction.String(),
@@ -85,7 +87,7 @@ func (k Keeper) Slash(
 	}); err != nil {
 		return sdk.Coin{}, err
 	}
-	return slashed, emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
+	return slashed, keeperutil.Emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
 }
 
 // Jail stops operator from bidding until at least until, after which it may
@@ -95,7 +97,7 @@ func (k Keeper) Slash(
 // and a caller's deadline processing should not fail over it.
 func (k Keeper) Jail(ctx context.Context, operator sdk.AccAddress, until time.Time, reason string) error {
 	if reason == "" {
-		return types.ErrInvalidReason.Wrap("jailing needs a reason")
+		return errorsmod.Wrap(types.ErrInvalidReason, "jailing needs a reason")
 	}
 	provider, err := k.GetProvider(ctx, operator)
 	if err != nil {
@@ -115,7 +117,7 @@ func (k Keeper) Jail(ctx context.Context, operator sdk.AccAddress, until time.Ti
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return err
 	}
-	return emit(ctx, &types.EventProviderJailed{Operator: provider.Operator, Reason: reason, JailedUntil: provider.JailedUntil})
+	return keeperutil.Emit(ctx, &types.EventProviderJailed{Operator: provider.Operator, Reason: reason, JailedUntil: provider.JailedUntil})
 }
 
 // Tombstone bans operator for good after proven fraud: it can never bid,
@@ -123,7 +125,7 @@ func (k Keeper) Jail(ctx context.Context, operator sdk.AccAddress, until time.Ti
 // be unbonded. Tombstoning twice changes nothing.
 func (k Keeper) Tombstone(ctx context.Context, operator sdk.AccAddress, reason string) error {
 	if reason == "" {
-		return types.ErrInvalidReason.Wrap("tombstoning needs a reason")
+		return errorsmod.Wrap(types.ErrInvalidReason, "tombstoning needs a reason")
 	}
 	provider, err := k.GetProvider(ctx, operator)
 	if err != nil {
@@ -137,7 +139,7 @@ func (k Keeper) Tombstone(ctx context.Context, operator sdk.AccAddress, reason s
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return err
 	}
-	return emit(ctx, &types.EventProviderTombstoned{Operator: provider.Operator, Reason: reason})
+	return keeperutil.Emit(ctx, &types.EventProviderTombstoned{Operator: provider.Operator, Reason: reason})
 }
 
 // RecordLeaseOutcome counts a finished lease in operator's reputation:
@@ -155,7 +157,7 @@ func (k Keeper) RecordLeaseOutcome(ctx context.Context, operator sdk.AccAddress,
 	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return err
 	}
-	return emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
+	return keeperutil.Emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
 }
 
 // ReputationScore is operator's Reputation.Score, used by x/market to break

@@ -12,9 +12,12 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	"github.com/depinchain/depinchain/x/staking_ext/keeper"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -157,4 +160,13 @@ func randomGenesisProvider(r *rand.Rand, simState *module.SimulationState, param
 		p.JailedUntil = simState.GenTimestamp.Add(time.Duration(r.Int63n(12)) * time.Hour).UTC()
 	}
 	return p
+}
+
+// ProposalMsgs are the governance proposals x/stakingext contributes: new random params
+// in the current bond denomination (which cannot change while anything is bonded).
+func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
+	return simutil.ParamsProposal(types.ModuleName, func(r *rand.Rand, ctx sdk.Context, authority string) sdk.Msg {
+		p, err := k.Params.Get(ctx)
+		return &types.MsgUpdateParams{Authority: authority, Params: RandomParams(r, simutil.DenomOr(p.BondDenom, err))}
+	})
 }

@@ -2,12 +2,9 @@ package simulation
 
 import (
 	"fmt"
-	"math/rand"
 
 	"cosmossdk.io/math"
 
-	"github.com/cosmos/cosmos-sdk/baseapp"
-	"github.com/cosmos/cosmos-sdk/client"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
@@ -32,46 +29,23 @@ const (
 	DefaultWeightMsgUnjail           = 10
 )
 
-// Deps are what the operations read and sign with.
+// Deps are what the operations sign with and read.
 type Deps struct {
-	TxGen  client.TxConfig
-	AK     simutil.AccountKeeper
-	BK     simutil.BankKeeper
+	simutil.Signer
 	Keeper keeper.Keeper
-}
-
-func (d Deps) op(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) simutil.Op {
-	return simutil.Op{R: r, App: app, Ctx: ctx, Accs: accs, ChainID: chainID, TxGen: d.TxGen, AK: d.AK, BK: d.BK, Module: types.ModuleName}
 }
 
 // WeightedOperations returns an operation for every message of x/stakingext except the
 // authority-only MsgUpdateParams, which ProposalMsgs covers.
 func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.WeightedOperations {
-	weight := func(key string, def int) int {
-		var w int
-		appParams.GetOrGenerate(key, &w, nil, func(*rand.Rand) { w = def })
-		return w
-	}
-	return simulation.WeightedOperations{
-		simulation.NewWeightedOperation(weight(OpWeightMsgRegisterProvider, DefaultWeightMsgRegisterProvider), SimulateMsgRegisterProvider(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgUpdateProvider, DefaultWeightMsgUpdateProvider), SimulateMsgUpdateProvider(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgBond, DefaultWeightMsgBond), SimulateMsgBond(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgUnbond, DefaultWeightMsgUnbond), SimulateMsgUnbond(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgUnjail, DefaultWeightMsgUnjail), SimulateMsgUnjail(d)),
-	}
-}
-
-// providers lists every registered provider, in operator order.
-func providers(ctx sdk.Context, k keeper.Keeper) ([]types.Provider, error) {
-	iter, err := k.Providers.Iterate(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return iter.Values()
+	d.Module = types.ModuleName
+	return simutil.WeightedOperations(appParams,
+		SimulateMsgRegisterProvider(d), SimulateMsgUpdateProvider(d), SimulateMsgBond(d), SimulateMsgUnbond(d), SimulateMsgUnjail(d),
+	)
 }
 
 func providersWhere(ctx sdk.Context, k keeper.Keeper, keep func(types.Provider) bool) ([]types.Provider, error) {
-	all, err := providers(ctx, k)
+	all, err := k.AllProviders(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +62,9 @@ func providersWhere(ctx sdk.Context, k keeper.Keeper, keep func(types.Provider) 
 // random inventory and a bond above the minimum. One time in ten it sends a registration
 // that must fail: a bond below the minimum, a class listed twice, or an operator that is
 // already registered.
-func SimulateMsgRegisterProvider(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgRegisterProvider(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgRegisterProvider, DefaultWeightMsgRegisterProvider, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgRegisterProvider{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -130,20 +104,20 @@ func SimulateMsgRegisterProvider(d Deps) simtypes.Operation {
 		}
 		msg.Bond = required.AddAmount(math.NewInt(r.Int63n(min(room.Int64(), 10_000_000) + 1)))
 		return o.Deliver(acc, msg, sdk.NewCoins(msg.Bond))
-	}
+	})
 }
 
 // SimulateMsgUpdateProvider replaces a provider's description and inventory; updating a
 // tombstoned provider must fail.
-func SimulateMsgUpdateProvider(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgUpdateProvider(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgUpdateProvider, DefaultWeightMsgUpdateProvider, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgUpdateProvider{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
 			return o.NoOp(msg, "params: %s", err)
 		}
-		all, err := providers(ctx, d.Keeper)
+		all, err := d.Keeper.AllProviders(ctx)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -162,19 +136,19 @@ func SimulateMsgUpdateProvider(d Deps) simtypes.Operation {
 			return o.DeliverInvalid(acc, msg, types.ErrTombstoned, "tombstoned provider updates its record")
 		}
 		return o.Deliver(acc, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgBond adds to a provider's bond; bonding in another denomination must fail.
-func SimulateMsgBond(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgBond(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgBond, DefaultWeightMsgBond, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgBond{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
 			return o.NoOp(msg, "params: %s", err)
 		}
-		all, err := providers(ctx, d.Keeper)
+		all, err := d.Keeper.AllProviders(ctx)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -201,20 +175,20 @@ func SimulateMsgBond(d Deps) simtypes.Operation {
 		}
 		msg.Amount = sdk.NewCoin(params.BondDenom, math.NewInt(1+r.Int63n(min(spendable.Amount.QuoRaw(4).Int64(), 5_000_000))))
 		return o.Deliver(acc, msg, sdk.NewCoins(msg.Amount))
-	}
+	})
 }
 
 // SimulateMsgUnbond starts unbonding part of a provider's free bond; unbonding more than
 // the free bond must fail.
-func SimulateMsgUnbond(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgUnbond(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgUnbond, DefaultWeightMsgUnbond, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgUnbond{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
 			return o.NoOp(msg, "params: %s", err)
 		}
-		all, err := providers(ctx, d.Keeper)
+		all, err := d.Keeper.AllProviders(ctx)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -254,14 +228,14 @@ func SimulateMsgUnbond(d Deps) simtypes.Operation {
 		}
 		msg.Amount = sdk.NewCoin(params.BondDenom, amount)
 		return o.Deliver(acc, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgUnjail unjails a provider whose jail time is over; unjailing an active
 // provider, or one still jailed, must fail.
-func SimulateMsgUnjail(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgUnjail(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgUnjail, DefaultWeightMsgUnjail, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgUnjail{}
 		jailed, err := providersWhere(ctx, d.Keeper, func(p types.Provider) bool { return p.Status == types.PROVIDER_STATUS_JAILED })
 		if err != nil {
@@ -292,5 +266,5 @@ func SimulateMsgUnjail(d Deps) simtypes.Operation {
 		}
 		msg.Operator = p.Operator
 		return o.DeliverInvalid(acc, msg, types.ErrNotJailed, "active provider unjails")
-	}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"cosmossdk.io/core/address"
+	errorsmod "cosmossdk.io/errors"
 	sdkmath "cosmossdk.io/math"
 )
 
@@ -23,7 +24,7 @@ func DefaultGenesis() *GenesisState {
 // balance is checked against the bonds in InitGenesis, where bank state is known.
 func (gs GenesisState) Validate(addressCodec address.Codec) error {
 	if err := gs.Params.Validate(); err != nil {
-		return ErrInvalidGenesis.Wrapf("params: %s", err)
+		return errorsmod.Wrapf(ErrInvalidGenesis, "params: %s", err)
 	}
 	bondDenom := gs.Params.BondDenom
 
@@ -33,13 +34,13 @@ func (gs GenesisState) Validate(addressCodec address.Codec) error {
 	for i, provider := range gs.Providers {
 		operator, err := addressCodec.StringToBytes(provider.Operator)
 		if err != nil {
-			return ErrInvalidGenesis.Wrapf("providers[%d]: operator %q: %s", i, provider.Operator, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "providers[%d]: operator %q: %s", i, provider.Operator, err)
 		}
 		if _, dup := providerIndex[string(operator)]; dup {
-			return ErrInvalidGenesis.Wrapf("providers[%d]: operator %s is registered twice", i, provider.Operator)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "providers[%d]: operator %s is registered twice", i, provider.Operator)
 		}
 		if err := validateGenesisProvider(provider, bondDenom); err != nil {
-			return ErrInvalidGenesis.Wrapf("providers[%d] (%s): %s", i, provider.Operator, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "providers[%d] (%s): %s", i, provider.Operator, err)
 		}
 		providerIndex[string(operator)] = i
 		lockSums[i] = sdkmath.ZeroInt()
@@ -50,28 +51,28 @@ func (gs GenesisState) Validate(addressCodec address.Codec) error {
 	for i, lock := range gs.Locks {
 		operator, err := addressCodec.StringToBytes(lock.Operator)
 		if err != nil {
-			return ErrInvalidGenesis.Wrapf("locks[%d]: operator %q: %s", i, lock.Operator, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "locks[%d]: operator %q: %s", i, lock.Operator, err)
 		}
 		owner, found := providerIndex[string(operator)]
 		if !found {
-			return ErrInvalidGenesis.Wrapf("locks[%d]: operator %s is not a provider", i, lock.Operator)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "locks[%d]: operator %s is not a provider", i, lock.Operator)
 		}
 		if err := ValidateLockRef(lock.Ref); err != nil {
-			return ErrInvalidGenesis.Wrapf("locks[%d]: %s", i, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "locks[%d]: %s", i, err)
 		}
 		if err := ValidateNonNegativeAmount("amount", lock.Amount, bondDenom); err != nil {
-			return ErrInvalidGenesis.Wrapf("locks[%d]: %s", i, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "locks[%d]: %s", i, err)
 		}
 		key := lockKey{operator: string(operator), ref: lock.Ref}
 		if _, dup := locks[key]; dup {
-			return ErrInvalidGenesis.Wrapf("locks[%d]: %s already has a lock %q", i, lock.Operator, lock.Ref)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "locks[%d]: %s already has a lock %q", i, lock.Operator, lock.Ref)
 		}
 		locks[key] = struct{}{}
 		lockSums[owner] = lockSums[owner].Add(lock.Amount.Amount)
 	}
 	for i, provider := range gs.Providers {
 		if !provider.Locked.Amount.Equal(lockSums[i]) {
-			return ErrInvalidGenesis.Wrapf("providers[%d] (%s): locked is %s but its locks add up to %s",
+			return errorsmod.Wrapf(ErrInvalidGenesis, "providers[%d] (%s): locked is %s but its locks add up to %s",
 				i, provider.Operator, provider.Locked.Amount, lockSums[i])
 		}
 	}
@@ -79,20 +80,20 @@ func (gs GenesisState) Validate(addressCodec address.Codec) error {
 	unbondingIDs := make(map[uint64]struct{}, len(gs.Unbondings))
 	for i, unbonding := range gs.Unbondings {
 		if unbonding.Id >= gs.NextUnbondingId {
-			return ErrInvalidGenesis.Wrapf("unbondings[%d]: id %d is not below next_unbonding_id %d", i, unbonding.Id, gs.NextUnbondingId)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: id %d is not below next_unbonding_id %d", i, unbonding.Id, gs.NextUnbondingId)
 		}
 		if _, dup := unbondingIDs[unbonding.Id]; dup {
-			return ErrInvalidGenesis.Wrapf("unbondings[%d]: id %d is used twice", i, unbonding.Id)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: id %d is used twice", i, unbonding.Id)
 		}
 		unbondingIDs[unbonding.Id] = struct{}{}
 		if _, err := addressCodec.StringToBytes(unbonding.Operator); err != nil {
-			return ErrInvalidGenesis.Wrapf("unbondings[%d]: operator %q: %s", i, unbonding.Operator, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: operator %q: %s", i, unbonding.Operator, err)
 		}
 		if err := ValidatePositiveAmount("amount", unbonding.Amount, bondDenom); err != nil {
-			return ErrInvalidGenesis.Wrapf("unbondings[%d]: %s", i, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: %s", i, err)
 		}
 		if _, err := CompletionTimeKey(unbonding.CompletionTime); err != nil {
-			return ErrInvalidGenesis.Wrapf("unbondings[%d]: %s", i, err)
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: %s", i, err)
 		}
 	}
 	return nil
@@ -118,6 +119,6 @@ func validateGenesisProvider(provider Provider, bondDenom string) error {
 	case PROVIDER_STATUS_ACTIVE, PROVIDER_STATUS_JAILED, PROVIDER_STATUS_TOMBSTONED:
 		return nil
 	default:
-		return ErrInvalidGenesis.Wrapf("status %s is not a provider status", provider.Status)
+		return errorsmod.Wrapf(ErrInvalidGenesis, "status %s is not a provider status", provider.Status)
 	}
 }

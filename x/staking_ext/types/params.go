@@ -4,6 +4,7 @@ import (
 	"math/big"
 	"time"
 
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
@@ -46,25 +47,25 @@ func DefaultParams() Params {
 // Validate checks every parameter and names the first one that is wrong.
 func (p Params) Validate() error {
 	if err := sdk.ValidateDenom(p.BondDenom); err != nil {
-		return ErrInvalidParams.Wrapf("bond_denom %q: %s", p.BondDenom, err)
+		return errorsmod.Wrapf(ErrInvalidParams, "bond_denom %q: %s", p.BondDenom, err)
 	}
 	if p.MinBondPerGpu.IsNil() || !p.MinBondPerGpu.IsPositive() {
-		return ErrInvalidParams.Wrapf("min_bond_per_gpu must be positive, got %s", p.MinBondPerGpu)
+		return errorsmod.Wrapf(ErrInvalidParams, "min_bond_per_gpu must be positive, got %s", p.MinBondPerGpu)
 	}
 	if p.MinBondPerGpu.GT(maxMinBondPerGPU) {
-		return ErrInvalidParams.Wrapf("min_bond_per_gpu must be at most 2^128, got %s", p.MinBondPerGpu)
+		return errorsmod.Wrapf(ErrInvalidParams, "min_bond_per_gpu must be at most 2^128, got %s", p.MinBondPerGpu)
 	}
 	if p.UnbondingPeriod <= 0 || p.UnbondingPeriod > MaxUnbondingPeriod {
-		return ErrInvalidParams.Wrapf("unbonding_period must be positive and at most %s, got %s", MaxUnbondingPeriod, p.UnbondingPeriod)
+		return errorsmod.Wrapf(ErrInvalidParams, "unbonding_period must be positive and at most %s, got %s", MaxUnbondingPeriod, p.UnbondingPeriod)
 	}
 	if p.MaxGpuClasses == 0 {
-		return ErrInvalidParams.Wrap("max_gpu_classes must be positive")
+		return errorsmod.Wrap(ErrInvalidParams, "max_gpu_classes must be positive")
 	}
 	if p.MaxUnbondingsPerBlock == 0 {
-		return ErrInvalidParams.Wrap("max_unbondings_per_block must be positive: unbondings would never mature")
+		return errorsmod.Wrap(ErrInvalidParams, "max_unbondings_per_block must be positive: unbondings would never mature")
 	}
 	if p.MaxUnbondingEntries == 0 {
-		return ErrInvalidParams.Wrap("max_unbonding_entries must be positive: nobody could unbond")
+		return errorsmod.Wrap(ErrInvalidParams, "max_unbonding_entries must be positive: nobody could unbond")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
@@ -77,39 +78,39 @@ func (p Provider) Satisfies(models []string, minVRAMMiB uint64, count uint32) bo
 // and clients fetch checkpoints and proofs from it.
 func ValidateDescription(moniker, endpoint, region string) error {
 	if problem := textProblem("moniker", moniker, MaxMonikerLength); problem != "" {
-		return ErrInvalidDescription.Wrap(problem)
+		return errorsmod.Wrap(ErrInvalidDescription, problem)
 	}
 	if err := validateEndpoint(endpoint); err != nil {
 		return err
 	}
 	if problem := textProblem("region", region, MaxRegionLength); problem != "" {
-		return ErrInvalidDescription.Wrap(problem)
+		return errorsmod.Wrap(ErrInvalidDescription, problem)
 	}
 	return nil
 }
 
 func validateEndpoint(endpoint string) error {
 	if endpoint == "" {
-		return ErrInvalidDescription.Wrap("endpoint must not be empty")
+		return errorsmod.Wrap(ErrInvalidDescription, "endpoint must not be empty")
 	}
 	if len(endpoint) > MaxEndpointLength {
-		return ErrInvalidDescription.Wrapf("endpoint is %d bytes long, at most %d allowed", len(endpoint), MaxEndpointLength)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint is %d bytes long, at most %d allowed", len(endpoint), MaxEndpointLength)
 	}
 	if !utf8.ValidString(endpoint) || strings.ContainsFunc(endpoint, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-		return ErrInvalidDescription.Wrapf("endpoint %q must not contain spaces or control characters", endpoint)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint %q must not contain spaces or control characters", endpoint)
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return ErrInvalidDescription.Wrapf("endpoint %q is not a URL: %s", endpoint, err)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint %q is not a URL: %s", endpoint, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return ErrInvalidDescription.Wrapf("endpoint %q must use http or https", endpoint)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint %q must use http or https", endpoint)
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
-		return ErrInvalidDescription.Wrapf("endpoint %q must name a host, e.g. https://gpu1.example.com:8443", endpoint)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint %q must name a host, e.g. https://gpu1.example.com:8443", endpoint)
 	}
 	if u.User != nil {
-		return ErrInvalidDescription.Wrapf("endpoint %q must not carry credentials: provider records are public", endpoint)
+		return errorsmod.Wrapf(ErrInvalidDescription, "endpoint %q must not carry credentials: provider records are public", endpoint)
 	}
 	return nil
 }
@@ -137,7 +138,7 @@ func textProblem(field, value string, maxLen int) string {
 // valid: a provider may bond for storage only and will not satisfy any job.
 func ValidateGPUs(gpus []GPUInventory, maxClasses uint32) error {
 	if uint64(len(gpus)) > uint64(maxClasses) {
-		return ErrInvalidGPU.Wrapf("gpus has %d classes, at most %d (max_gpu_classes) allowed", len(gpus), maxClasses)
+		return errorsmod.Wrapf(ErrInvalidGPU, "gpus has %d classes, at most %d (max_gpu_classes) allowed", len(gpus), maxClasses)
 	}
 	type gpuClass struct {
 		model   string
@@ -146,17 +147,17 @@ func ValidateGPUs(gpus []GPUInventory, maxClasses uint32) error {
 	seen := make(map[gpuClass]struct{}, len(gpus))
 	for i, gpu := range gpus {
 		if problem := textProblem("model", gpu.Model, MaxModelLength); problem != "" {
-			return ErrInvalidGPU.Wrapf("gpus[%d]: %s", i, problem)
+			return errorsmod.Wrapf(ErrInvalidGPU, "gpus[%d]: %s", i, problem)
 		}
 		if gpu.VramMib == 0 {
-			return ErrInvalidGPU.Wrapf("gpus[%d] (%s): vram_mib must be positive", i, gpu.Model)
+			return errorsmod.Wrapf(ErrInvalidGPU, "gpus[%d] (%s): vram_mib must be positive", i, gpu.Model)
 		}
 		if gpu.Count == 0 {
-			return ErrInvalidGPU.Wrapf("gpus[%d] (%s): count must be positive", i, gpu.Model)
+			return errorsmod.Wrapf(ErrInvalidGPU, "gpus[%d] (%s): count must be positive", i, gpu.Model)
 		}
 		class := gpuClass{model: gpu.Model, vramMiB: gpu.VramMib}
 		if _, dup := seen[class]; dup {
-			return ErrInvalidGPU.Wrapf("gpus[%d]: class %s with %d MiB is listed twice; add up the counts instead", i, gpu.Model, gpu.VramMib)
+			return errorsmod.Wrapf(ErrInvalidGPU, "gpus[%d]: class %s with %d MiB is listed twice; add up the counts instead", i, gpu.Model, gpu.VramMib)
 		}
 		seen[class] = struct{}{}
 	}
@@ -170,7 +171,7 @@ func ValidatePositiveAmount(field string, amount sdk.Coin, bondDenom string) err
 		return err
 	}
 	if !amount.IsPositive() {
-		return ErrInvalidAmount.Wrapf("%s must be positive, got %s", field, amount)
+		return errorsmod.Wrapf(ErrInvalidAmount, "%s must be positive, got %s", field, amount)
 	}
 	return nil
 }
@@ -181,13 +182,13 @@ func ValidatePositiveAmount(field string, amount sdk.Coin, bondDenom string) err
 // records that a reference holds a lease so that unlocking stays symmetric.
 func ValidateNonNegativeAmount(field string, amount sdk.Coin, bondDenom string) error {
 	if amount.Denom != bondDenom {
-		return ErrInvalidDenom.Wrapf("%s must be in %s, got %q", field, bondDenom, amount.Denom)
+		return errorsmod.Wrapf(ErrInvalidDenom, "%s must be in %s, got %q", field, bondDenom, amount.Denom)
 	}
 	if amount.Amount.IsNil() {
-		return ErrInvalidAmount.Wrapf("%s has no amount", field)
+		return errorsmod.Wrapf(ErrInvalidAmount, "%s has no amount", field)
 	}
 	if amount.Amount.IsNegative() {
-		return ErrInvalidAmount.Wrapf("%s must not be negative, got %s", field, amount.Amount)
+		return errorsmod.Wrapf(ErrInvalidAmount, "%s must not be negative, got %s", field, amount.Amount)
 	}
 	return nil
 }
@@ -196,11 +197,11 @@ func ValidateNonNegativeAmount(field string, amount sdk.Coin, bondDenom string) 
 func ValidateLockRef(ref string) error {
 	switch {
 	case ref == "":
-		return ErrInvalidLockRef.Wrap("ref must not be empty")
+		return errorsmod.Wrap(ErrInvalidLockRef, "ref must not be empty")
 	case len(ref) > MaxLockRefLength:
-		return ErrInvalidLockRef.Wrapf("ref is %d bytes long, at most %d allowed", len(ref), MaxLockRefLength)
+		return errorsmod.Wrapf(ErrInvalidLockRef, "ref is %d bytes long, at most %d allowed", len(ref), MaxLockRefLength)
 	case !utf8.ValidString(ref) || strings.ContainsFunc(ref, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return ErrInvalidLockRef.Wrapf("ref %q must be valid UTF-8 without spaces or control characters", ref)
+		return errorsmod.Wrapf(ErrInvalidLockRef, "ref %q must be valid UTF-8 without spaces or control characters", ref)
 	}
 	return nil
 }

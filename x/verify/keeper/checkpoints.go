@@ -3,13 +3,13 @@ package keeper
 import (
 	"bytes"
 	"context"
-	"errors"
 
 	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -43,54 +43,57 @@ func (k Keeper) expectedStart(ctx context.Context, lease markettypes.Lease, job 
 	return 0, 0, nil, nil
 }
 
-func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint) error {
+// submitCheckpoint checks a provider's checkpoint against its lease and the previous
+// checkpoint, stores it pending for the challenge window and moves its payment claim
+// in x/market (MsgSubmitCheckpoint).
+func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint) (types.Checkpoint, error) {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	lease, err := k.marketKeeper.GetLease(ctx, msg.LeaseId)
 	if err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	if lease.Provider != msg.Provider {
-		return errorsmod.Wrapf(types.ErrNotLeaseProvider, "lease %d is served by %s", lease.Id, lease.Provider)
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrNotLeaseProvider, "lease %d is served by %s", lease.Id, lease.Provider)
 	}
 	if lease.State != markettypes.LEASE_STATE_ACTIVE {
-		return errorsmod.Wrapf(types.ErrLeaseNotActive, "lease %d was closed (%s)", lease.Id, lease.CloseReason)
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrLeaseNotActive, "lease %d was closed (%s)", lease.Id, lease.CloseReason)
 	}
 	job, err := k.marketKeeper.GetJob(ctx, lease.JobId)
 	if err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	index, start, startHash, err := k.expectedStart(ctx, lease, job)
 	if err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	if msg.Index != index {
-		return errorsmod.Wrapf(types.ErrWrongIndex, "lease %d expects checkpoint %d next, got %d", lease.Id, index, msg.Index)
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongIndex, "lease %d expects checkpoint %d next, got %d", lease.Id, index, msg.Index)
 	}
 	if msg.StartStep != start {
-		return errorsmod.Wrapf(types.ErrWrongRange, "checkpoint %d must start at step %d (where the previous one ended), got %d", index, start, msg.StartStep)
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongRange, "checkpoint %d must start at step %d (where the previous one ended), got %d", index, start, msg.StartStep)
 	}
 	maxEnd := min(start+job.Spec.CheckpointInterval, job.Spec.TotalSteps)
 	if msg.EndStep <= msg.StartStep || msg.EndStep > maxEnd {
-		return errorsmod.Wrapf(types.ErrWrongRange, "end_step must be in (%d, %d] (checkpoint every %d of %d steps), got %d",
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongRange, "end_step must be in (%d, %d] (checkpoint every %d of %d steps), got %d",
 			start, maxEnd, job.Spec.CheckpointInterval, job.Spec.TotalSteps, msg.EndStep)
 	}
 	if _, err := hashFromBytes("state_root", msg.StateRoot); err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	size := msg.EndStep - msg.StartStep + 1
 	if err := verifyTraceLeaf(ctx, params, "final_hash", msg.TraceRoot, size-1, size, msg.FinalHash, msg.FinalHashProof); err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	if err := validateCheckpointText(params, msg); err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 
 	claim, err := k.marketKeeper.OnCheckpointSubmitted(ctx, lease.Id)
 	if err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	version := uint32(0)
 	if job.Spec.Workload.Kind == markettypes.WORKLOAD_KIND_REFERENCE {
@@ -117,16 +120,23 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		WorkloadVersion:   version,
 	}
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
 	if err := k.FinalizationQueue.Set(ctx, collections.Join3(cp.ChallengeDeadline, cp.LeaseId, cp.Index)); err != nil {
-		return err
+		return types.Checkpoint{}, err
 	}
-	return ctx.EventManager().EmitTypedEvent(&types.EventCheckpointSubmitted{
-		LeaseId: cp.LeaseId, Index: cp.Index, JobId: cp.JobId, Provider: cp.Provider,
-		StartStep: cp.StartStep, EndStep: cp.EndStep, StartHash: cp.StartHash, FinalHash: cp.FinalHash,
-		StateRoot: cp.StateRoot, TraceRoot: cp.TraceRoot, Uri: cp.Uri, ChallengeDeadline: cp.ChallengeDeadline, Claim: claim,
-	})
+	return cp, nil
+}
+
+// updateParams replaces the params; only the authority may (MsgUpdateParams).
+func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) error {
+	if msg.Authority != k.authority {
+		return errorsmod.Wrapf(types.ErrInvalidAuthority, "expected %s, got %s", k.authority, msg.Authority)
+	}
+	if err := msg.Params.Validate(); err != nil {
+		return keeperutil.WrapCause(types.ErrInvalidParams, err, "")
+	}
+	return k.Params.Set(ctx, msg.Params)
 }
 
 func validateCheckpointText(params types.Params, msg *types.MsgSubmitCheckpoint) error {
@@ -154,9 +164,12 @@ func validateCheckpointText(params types.Params, msg *types.MsgSubmitCheckpoint)
 // the finalization queue entry of that height is still due then.
 func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock bool) error {
 	for {
-		cp, err := k.Checkpoints.Get(ctx, collections.Join(leaseID, index))
+		cp, found, err := keeperutil.Optional(k.Checkpoints.Get(ctx, collections.Join(leaseID, index)))
 		if err != nil {
-			return nil // no such checkpoint (the end of the chain)
+			return err
+		}
+		if !found {
+			return nil // the end of the lease's chain of checkpoints
 		}
 		windowOpen := ctx.BlockHeight() < cp.ChallengeDeadline || (ctx.BlockHeight() == cp.ChallengeDeadline && !endOfBlock)
 		if cp.Status != types.CHECKPOINT_STATUS_PENDING || cp.OpenChallenges > 0 || windowOpen {
@@ -178,7 +191,7 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 		if err := k.marketKeeper.OnCheckpointFinal(ctx, cp.LeaseId, cp.Claim, cp.EndStep, cp.FinalHash, cp.Uri); err != nil {
 			return err
 		}
-		if err := ctx.EventManager().EmitTypedEvent(&types.EventCheckpointFinalized{
+		if err := keeperutil.Emit(ctx, &types.EventCheckpointFinalized{
 			LeaseId: cp.LeaseId, Index: cp.Index, EndStep: cp.EndStep, FinalHash: cp.FinalHash, Released: cp.Claim,
 		}); err != nil {
 			return err
@@ -207,7 +220,7 @@ func (k Keeper) rejectPending(ctx sdk.Context, leaseID uint64, reason string) er
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
 			return err
 		}
-		if err := ctx.EventManager().EmitTypedEvent(&types.EventCheckpointRejected{LeaseId: cp.LeaseId, Index: cp.Index, Reason: reason}); err != nil {
+		if err := keeperutil.Emit(ctx, &types.EventCheckpointRejected{LeaseId: cp.LeaseId, Index: cp.Index, Reason: reason}); err != nil {
 			return err
 		}
 	}
@@ -223,11 +236,7 @@ func (k Keeper) traceHashAt(ctx context.Context, cp types.Checkpoint, step uint6
 	case cp.EndStep:
 		return cp.FinalHash, true, nil
 	}
-	h, err := k.Openings.Get(ctx, collections.Join3(cp.LeaseId, cp.Index, step))
-	if errors.Is(err, collections.ErrNotFound) {
-		return nil, false, nil
-	}
-	return h, err == nil, err
+	return keeperutil.Optional(k.Openings.Get(ctx, collections.Join3(cp.LeaseId, cp.Index, step)))
 }
 
 func sameHash(a, b []byte) bool { return len(a) == 32 && bytes.Equal(a, b) }

@@ -245,3 +245,24 @@ func TestContainerCheckpointFinalizes(t *testing.T) {
 	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, e.checkpoint(lease.Id, 0).Status)
 	require.Equal(t, markettypes.JOB_STATE_COMPLETED, e.getJob(job.Id).State)
 }
+
+// Finalization walks a lease's checkpoints until one is missing. A checkpoint the store
+// cannot read is not the end of that chain: finalizing over it fails and keeps nothing,
+// instead of finalizing what came before as if the chain ended there.
+func TestFinalizationDoesNotTakeAStoreFailureForTheEndOfTheChain(t *testing.T) {
+	e := newEnv(t)
+	prov := e.registerProvider("provider", 8)
+	job, lease := e.leaseJob(prov, containerSpec(32, 16))
+	cp0 := e.submitCheckpoint(newParty(prov, computeRun(t, job, 16).garbageFrom(0, 16, 0), nil), lease.Id, 0)
+
+	// Checkpoint 1's entry holds bytes that do not decode.
+	key, err := collections.EncodeKeyWithPrefix(types.CheckpointsKey.Bytes(), e.Verify.Checkpoints.KeyCodec(), collections.Join(lease.Id, uint64(1)))
+	require.NoError(t, err)
+	e.Ctx.KVStore(e.Keys[types.StoreKey]).Set(key, []byte{0xff, 0xff, 0xff})
+	e.advanceTo(cp0.ChallengeDeadline + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_PENDING, e.checkpoint(lease.Id, 0).Status, "finalized over an unreadable checkpoint")
+	require.Empty(t, typedEvents[*types.EventCheckpointFinalized](e))
+	require.True(t, e.getLease(lease.Id).Withdrawable.IsZero(), "no payment released")
+
+	e.Ctx.KVStore(e.Keys[types.StoreKey]).Delete(key) // for the invariants at the end
+}

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -17,14 +18,12 @@ import (
 // against its trace root, and the range keeps the half where they still disagree. At
 // hi = lo + 1 the referee re-executes step lo (MsgStep). Rounds: ceil(log2(end − start)).
 
-func (k Keeper) openChallenge(ctx sdk.Context, msg *types.MsgChallenge) (uint64, error) {
+// openChallenge disputes a pending checkpoint: it posts the challenger's bond and starts
+// a game on the checkpoint's whole range (MsgChallenge).
+func (k Keeper) openChallenge(ctx sdk.Context, challenger sdk.AccAddress, msg *types.MsgChallenge) (uint64, error) {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
 		return 0, err
-	}
-	challenger, err := k.addressCodec.StringToBytes(msg.Challenger)
-	if err != nil {
-		return 0, errorsmod.Wrapf(types.ErrNotChallengeable, "challenger: invalid address %q", msg.Challenger)
 	}
 	cp, err := k.GetCheckpoint(ctx, msg.LeaseId, msg.CheckpointIndex)
 	if err != nil {
@@ -51,7 +50,7 @@ func (k Keeper) openChallenge(ctx sdk.Context, msg *types.MsgChallenge) (uint64,
 		return 0, err
 	}
 	if _, err := k.dataLayout(ctx, job, cp.Worker); err != nil {
-		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "checkpoint %d/%d: %s", cp.LeaseId, cp.Index, err)
+		return 0, keeperutil.WrapCause(types.ErrNotAdjudicable, err, "checkpoint %d/%d", cp.LeaseId, cp.Index)
 	}
 	if msg.Challenger == cp.Provider {
 		return 0, errorsmod.Wrap(types.ErrSelfChallenge, msg.Challenger)
@@ -89,7 +88,7 @@ func (k Keeper) openChallenge(ctx sdk.Context, msg *types.MsgChallenge) (uint64,
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
 		return 0, err
 	}
-	if err := ctx.EventManager().EmitTypedEvent(&types.EventChallengeOpened{
+	if err := keeperutil.Emit(ctx, &types.EventChallengeOpened{
 		ChallengeId: id, LeaseId: cp.LeaseId, CheckpointIndex: cp.Index, Challenger: msg.Challenger, Provider: cp.Provider, Bond: ch.Bond,
 	}); err != nil {
 		return 0, err
@@ -132,7 +131,7 @@ func (k Keeper) setDeadline(ctx sdk.Context, params types.Params, ch *types.Chal
 	if err := k.Challenges.Set(ctx, ch.Id, *ch); err != nil {
 		return err
 	}
-	return ctx.EventManager().EmitTypedEvent(&types.EventGameTurn{
+	return keeperutil.Emit(ctx, &types.EventGameTurn{
 		ChallengeId: ch.Id, LeaseId: ch.LeaseId, CheckpointIndex: ch.CheckpointIndex, Turn: ch.Turn,
 		Lo: ch.Lo, Hi: ch.Hi, Mid: ch.Mid, Deadline: ch.Deadline, Round: ch.Rounds + 1,
 	})
@@ -171,6 +170,8 @@ func (k Keeper) openChallengesOf(ctx sdk.Context, leaseID, index uint64) ([]type
 	return open, nil
 }
 
+// revealHash puts the provider's h_step of a checkpoint on-chain, proven against its
+// trace root, for every game waiting on it (MsgRevealHash).
 func (k Keeper) revealHash(ctx sdk.Context, msg *types.MsgRevealHash) error {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -216,7 +217,7 @@ func (k Keeper) revealHash(ctx sdk.Context, msg *types.MsgRevealHash) error {
 	if err := k.Openings.Set(ctx, collections.Join3(cp.LeaseId, cp.Index, msg.Step), msg.Hash); err != nil {
 		return err
 	}
-	if err := ctx.EventManager().EmitTypedEvent(&types.EventHashRevealed{LeaseId: cp.LeaseId, CheckpointIndex: cp.Index, Step: msg.Step, Hash: msg.Hash}); err != nil {
+	if err := keeperutil.Emit(ctx, &types.EventHashRevealed{LeaseId: cp.LeaseId, CheckpointIndex: cp.Index, Step: msg.Step, Hash: msg.Hash}); err != nil {
 		return err
 	}
 	for i := range waiting {
@@ -228,6 +229,8 @@ func (k Keeper) revealHash(ctx sdk.Context, msg *types.MsgRevealHash) error {
 	return nil
 }
 
+// respond is the challenger's answer at a game's midpoint, proven against its own trace
+// root; it halves the disputed range (MsgRespond).
 func (k Keeper) respond(ctx sdk.Context, msg *types.MsgRespond) (bool, error) {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -317,7 +320,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, provider, sdk.NewCoins(ch.Bond)); err != nil {
 			return err
 		}
-		if err := ctx.EventManager().EmitTypedEvent(event); err != nil {
+		if err := keeperutil.Emit(ctx, event); err != nil {
 			return err
 		}
 		return k.tryFinalize(ctx, cp.LeaseId, cp.Index, endOfBlock)
@@ -326,7 +329,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, challenger, sdk.NewCoins(ch.Bond)); err != nil {
 			return err
 		}
-		return ctx.EventManager().EmitTypedEvent(event)
+		return keeperutil.Emit(ctx, event)
 
 	case types.CHALLENGE_OUTCOME_CHALLENGER_WON:
 		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, challenger, sdk.NewCoins(ch.Bond)); err != nil {
@@ -342,7 +345,7 @@ func (k Keeper) resolve(ctx sdk.Context, ch types.Challenge, outcome types.Chall
 		if err := k.providerKeeper.Tombstone(ctx, provider, fraud); err != nil {
 			return err
 		}
-		if err := ctx.EventManager().EmitTypedEvent(event); err != nil {
+		if err := keeperutil.Emit(ctx, event); err != nil {
 			return err
 		}
 		if err := k.endOtherGamesOnLease(ctx, ch.LeaseId, endOfBlock); err != nil {

@@ -3,11 +3,13 @@ package keeper
 import (
 	"context"
 
+	"cosmossdk.io/collections"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cosmos/cosmos-sdk/types/query"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -34,7 +36,7 @@ func (q queryServer) Checkpoint(ctx context.Context, req *types.QueryCheckpointR
 	}
 	cp, err := q.GetCheckpoint(ctx, req.LeaseId, req.Index)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	return &types.QueryCheckpointResponse{Checkpoint: cp}, nil
 }
@@ -58,7 +60,7 @@ func (q queryServer) Challenge(ctx context.Context, req *types.QueryChallengeReq
 	}
 	ch, err := q.GetChallenge(ctx, req.ChallengeId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	return &types.QueryChallengeResponse{Challenge: ch}, nil
 }
@@ -67,13 +69,37 @@ func (q queryServer) Challenges(ctx context.Context, req *types.QueryChallengesR
 	if req == nil {
 		return nil, status.Error(codes.InvalidArgument, "empty request")
 	}
-	keep := func(ch types.Challenge) bool {
-		return (req.LeaseId == 0 || (ch.LeaseId == req.LeaseId && ch.CheckpointIndex == req.CheckpointIndex)) &&
-			(!req.OpenOnly || ch.Outcome == types.CHALLENGE_OUTCOME_UNSPECIFIED)
+	if req.AllCheckpoints && (req.LeaseId == 0 || req.CheckpointIndex != 0) {
+		return nil, status.Error(codes.InvalidArgument, "all_checkpoints filters by lease_id alone: set lease_id and leave checkpoint_index unset")
 	}
-	chs, page, err := query.CollectionFilteredPaginate(ctx, q.Keeper.Challenges, req.Pagination,
-		func(_ uint64, ch types.Challenge) (bool, error) { return keep(ch), nil },
-		func(_ uint64, ch types.Challenge) (types.Challenge, error) { return ch, nil })
+	open := func(ch types.Challenge) bool {
+		return !req.OpenOnly || ch.Outcome == types.CHALLENGE_OUTCOME_UNSPECIFIED
+	}
+	var (
+		chs  []types.Challenge
+		page *query.PageResponse
+		err  error
+	)
+	if req.LeaseId == 0 {
+		chs, page, err = query.CollectionFilteredPaginate(ctx, q.Keeper.Challenges, req.Pagination,
+			func(_ uint64, ch types.Challenge) (bool, error) { return open(ch), nil },
+			func(_ uint64, ch types.Challenge) (types.Challenge, error) { return ch, nil })
+	} else {
+		// The lease's challenges come from the checkpoint index in (index, id) order; one
+		// checkpoint's are therefore in id order, as in the unfiltered list.
+		chs, page, err = query.CollectionFilteredPaginate(ctx, q.challengesByLease, req.Pagination,
+			func(key collections.Pair[uint64, CheckpointKey], _ collections.NoValue) (bool, error) {
+				if !req.AllCheckpoints && key.K2().K1() != req.CheckpointIndex {
+					return false, nil
+				}
+				ch, err := q.Keeper.Challenges.Get(ctx, key.K2().K2())
+				return err == nil && open(ch), err
+			},
+			func(key collections.Pair[uint64, CheckpointKey], _ collections.NoValue) (types.Challenge, error) {
+				return q.Keeper.Challenges.Get(ctx, key.K2().K2())
+			},
+			query.WithCollectionPaginationPairPrefix[uint64, CheckpointKey](req.LeaseId))
+	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -86,7 +112,7 @@ func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootReque
 	}
 	job, err := q.marketKeeper.GetJob(ctx, req.JobId)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, keeperutil.LookupStatus(err)
 	}
 	if job.Spec.DatasetId != "" {
 		return nil, status.Errorf(codes.FailedPrecondition,

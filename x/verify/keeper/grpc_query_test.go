@@ -91,6 +91,14 @@ func TestQueries(t *testing.T) {
 	require.Equal(t, []uint64{id3}, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id, CheckpointIndex: 1}))
 	require.Empty(t, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id, CheckpointIndex: 2}))
 	require.Empty(t, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id + 1}))
+	// A lease's challenges on every checkpoint, not only on checkpoint 0.
+	require.Equal(t, []uint64{id1, id2, id3}, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id, AllCheckpoints: true}))
+	require.Equal(t, []uint64{id2, id3}, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id, AllCheckpoints: true, OpenOnly: true}))
+	require.Empty(t, ids(&types.QueryChallengesRequest{LeaseId: s.lease.Id + 1, AllCheckpoints: true}))
+	_, err = q.Challenges(s.Ctx, &types.QueryChallengesRequest{AllCheckpoints: true})
+	requireCode(t, err, codes.InvalidArgument)
+	_, err = q.Challenges(s.Ctx, &types.QueryChallengesRequest{LeaseId: s.lease.Id, CheckpointIndex: 1, AllCheckpoints: true})
+	requireCode(t, err, codes.InvalidArgument)
 	limited, err := q.Challenges(s.Ctx, &types.QueryChallengesRequest{Pagination: &query.PageRequest{Limit: 1}})
 	require.NoError(t, err)
 	require.Len(t, limited.Challenges, 1)
@@ -119,4 +127,52 @@ func TestDataRootOfDatasetJob(t *testing.T) {
 	job, _ := e.leaseJob(prov, spec)
 	_, err := e.query.DataRoot(e.Ctx, &types.QueryDataRootRequest{JobId: job.Id})
 	requireCode(t, err, codes.FailedPrecondition)
+}
+
+// The lease filters read the challenges-by-checkpoint index under the lease's prefix:
+// every checkpoint of that lease, no challenge of its neighbours (the lease ids next to
+// it, the largest one), each page continuing where the last one stopped.
+func TestChallengesOfOneLease(t *testing.T) {
+	e := newEnv(t)
+	const last = ^uint64(0)
+	var id uint64
+	put := func(lease, index uint64) uint64 {
+		id++
+		require.NoError(t, e.Verify.Challenges.Set(e.Ctx, id, types.Challenge{Id: id, LeaseId: lease, CheckpointIndex: index}))
+		return id
+	}
+	put(6, 0)
+	a := put(7, 3)
+	b := put(7, 0)
+	c := put(7, 3)
+	d := put(7, 1<<40)
+	put(8, 0)
+	z := put(last, 2)
+	t.Cleanup(func() { // they belong to no checkpoint, which the invariants would report
+		for i := uint64(1); i <= id; i++ {
+			require.NoError(t, e.Verify.Challenges.Remove(e.Ctx, i))
+		}
+	})
+
+	all := func(req *types.QueryChallengesRequest) []uint64 {
+		t.Helper()
+		var out []uint64
+		for {
+			res, err := e.query.Challenges(e.Ctx, req)
+			require.NoError(t, err)
+			for _, ch := range res.Challenges {
+				out = append(out, ch.Id)
+			}
+			if len(res.Pagination.NextKey) == 0 {
+				return out
+			}
+			req.Pagination = &query.PageRequest{Key: res.Pagination.NextKey, Limit: req.Pagination.Limit}
+		}
+	}
+	// In (checkpoint, id) order, one page of two at a time.
+	require.Equal(t, []uint64{b, a, c, d}, all(&types.QueryChallengesRequest{LeaseId: 7, AllCheckpoints: true, Pagination: &query.PageRequest{Limit: 2}}))
+	require.Equal(t, []uint64{a, c}, all(&types.QueryChallengesRequest{LeaseId: 7, CheckpointIndex: 3, Pagination: &query.PageRequest{Limit: 1}}))
+	require.Equal(t, []uint64{b}, all(&types.QueryChallengesRequest{LeaseId: 7}))
+	require.Equal(t, []uint64{z}, all(&types.QueryChallengesRequest{LeaseId: last, AllCheckpoints: true}))
+	require.Empty(t, all(&types.QueryChallengesRequest{LeaseId: 9, AllCheckpoints: true}))
 }

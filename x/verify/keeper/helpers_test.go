@@ -1,10 +1,8 @@
 package keeper_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/cosmos/gogoproto/proto"
 	"github.com/stretchr/testify/require"
 
-	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
 	storetypes "cosmossdk.io/store/types"
 
@@ -80,40 +77,24 @@ func newEnv(t testing.TB) *env {
 		owner:   addr("owner"),
 	}
 	f.Fund(t, e.owner, ownerFunds)
-	if tt, ok := t.(*testing.T); ok {
-		tt.Cleanup(func() {
-			if !tt.Failed() {
-				e.requireInvariants()
-			}
-		})
-	}
+	keepers.RequireInvariantsAtEnd(t, e.requireInvariants)
 	return e
 }
 
-// addr derives a deterministic 20-byte account address from a label.
-func addr(label string) sdk.AccAddress { return sdk.AccAddress(fmt.Sprintf("%-20.20s", label)) }
-
-func coin(amount int64) sdk.Coin { return sdk.NewInt64Coin(denom, amount) }
+var (
+	addr = keepers.Addr
+	coin = keepers.Coin
+)
 
 // requireInvariants fails when any verify, market or stakingext invariant is broken.
 func (e *env) requireInvariants() {
 	e.t.Helper()
-	msg, broken := keeper.AllInvariants(e.Verify)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = marketkeeper.AllInvariants(e.Market)(e.Ctx)
-	require.False(e.t, broken, msg)
-	msg, broken = stakingextkeeper.AllInvariants(e.StakingExt)(e.Ctx)
-	require.False(e.t, broken, msg)
+	e.RequireInvariants(e.t, keeper.AllInvariants(e.Verify), marketkeeper.AllInvariants(e.Market))
 }
 
 // ---- params ----
 
-func (e *env) verifyParams() types.Params {
-	e.t.Helper()
-	p, err := e.Verify.Params.Get(e.Ctx)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) verifyParams() types.Params { return keepers.Value(e.t, e.Fixture, e.Verify.Params) }
 
 func (e *env) setVerifyParams(change func(*types.Params)) {
 	e.t.Helper()
@@ -127,18 +108,7 @@ func (e *env) setVerifyParams(change func(*types.Params)) {
 
 func (e *env) registerProvider(label string, gpus uint32) sdk.AccAddress {
 	e.t.Helper()
-	op := addr(label)
-	e.Fund(e.t, op, providerFunds)
-	_, err := e.sxMsg.RegisterProvider(e.Ctx, &stakingexttypes.MsgRegisterProvider{
-		Operator: op.String(),
-		Moniker:  label,
-		Endpoint: "https://" + label + ".example.com:8443",
-		Region:   "eu-west",
-		Gpus:     []stakingexttypes.GPUInventory{{Model: h100Model, VramMib: h100VRAMMiB, Count: gpus}},
-		Bond:     coin(providerBond),
-	})
-	require.NoError(e.t, err)
-	return op
+	return e.RegisterProvider(e.t, label, providerFunds, providerBond, stakingexttypes.GPUInventory{Model: h100Model, VramMib: h100VRAMMiB, Count: gpus})
 }
 
 // account funds a fresh account (a challenger, a verifier).
@@ -177,26 +147,11 @@ func containerSpec(totalSteps, interval uint64) markettypes.JobSpec {
 	return s
 }
 
-func (e *env) getJob(id uint64) markettypes.Job {
-	e.t.Helper()
-	j, err := e.Market.GetJob(e.Ctx, id)
-	require.NoError(e.t, err)
-	return j
-}
+func (e *env) getJob(id uint64) markettypes.Job { return e.Job(e.t, id) }
 
-func (e *env) getLease(id uint64) markettypes.Lease {
-	e.t.Helper()
-	l, err := e.Market.GetLease(e.Ctx, id)
-	require.NoError(e.t, err)
-	return l
-}
+func (e *env) getLease(id uint64) markettypes.Lease { return e.Lease(e.t, id) }
 
-func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider {
-	e.t.Helper()
-	p, err := e.StakingExt.GetProvider(e.Ctx, op)
-	require.NoError(e.t, err)
-	return p
-}
+func (e *env) provider(op sdk.AccAddress) stakingexttypes.Provider { return e.Provider(e.t, op) }
 
 // leaseJob submits a job with spec, lets op win it and returns the job and its lease.
 func (e *env) leaseJob(op sdk.AccAddress, spec markettypes.JobSpec) (markettypes.Job, markettypes.Lease) {
@@ -208,16 +163,7 @@ func (e *env) leaseJob(op sdk.AccAddress, spec markettypes.JobSpec) (markettypes
 	for deadline := e.getJob(res.JobId).BiddingDeadline; e.Ctx.BlockHeight() <= deadline; {
 		e.nextBlock()
 	}
-	var active []markettypes.Lease
-	iter, err := e.Market.Leases.Indexes.Job.MatchExact(e.Ctx, res.JobId)
-	require.NoError(e.t, err)
-	ids, err := iter.PrimaryKeys()
-	require.NoError(e.t, err)
-	for _, id := range ids {
-		if l := e.getLease(id); l.State == markettypes.LEASE_STATE_ACTIVE {
-			active = append(active, l)
-		}
-	}
+	active := e.ActiveLeasesOfJob(e.t, res.JobId)
 	require.Len(e.t, active, 1)
 	job := e.getJob(res.JobId)
 	require.Equal(e.t, markettypes.JOB_STATE_LEASED, job.State)
@@ -254,19 +200,7 @@ func (e *env) advanceTo(h int64) {
 // typedEvents returns the events of type T of finished blocks and the current one.
 func typedEvents[T proto.Message](e *env) []T {
 	e.t.Helper()
-	all := append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...)
-	var zero T
-	name := proto.MessageName(zero)
-	var out []T
-	for _, ev := range all {
-		if ev.Type != name {
-			continue
-		}
-		msg, err := sdk.ParseTypedEvent(ev)
-		require.NoError(e.t, err)
-		out = append(out, msg.(T))
-	}
-	return out
+	return keepers.TypedEvents[T](e.t, append(append([]abci.Event{}, e.events...), e.Ctx.EventManager().ABCIEvents()...))
 }
 
 // deliver runs one message handler on a fresh gas meter, as a transaction would, and
@@ -303,112 +237,34 @@ func (e *env) challenge(id uint64) types.Challenge {
 // snapshot is everything a rejected message must leave alone: the verify, market and
 // stakingext genesis exports, the derived deadline indexes, every bank balance and the
 // number of events emitted so far.
-type snapshot struct {
-	verify, market, stakingext, bank, indexes string
-	events                                    int
-}
-
-func (e *env) snapshot() snapshot {
+func (e *env) snapshot() keepers.Snapshot {
 	e.t.Helper()
-	vgs, err := e.Verify.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	mgs, err := e.Market.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	sgs, err := e.StakingExt.ExportGenesis(e.Ctx)
-	require.NoError(e.t, err)
-	bgs := e.BankKeeper.ExportGenesis(e.Ctx)
-	js := func(m proto.Message) string {
-		b, err := e.Codec.MarshalJSON(m)
-		require.NoError(e.t, err)
-		return string(b)
-	}
-	return snapshot{
-		verify: js(vgs), market: js(mgs), stakingext: js(sgs), bank: js(bgs),
-		indexes: e.dumpIndexes(), events: len(e.Ctx.EventManager().Events()),
-	}
+	parts := []keepers.Part{e.VerifyState(), e.MarketState(), e.StakingExtState(), e.Balances()}
+	return e.Snapshot(e.t, append(parts, e.indexParts()...)...)
 }
 
-// dumpIndexes renders the verify and market deadline indexes, which genesis leaves out.
+// indexParts are the verify and market deadline indexes, which genesis leaves out.
+func (e *env) indexParts() []keepers.Part { return append(e.VerifyDeadlines(), e.MarketDeadlines()...) }
+
+// dumpIndexes renders the verify and market deadline indexes.
 func (e *env) dumpIndexes() string {
 	e.t.Helper()
-	var b strings.Builder
-	require.NoError(e.t, e.Verify.FinalizationQueue.Walk(e.Ctx, nil, func(k collections.Triple[int64, uint64, uint64]) (bool, error) {
-		fmt.Fprintf(&b, "final:%d/%d/%d ", k.K1(), k.K2(), k.K3())
-		return false, nil
-	}))
-	require.NoError(e.t, e.Verify.MoveDeadlines.Walk(e.Ctx, nil, func(k collections.Pair[int64, uint64]) (bool, error) {
-		fmt.Fprintf(&b, "move:%d/%d ", k.K1(), k.K2())
-		return false, nil
-	}))
-	for _, ix := range []struct {
-		name string
-		set  collections.KeySet[collections.Pair[int64, uint64]]
-	}{{"bidding", e.Market.BiddingDeadlines}, {"checkpoint", e.Market.CheckpointDeadlines}, {"time", e.Market.TimeDeadlines}} {
-		require.NoError(e.t, ix.set.Walk(e.Ctx, nil, func(k collections.Pair[int64, uint64]) (bool, error) {
-			fmt.Fprintf(&b, "%s:%d/%d ", ix.name, k.K1(), k.K2())
-			return false, nil
-		}))
-	}
-	return b.String()
+	return e.Snapshot(e.t, e.indexParts()...).String()
 }
 
-func (e *env) requireUnchanged(before snapshot) {
+func (e *env) requireUnchanged(before keepers.Snapshot) {
 	e.t.Helper()
-	after := e.snapshot()
-	for _, part := range []struct{ name, before, after string }{
-		{"verify state", before.verify, after.verify},
-		{"market state", before.market, after.market},
-		{"stakingext state", before.stakingext, after.stakingext},
-		{"balances", before.bank, after.bank},
-		{"deadline indexes", before.indexes, after.indexes},
-	} {
-		if part.before != part.after {
-			e.t.Fatalf("%s changed:\n%s", part.name, jsonDiff(part.before, part.after))
-		}
-	}
-	require.Equal(e.t, before.events, after.events, "events were emitted")
-}
-
-// jsonDiff shows the lines where two JSON documents differ.
-func jsonDiff(a, b string) string {
-	lines := func(s string) []string {
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(s), "", "  ") == nil {
-			s = buf.String()
-		}
-		return strings.Split(s, "\n")
-	}
-	la, lb := lines(a), lines(b)
-	pre := 0
-	for pre < len(la) && pre < len(lb) && la[pre] == lb[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(la)-pre && suf < len(lb)-pre && la[len(la)-1-suf] == lb[len(lb)-1-suf] {
-		suf++
-	}
-	var out strings.Builder
-	for _, l := range la[max(0, pre-3):pre] {
-		out.WriteString("  " + l + "\n")
-	}
-	for _, l := range la[pre : len(la)-suf] {
-		out.WriteString("- " + l + "\n")
-	}
-	for _, l := range lb[pre : len(lb)-suf] {
-		out.WriteString("+ " + l + "\n")
-	}
-	return out.String()
+	before.RequireUnchanged(e.t)
 }
 
 // requireRejected runs call on a fresh gas meter, requires it to fail with want and to
 // leave every piece of state, every balance and the event log exactly as they were.
 func (e *env) requireRejected(want *errorsmod.Error, call func(ctx sdk.Context) error) error {
 	e.t.Helper()
-	before := e.snapshot()
-	_, err := e.deliver(call)
-	require.ErrorIs(e.t, err, want)
-	e.requireUnchanged(before)
-	return err
+	return keepers.RequireRejected(e.t, want, e.snapshot, func() error {
+		_, err := e.deliver(call)
+		return err
+	})
 }
 
 // ---- the honest computation ----

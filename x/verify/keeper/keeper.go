@@ -4,20 +4,19 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"cosmossdk.io/collections"
 	"cosmossdk.io/collections/indexes"
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
-	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/log"
 
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -60,6 +59,11 @@ type Keeper struct {
 	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
 	MoveDeadlines   collections.KeySet[collections.Pair[int64, uint64]]
 	NextChallengeID collections.Sequence
+
+	// challengesByLease reads the Challenges.Checkpoint index, (lease, index, challenge),
+	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
+	// with a lease prefix. It is a view of the index's entries, not state of its own.
+	challengesByLease collections.KeySet[collections.Pair[uint64, CheckpointKey]]
 }
 
 // NewKeeper builds the keeper and its state schema.
@@ -111,6 +115,10 @@ func NewKeeper(
 		panic(err)
 	}
 	k.Schema = schema
+
+	views := collections.NewSchemaBuilder(storeService)
+	k.challengesByLease = collections.NewKeySet(views, types.ChallengesByCheckpoint, "challenges_by_checkpoint",
+		collections.PairKeyCodec(collections.Uint64Key, cpKeyCodec))
 	return k
 }
 
@@ -125,19 +133,19 @@ func (k Keeper) Logger(ctx context.Context) log.Logger {
 // GetCheckpoint returns a checkpoint or ErrCheckpointNotFound.
 func (k Keeper) GetCheckpoint(ctx context.Context, leaseID, index uint64) (types.Checkpoint, error) {
 	cp, err := k.Checkpoints.Get(ctx, collections.Join(leaseID, index))
-	if errors.Is(err, collections.ErrNotFound) {
-		return cp, errorsmod.Wrapf(types.ErrCheckpointNotFound, "lease %d has no checkpoint %d", leaseID, index)
+	if err != nil {
+		return cp, keeperutil.NotFound(err, types.ErrCheckpointNotFound, "lease %d has no checkpoint %d", leaseID, index)
 	}
-	return cp, err
+	return cp, nil
 }
 
 // GetChallenge returns a challenge or ErrChallengeNotFound.
 func (k Keeper) GetChallenge(ctx context.Context, id uint64) (types.Challenge, error) {
 	ch, err := k.Challenges.Get(ctx, id)
-	if errors.Is(err, collections.ErrNotFound) {
-		return ch, errorsmod.Wrapf(types.ErrChallengeNotFound, "challenge %d", id)
+	if err != nil {
+		return ch, keeperutil.NotFound(err, types.ErrChallengeNotFound, "challenge %d", id)
 	}
-	return ch, err
+	return ch, nil
 }
 
 // lastCheckpoint returns the lease's latest checkpoint, if it has one.
@@ -168,18 +176,26 @@ func (k Keeper) moduleAddress() sdk.AccAddress {
 const assignmentEpoch = 0
 
 // dataLayout is the committed layout of a worker's training stream: the built-in corpus,
-// or the data pieces of the shards x/shardregistry assigns to the worker.
+// or the data pieces of the shards x/shardregistry assigns to the worker. What
+// x/shardregistry refuses (no such dataset, no shard for the worker) makes the data
+// ErrUnsupportedData; a store failure is returned as it is.
 func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32) (traindata.Layout, error) {
 	if job.Spec.DatasetId == "" {
 		return types.BuiltinData().Layout, nil
 	}
 	ds, err := k.shardKeeper.GetDataset(ctx, job.Spec.DatasetId)
 	if err != nil {
-		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d: %s", job.Id, err)
+		if !keeperutil.IsRefusal(err) {
+			return traindata.Layout{}, err
+		}
+		return traindata.Layout{}, keeperutil.WrapCause(types.ErrUnsupportedData, err, "job %d", job.Id)
 	}
 	shards, err := k.shardKeeper.WorkerShards(ctx, job.Id, worker, assignmentEpoch)
 	if err != nil {
-		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData, "job %d worker %d: %s", job.Id, worker, err)
+		if !keeperutil.IsRefusal(err) {
+			return traindata.Layout{}, err
+		}
+		return traindata.Layout{}, keeperutil.WrapCause(types.ErrUnsupportedData, err, "job %d worker %d", job.Id, worker)
 	}
 	return types.DatasetLayout(ds, shards)
 }

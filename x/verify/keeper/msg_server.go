@@ -3,64 +3,79 @@ package keeper
 import (
 	"context"
 
-	errorsmod "cosmossdk.io/errors"
-
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
+// msgServer is the x/verify Msg service. Every handler has one shape: parse the
+// message's addresses (keeperutil.ParseAddress), call the keeper method that checks the
+// message against state and applies it, and answer with keeperutil.Respond (the
+// response and the message's typed event). The keeper methods validate everything
+// before their first write or transfer, so a rejected message changes nothing. A game
+// move's events (EventHashRevealed, EventGameTurn, EventStepExecuted,
+// EventChallengeResolved …) are emitted by the game itself, in the order its state
+// changes, because the end blocker moves games too.
 type msgServer struct {
-	Keeper
+	k Keeper
 }
 
 var _ types.MsgServer = msgServer{}
 
-// NewMsgServerImpl returns the x/verify Msg service. Handlers validate everything before
-// their first write or transfer, so a rejected message changes nothing.
-func NewMsgServerImpl(k Keeper) types.MsgServer { return msgServer{Keeper: k} }
+// NewMsgServerImpl returns the x/verify Msg service.
+func NewMsgServerImpl(k Keeper) types.MsgServer { return msgServer{k: k} }
 
-func (m msgServer) SubmitCheckpoint(ctx context.Context, msg *types.MsgSubmitCheckpoint) (*types.MsgSubmitCheckpointResponse, error) {
-	return &types.MsgSubmitCheckpointResponse{}, m.submitCheckpoint(sdk.UnwrapSDKContext(ctx), msg)
+func (s msgServer) SubmitCheckpoint(ctx context.Context, msg *types.MsgSubmitCheckpoint) (*types.MsgSubmitCheckpointResponse, error) {
+	cp, err := s.k.submitCheckpoint(sdk.UnwrapSDKContext(ctx), msg)
+	if err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgSubmitCheckpointResponse{}, &types.EventCheckpointSubmitted{
+		LeaseId: cp.LeaseId, Index: cp.Index, JobId: cp.JobId, Provider: cp.Provider,
+		StartStep: cp.StartStep, EndStep: cp.EndStep, StartHash: cp.StartHash, FinalHash: cp.FinalHash,
+		StateRoot: cp.StateRoot, TraceRoot: cp.TraceRoot, Uri: cp.Uri, ChallengeDeadline: cp.ChallengeDeadline, Claim: cp.Claim,
+	})
 }
 
-func (m msgServer) Challenge(ctx context.Context, msg *types.MsgChallenge) (*types.MsgChallengeResponse, error) {
-	id, err := m.openChallenge(sdk.UnwrapSDKContext(ctx), msg)
+func (s msgServer) Challenge(ctx context.Context, msg *types.MsgChallenge) (*types.MsgChallengeResponse, error) {
+	challenger, err := keeperutil.ParseAddress(s.k.addressCodec, "challenger", msg.Challenger)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.k.openChallenge(sdk.UnwrapSDKContext(ctx), challenger, msg)
 	if err != nil {
 		return nil, err
 	}
 	return &types.MsgChallengeResponse{ChallengeId: id}, nil
 }
 
-func (m msgServer) RevealHash(ctx context.Context, msg *types.MsgRevealHash) (*types.MsgRevealHashResponse, error) {
-	return &types.MsgRevealHashResponse{}, m.revealHash(sdk.UnwrapSDKContext(ctx), msg)
+func (s msgServer) RevealHash(ctx context.Context, msg *types.MsgRevealHash) (*types.MsgRevealHashResponse, error) {
+	if err := s.k.revealHash(sdk.UnwrapSDKContext(ctx), msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgRevealHashResponse{}, nil
 }
 
-func (m msgServer) Respond(ctx context.Context, msg *types.MsgRespond) (*types.MsgRespondResponse, error) {
-	agreed, err := m.respond(sdk.UnwrapSDKContext(ctx), msg)
+func (s msgServer) Respond(ctx context.Context, msg *types.MsgRespond) (*types.MsgRespondResponse, error) {
+	agreed, err := s.k.respond(sdk.UnwrapSDKContext(ctx), msg)
 	if err != nil {
 		return nil, err
 	}
 	return &types.MsgRespondResponse{Agreed: agreed}, nil
 }
 
-func (m msgServer) Step(ctx context.Context, msg *types.MsgStep) (*types.MsgStepResponse, error) {
-	outcome, err := m.executeStep(sdk.UnwrapSDKContext(ctx), msg)
+func (s msgServer) Step(ctx context.Context, msg *types.MsgStep) (*types.MsgStepResponse, error) {
+	outcome, err := s.k.executeStep(sdk.UnwrapSDKContext(ctx), msg)
 	if err != nil {
 		return nil, err
 	}
 	return &types.MsgStepResponse{Outcome: outcome}, nil
 }
 
-func (m msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {
-	if msg.Authority != m.authority {
-		return nil, errorsmod.Wrapf(types.ErrInvalidAuthority, "expected %s, got %s", m.authority, msg.Authority)
-	}
-	if err := msg.Params.Validate(); err != nil {
-		return nil, errorsmod.Wrapf(types.ErrInvalidParams, "%s", err)
-	}
-	if err := m.Params.Set(ctx, msg.Params); err != nil {
+func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {
+	if err := s.k.updateParams(ctx, msg); err != nil {
 		return nil, err
 	}
-	return &types.MsgUpdateParamsResponse{}, sdk.UnwrapSDKContext(ctx).EventManager().EmitTypedEvent(&types.EventParamsUpdated{Params: msg.Params})
+	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }

@@ -6,6 +6,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -47,7 +48,7 @@ func verifyInclusion(ctx sdk.Context, params types.Params, field string, root me
 	}
 	ctx.GasMeter().ConsumeGas(params.GasPerHash*uint64(len(proof)+1), "merkle proof")
 	if err := merkle.VerifyInclusion(root, index, size, leaf, proof); err != nil {
-		return errorsmod.Wrapf(types.ErrInvalidProof, "%s: %s", field, err)
+		return keeperutil.WrapCause(types.ErrInvalidProof, err, "%s", field)
 	}
 	return nil
 }

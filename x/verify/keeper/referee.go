@@ -12,6 +12,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -80,7 +81,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	}
 	pre, err := reftrainer.Decode(msg.PreState)
 	if err != nil {
-		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "%s", err)
+		return 0, keeperutil.WrapCause(types.ErrInvalidPreState, err, "")
 	}
 	if pre.Step != ch.Lo {
 		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state is at step %d, want %d", pre.Step, ch.Lo)
@@ -98,10 +99,10 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	meter := &gasMeterMACs{meter: ctx.GasMeter(), perMAC: params.GasPerMac}
 	next, _, err := reftrainer.Step(pre, batch, meter)
 	if err != nil {
-		return 0, errorsmod.Wrapf(types.ErrInvalidData, "re-executing step %d: %s", ch.Lo, err)
+		return 0, keeperutil.WrapCause(types.ErrInvalidData, err, "re-executing step %d", ch.Lo)
 	}
 	computed := next.Hash()
-	if err := ctx.EventManager().EmitTypedEvent(&types.EventStepExecuted{
+	if err := keeperutil.Emit(ctx, &types.EventStepExecuted{
 		ChallengeId: ch.Id, Step: ch.Lo, ComputedHash: computed[:], ProviderHash: claimed, Macs: meter.total,
 	}); err != nil {
 		return 0, err
@@ -121,7 +122,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, layout traindata.Layout, chunks []types.DataChunk) ([][]byte, error) {
 	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, layout.Size())
 	if err != nil {
-		return nil, errorsmod.Wrapf(types.ErrInvalidData, "%s", err)
+		return nil, keeperutil.WrapCause(types.ErrInvalidData, err, "")
 	}
 	proven := make(map[uint64][]byte, len(chunks))
 	for i, c := range chunks {

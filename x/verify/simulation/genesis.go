@@ -17,9 +17,21 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/module"
+	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/x/internal/simutil"
+	"github.com/depinchain/depinchain/x/verify/keeper"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
+
+// ProposalMsgs are the governance proposals x/verify contributes: new random params, the
+// challenger bond in the current denomination.
+func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
+	return simutil.ParamsProposal(types.ModuleName, func(r *rand.Rand, ctx sdk.Context, authority string) sdk.Msg {
+		p, err := k.Params.Get(ctx)
+		return &types.MsgUpdateParams{Authority: authority, Params: RandomParams(r, simutil.DenomOr(p.ChallengerBond.Denom, err))}
+	})
+}
 
 // RandomParams draws valid params whose challenger bond is in denom. Windows and move
 // timeouts are a few blocks, so that a short run finalizes checkpoints and plays games

@@ -2,23 +2,20 @@ package simulation
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/rand"
 
 	"cosmossdk.io/collections"
 
-	"github.com/cosmos/cosmos-sdk/baseapp"
-	"github.com/cosmos/cosmos-sdk/client"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 	"github.com/cosmos/cosmos-sdk/x/simulation"
 
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/x/internal/simutil"
-	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	"github.com/depinchain/depinchain/x/verify/keeper"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -45,35 +42,29 @@ const (
 	liarChallengeChance = 30
 )
 
-// Deps are what the operations read and sign with.
-type Deps struct {
-	TxGen  client.TxConfig
-	AK     simutil.AccountKeeper
-	BK     simutil.BankKeeper
-	Keeper keeper.Keeper
-	Market marketkeeper.Keeper
-	Shards shardkeeper.Keeper
+// MarketKeeper is what the operations read of x/market: the jobs and the active leases
+// whose providers checkpoint.
+type MarketKeeper interface {
+	GetJob(ctx context.Context, id uint64) (markettypes.Job, error)
+	AllActiveLeases(ctx context.Context) ([]markettypes.Lease, error)
 }
 
-func (d Deps) op(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) simutil.Op {
-	return simutil.Op{R: r, App: app, Ctx: ctx, Accs: accs, ChainID: chainID, TxGen: d.TxGen, AK: d.AK, BK: d.BK, Module: types.ModuleName}
+// Deps are what the operations sign with and read. Shards rebuilds dataset-backed
+// training streams, as the referee sees them (types.ShardKeeper).
+type Deps struct {
+	simutil.Signer
+	Keeper keeper.Keeper
+	Market MarketKeeper
+	Shards types.ShardKeeper
 }
 
 // WeightedOperations returns an operation for every message of x/verify except the
 // authority-only MsgUpdateParams, which ProposalMsgs covers.
 func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.WeightedOperations {
-	weight := func(key string, def int) int {
-		var w int
-		appParams.GetOrGenerate(key, &w, nil, func(*rand.Rand) { w = def })
-		return w
-	}
-	return simulation.WeightedOperations{
-		simulation.NewWeightedOperation(weight(OpWeightMsgSubmitCheckpoint, DefaultWeightMsgSubmitCheckpoint), SimulateMsgSubmitCheckpoint(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgChallenge, DefaultWeightMsgChallenge), SimulateMsgChallenge(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgRevealHash, DefaultWeightMsgRevealHash), SimulateMsgRevealHash(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgRespond, DefaultWeightMsgRespond), SimulateMsgRespond(d)),
-		simulation.NewWeightedOperation(weight(OpWeightMsgStep, DefaultWeightMsgStep), SimulateMsgStep(d)),
-	}
+	d.Module = types.ModuleName
+	return simutil.WeightedOperations(appParams,
+		SimulateMsgSubmitCheckpoint(d), SimulateMsgChallenge(d), SimulateMsgRevealHash(d), SimulateMsgRespond(d), SimulateMsgStep(d),
+	)
 }
 
 // ---- what a checkpoint's parties know ----
@@ -89,7 +80,7 @@ type work struct {
 }
 
 func (d Deps) workFor(ctx sdk.Context, jobID uint64, worker uint32, upTo uint64) (work, error) {
-	job, err := d.Market.Jobs.Get(ctx, jobID)
+	job, err := d.Market.GetJob(ctx, jobID)
 	if err != nil {
 		return work{}, err
 	}
@@ -142,21 +133,16 @@ func adjudicable(w work, cp types.Checkpoint) bool {
 // checkpoint that must be refused: the wrong index, a range past the checkpoint
 // interval, a final hash its proof does not support, or a sender that is not the
 // lease's provider.
-func SimulateMsgSubmitCheckpoint(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgSubmitCheckpoint(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgSubmitCheckpoint, DefaultWeightMsgSubmitCheckpoint, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgSubmitCheckpoint{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
 			return o.NoOp(msg, "params: %s", err)
 		}
-		var active []markettypes.Lease
-		if err := d.Market.Leases.Walk(ctx, nil, func(_ uint64, l markettypes.Lease) (bool, error) {
-			if l.State == markettypes.LEASE_STATE_ACTIVE {
-				active = append(active, l)
-			}
-			return false, nil
-		}); err != nil {
+		active, err := d.Market.AllActiveLeases(ctx)
+		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
 		lease, ok := simutil.Pick(r, active)
@@ -181,7 +167,7 @@ func SimulateMsgSubmitCheckpoint(d Deps) simtypes.Operation {
 			index, start = last.Index+1, last.EndStep
 		}
 		iter.Close()
-		job, err := d.Market.Jobs.Get(ctx, lease.JobId)
+		job, err := d.Market.GetJob(ctx, lease.JobId)
 		if err != nil {
 			return o.NoOp(msg, "%s", err)
 		}
@@ -231,7 +217,7 @@ func SimulateMsgSubmitCheckpoint(d Deps) simtypes.Operation {
 			}
 		}
 		return o.Deliver(provider, msg, nil)
-	}
+	})
 }
 
 func checkpointMsg(provider string, leaseID, index uint64, tr trace.Trace, params types.Params, r *rand.Rand) types.MsgSubmitCheckpoint {
@@ -270,9 +256,9 @@ func (d Deps) checkpoints(ctx sdk.Context, keep func(types.Checkpoint) bool) ([]
 // challenger disputes an honest checkpoint. Challenges that must be refused are sent
 // too: against a checkpoint the referee cannot adjudicate, by an honest verifier who
 // agrees with the checkpoint, by the provider itself, or beyond the open-game limit.
-func SimulateMsgChallenge(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgChallenge(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgChallenge, DefaultWeightMsgChallenge, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgChallenge{}
 		params, err := d.Keeper.Params.Get(ctx)
 		if err != nil {
@@ -336,7 +322,7 @@ func SimulateMsgChallenge(d Deps) simtypes.Operation {
 			return o.DeliverInvalid(challenger, msg, types.ErrTooManyChallenges, "checkpoint has the most open games allowed")
 		}
 		return o.Deliver(challenger, msg, sdk.NewCoins(params.ChallengerBond))
-	}
+	})
 }
 
 func challengeMsg(challenger string, cp types.Checkpoint, tr trace.Trace) types.MsgChallenge {
@@ -402,9 +388,9 @@ func (d Deps) waitingGame(ctx sdk.Context, r *rand.Rand, turn types.GameTurn) (g
 // SimulateMsgRevealHash has the provider of a game waiting for it reveal its hash at the
 // midpoint. Sometimes it reveals a hash its trace root does not support, or another
 // account answers in its place; both must be refused.
-func SimulateMsgRevealHash(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgRevealHash(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgRevealHash, DefaultWeightMsgRevealHash, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgRevealHash{}
 		g, why := d.waitingGame(ctx, r, types.GAME_TURN_PROVIDER)
 		if why != "" {
@@ -432,15 +418,15 @@ func SimulateMsgRevealHash(d Deps) simtypes.Operation {
 			}
 		}
 		return o.Deliver(provider, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgRespond has the challenger of a game waiting for it answer with its own hash
 // at the midpoint. Sometimes the provider answers in the challenger's place, which must
 // be refused.
-func SimulateMsgRespond(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgRespond(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgRespond, DefaultWeightMsgRespond, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx := o.R, o.Ctx
 		msg := &types.MsgRespond{}
 		g, why := d.waitingGame(ctx, r, types.GAME_TURN_CHALLENGER)
 		if why != "" {
@@ -462,7 +448,7 @@ func SimulateMsgRespond(d Deps) simtypes.Operation {
 			}
 		}
 		return o.Deliver(challenger, msg, nil)
-	}
+	})
 }
 
 // SimulateMsgStep settles a game at its one-step phase: a party (or any account) sends
@@ -471,9 +457,9 @@ func SimulateMsgRespond(d Deps) simtypes.Operation {
 // truth it knows: whoever committed the honest hash at the disputed step must win.
 // Sometimes it sends a pre-state of the wrong step, or leaves out a data chunk; both
 // must be refused.
-func SimulateMsgStep(d Deps) simtypes.Operation {
-	return func(r *rand.Rand, app *baseapp.BaseApp, ctx sdk.Context, accs []simtypes.Account, chainID string) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
-		o := d.op(r, app, ctx, accs, chainID)
+func SimulateMsgStep(d Deps) simutil.Weighted {
+	return d.Weighted(OpWeightMsgStep, DefaultWeightMsgStep, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
+		r, ctx, accs := o.R, o.Ctx, o.Accs
 		msg := &types.MsgStep{}
 		g, why := d.waitingGame(ctx, r, types.GAME_TURN_ONE_STEP)
 		if why != "" {
@@ -526,5 +512,5 @@ func SimulateMsgStep(d Deps) simtypes.Operation {
 				ch.Id, g.cp.LeaseId, g.cp.Index, lo, ch.Outcome, hi, map[bool]string{true: "the", false: "not the"}[want == types.CHALLENGE_OUTCOME_PROVIDER_WON], ch.OutcomeReason)
 		}
 		return opMsg, future, nil
-	}
+	})
 }

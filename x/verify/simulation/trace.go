@@ -15,8 +15,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
-	shardsim "github.com/depinchain/depinchain/x/shardregistry/simulation"
+	"github.com/depinchain/depinchain/x/shardregistry/simulation/simdata"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -25,7 +24,7 @@ import (
 // it: the built-in corpus, or the data pieces of the worker's assigned shards rebuilt
 // from the simulated datasets' deterministic bytes. An error means the referee could not
 // adjudicate the worker's checkpoints (no such dataset, no shard for the worker).
-func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Job, worker uint32) (traindata.Stream, error) {
+func trainingData(ctx sdk.Context, shards types.ShardKeeper, job markettypes.Job, worker uint32) (traindata.Stream, error) {
 	if job.Spec.DatasetId == "" {
 		return types.BuiltinData(), nil
 	}
@@ -50,7 +49,7 @@ func trainingData(ctx sdk.Context, shards shardkeeper.Keeper, job markettypes.Jo
 			data = int(ds.Encoding.DataPieces)
 		}
 		for _, p := range pieces[:data] {
-			b, err := shardsim.PieceBytes(ds, sh, p.Index)
+			b, err := simdata.PieceBytes(ds, sh, p.Index)
 			if err != nil {
 				return traindata.Stream{}, err
 			}

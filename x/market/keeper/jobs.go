@@ -1,0 +1,124 @@
+package keeper
+
+import (
+	"context"
+
+	errorsmod "cosmossdk.io/errors"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// submitJob escrows a new job's deposit, stores the job and opens its first auction
+// (MsgSubmitJob).
+func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgSubmitJob) (types.Job, error) {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return types.Job{}, err
+	}
+	if err := msg.Spec.ValidateWithParams(params); err != nil {
+		return types.Job{}, err
+	}
+	if err := validateDeposit(msg.Deposit, params); err != nil {
+		return types.Job{}, err
+	}
+	if err := k.bankKeeper.SendCoinsFromAccountToModule(ctx, owner, types.ModuleName, sdk.NewCoins(msg.Deposit)); err != nil {
+		return types.Job{}, errorsmod.Wrapf(err, "escrowing deposit %s", msg.Deposit)
+	}
+	id, err := k.NextJobID.Next(ctx)
+	if err != nil {
+		return types.Job{}, err
+	}
+	job := types.Job{
+		Id:            id,
+		Owner:         msg.Owner,
+		Spec:          msg.Spec,
+		CreatedHeight: ctx.BlockHeight(),
+		Seed:          k.jobSeed(ctx, id),
+		Escrow:        msg.Deposit,
+		Deposited:     msg.Deposit,
+	}
+	if err := k.openAuction(ctx, &job, nil); err != nil {
+		return types.Job{}, err
+	}
+	return job, nil
+}
+
+func validateDeposit(c sdk.Coin, params types.Params) error {
+	if !c.IsValid() || !c.IsPositive() {
+		return errorsmod.Wrapf(types.ErrInvalidDeposit, "deposit must be a positive coin, got %s", c)
+	}
+	if c.Denom != params.Denom {
+		return errorsmod.Wrapf(types.ErrInvalidDeposit, "deposit must be in %s, got %s", params.Denom, c.Denom)
+	}
+	if c.IsLT(params.MinDeposit) {
+		return errorsmod.Wrapf(types.ErrInvalidDeposit, "deposit %s is below the minimum %s", c, params.MinDeposit)
+	}
+	return nil
+}
+
+// cancelJob closes a job at its owner's request, refunding what is left of its escrow
+// (MsgCancelJob).
+func (k Keeper) cancelJob(ctx sdk.Context, msg *types.MsgCancelJob) (sdk.Coin, error) {
+	job, err := k.GetJob(ctx, msg.JobId)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	if job.Owner != msg.Owner {
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrNotJobOwner, "job %d belongs to %s, not %s", job.Id, job.Owner, msg.Owner)
+	}
+	if job.State.IsTerminal() {
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrJobClosed, "job %d is already %s", job.Id, job.State)
+	}
+	return k.closeJob(ctx, &job, types.JOB_STATE_CANCELLED, types.LEASE_CLOSE_REASON_CANCELLED, "cancelled by owner")
+}
+
+// topUpDeposit adds to a live job's escrow (MsgTopUpDeposit) and returns the job as it is
+// now.
+func (k Keeper) topUpDeposit(ctx sdk.Context, depositor sdk.AccAddress, msg *types.MsgTopUpDeposit) (types.Job, error) {
+	job, err := k.GetJob(ctx, msg.JobId)
+	if err != nil {
+		return types.Job{}, err
+	}
+	if job.State.IsTerminal() {
+		return types.Job{}, errorsmod.Wrapf(types.ErrJobClosed, "job %d is %s", job.Id, job.State)
+	}
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return types.Job{}, err
+	}
+	if !msg.Amount.IsValid() || !msg.Amount.IsPositive() || msg.Amount.Denom != params.Denom {
+		return types.Job{}, errorsmod.Wrapf(types.ErrInvalidDeposit, "amount must be a positive amount of %s, got %s", params.Denom, msg.Amount)
+	}
+	// The transfer is the last check that can fail, so it comes before the first write.
+	if err := k.bankKeeper.SendCoinsFromAccountToModule(ctx, depositor, types.ModuleName, sdk.NewCoins(msg.Amount)); err != nil {
+		return types.Job{}, errorsmod.Wrapf(err, "topping up job %d with %s", job.Id, msg.Amount)
+	}
+	// Settle before crediting: time already worked is paid at the old balance, and the dry
+	// moment is recomputed from the new one.
+	if _, err := k.settleJob(ctx, &job); err != nil {
+		return types.Job{}, err
+	}
+	job.Escrow = job.Escrow.Add(msg.Amount)
+	job.Deposited = job.Deposited.Add(msg.Amount)
+	if err := k.scheduleTimeDeadline(ctx, &job); err != nil {
+		return types.Job{}, err
+	}
+	if err := k.Jobs.Set(ctx, job.Id, job); err != nil {
+		return types.Job{}, err
+	}
+	return job, nil
+}
+
+// updateParams replaces the params; only the authority may (MsgUpdateParams).
+func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) error {
+	if msg.Authority != k.authority {
+		return errorsmod.Wrapf(types.ErrInvalidAuthority, "expected %s, got %s", k.authority, msg.Authority)
+	}
+	if err := msg.Params.Validate(); err != nil {
+		return keeperutil.WrapCause(types.ErrInvalidParams, err, "")
+	}
+	return k.Params.Set(ctx, msg.Params)
+}
