@@ -35,23 +35,6 @@ func layoutOf(t *testing.T, chunkSize uint32, sizes ...int) (traindata.Layout, [
 	return layout, stream
 }
 
-func TestDataLayoutAddressesEveryByte(t *testing.T) {
-	layout, stream := layoutOf(t, 64, 1000, 37, 64, 513)
-	require.Equal(t, uint64(len(stream)), layout.Size())
-	require.Equal(t, uint64(16+1+1+9), layout.Chunks())
-	for off := uint64(0); off < layout.Size(); off++ {
-		n, ok := layout.ChunkAt(off)
-		require.True(t, ok)
-		_, _, start, end, ok := layout.Chunk(n)
-		require.True(t, ok)
-		require.True(t, start <= off && off < end, "byte %d not in chunk %d [%d, %d)", off, n, start, end)
-	}
-	_, ok := layout.ChunkAt(layout.Size())
-	require.False(t, ok)
-	_, _, _, _, ok = layout.Chunk(layout.Chunks())
-	require.False(t, ok)
-}
-
 func TestStepDataAcrossPieces(t *testing.T) {
 	layout, stream := layoutOf(t, 64, 700, 300, 65, 900)
 	data, err := traindata.NewStream(layout, stream)
