@@ -142,9 +142,13 @@ func MulShift(a, c int64, n int) int64 {
 	return ah*c<<uint(31-n) + ((al*c + half) >> uint(n))
 }
 
-// expCoef[n] = DIV(2^30, n!), n = 0..7: the Taylor coefficients of e^r.
-var expCoef = func() [8]int64 {
-	var c [8]int64
+// expDegree is the degree of the Taylor polynomial of e^r on [0, ln 2):
+// the truncation error r^10/10! < 7e-9 is below 8 units of 2^-30.
+const expDegree = 9
+
+// expCoef[n] = DIV(2^30, n!), n = 0..9: the Taylor coefficients of e^r.
+var expCoef = func() [expDegree + 1]int64 {
+	var c [expDegree + 1]int64
 	f := int64(1)
 	for n := range c {
 		if n > 0 {
@@ -155,9 +159,13 @@ var expCoef = func() [8]int64 {
 	return c
 }()
 
-// lnCoef[i] = DIV(2^30, 2i+1), i = 0..4: the atanh series of ln.
-var lnCoef = func() [5]int64 {
-	var c [5]int64
+// lnTerms is the number of terms of the atanh series: with s ≤ 1/3 the
+// truncation error 2·s^17/17 < 1e-9 is below 2 units of 2^-30.
+const lnTerms = 8
+
+// lnCoef[i] = DIV(2^30, 2i+1), i = 0..7: the atanh series of ln.
+var lnCoef = func() [lnTerms]int64 {
+	var c [lnTerms]int64
 	for i := range c {
 		c[i] = DIV(one30, int64(2*i+1))
 	}
@@ -166,13 +174,13 @@ var lnCoef = func() [5]int64 {
 
 // Exp returns e^(d/2^16) at FracProb for d ≤ 0 (d ≥ -2^47): range reduction
 // x = d·2^14 = k·L + r with L = round(ln2·2^30), k = floor(x/L), r in [0, L);
-// p = Horner(c7..c0) with p ← c_n + RS(p·r, 30); result RS(p, -k), which is
+// p = Horner(c9..c0) with p ← c_n + RS(p·r, 30); result RS(p, -k), which is
 // 0 once -k ≥ 33. Result in [0, 2^30].
 func Exp(d int64) int64 {
 	x := d << (FracProb - FracAct)
 	k, r := floorDivMod(x, ln2Q30)
-	p := expCoef[7]
-	for n := 6; n >= 0; n-- {
+	p := expCoef[expDegree]
+	for n := expDegree - 1; n >= 0; n-- {
 		p = expCoef[n] + RS(p*r, 30)
 	}
 	sh := -k
@@ -184,15 +192,15 @@ func Exp(d int64) int64 {
 
 // Ln returns ln(z/2^30) at FracProb for 2^30 ≤ z < 2^62: n = bitlen(z),
 // μ = RS(z, n-31) in [2^30, 2^31] (so z ≈ μ·2^(n-31)), s = DIV((μ-2^30)·2^30,
-// μ+2^30), s2 = RS(s², 30), p = Horner(a4..a0) with p ← a_i + RS(p·s2, 30),
+// μ+2^30), s2 = RS(s², 30), p = Horner(a7..a0) with p ← a_i + RS(p·s2, 30),
 // result RS(s·p, 29) + (n-31)·L.
 func Ln(z int64) int64 {
 	n := BitLen(z)
 	mu := RS(z, n-31)
 	s := DIV((mu-one30)<<30, mu+one30)
 	s2 := RS(s*s, 30)
-	p := lnCoef[4]
-	for i := 3; i >= 0; i-- {
+	p := lnCoef[lnTerms-1]
+	for i := lnTerms - 2; i >= 0; i-- {
 		p = lnCoef[i] + RS(p*s2, 30)
 	}
 	return RS(s*p, 29) + int64(n-31)*ln2Q30

@@ -9,6 +9,7 @@ pkg/exact Export), reproduces the exact model's next-token predictions to
 within rounding, and is the float32 baseline of the benchmarks.
 
   float_model.py predict DIR "prompt"    print the next-token argmax per position
+  float_model.py check DIR EXPECTED.json compare with the exact model's logits
 """
 import json
 import math
@@ -91,7 +92,29 @@ def load_pretrained(d, dtype=torch.float32):
     return m
 
 
+def check(d, expected_path):
+    """Compares the float32 model in d with the exact model's predictions
+    in expected_path ({"windows": [[bytes]], "argmax": [...], "logits":
+    [[...]]}, logits in nats) and prints agreement statistics."""
+    with open(expected_path) as f:
+        exp = json.load(f)
+    m = load_pretrained(d)
+    ids = torch.tensor(exp["windows"], dtype=torch.int64)
+    with torch.no_grad():
+        logits = m(ids).reshape(-1, m.vocab)
+    want = torch.tensor(exp["logits"], dtype=torch.float64).reshape(-1, m.vocab)
+    argmax_want = torch.tensor(exp["argmax"])
+    agree = (logits.argmax(-1) == argmax_want).double().mean().item()
+    diff = (logits.double() - want).abs()
+    print(json.dumps({"argmax_agreement": agree, "max_abs_logit_diff": diff.max().item(),
+                      "mean_abs_logit_diff": diff.mean().item(), "logit_range": (want.max() - want.min()).item(),
+                      "positions": int(argmax_want.numel())}))
+    return 0
+
+
 def main(argv):
+    if len(argv) == 3 and argv[0] == "check":
+        return check(argv[1], argv[2])
     if len(argv) == 3 and argv[0] == "predict":
         m = load_pretrained(argv[1])
         ids = torch.tensor([list(argv[2].encode())], dtype=torch.int64)

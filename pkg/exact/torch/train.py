@@ -7,6 +7,8 @@ and a command line to run steps and print roots.
   train.py steps ...       run N steps from a seed or a state, print roots
   train.py graph ...       print the operator graph as JSON
   train.py oproots ...     run one step, print every operator's output root
+  train.py arith           evaluate the arithmetic primitives on JSON vectors
+                           from stdin (used by the Go tests)
 
 Run `train.py steps --help` for the options. The device is CUDA when
 CUDA_VISIBLE_DEVICES names GPUs (and torch sees them), else CPU.
@@ -26,7 +28,9 @@ from depin_exact.config import Config  # noqa: E402
 
 
 def main(argv):
-    if not argv or argv[0] not in ("steps", "graph", "oproots", "forward"):
+    if argv and argv[0] == "arith":
+        return runtime.arith_vectors(sys.stdin, sys.stdout)
+    if not argv or argv[0] not in ("steps", "graph", "oproots"):
         return runtime.contract_main(argv)
     cmd, rest = argv[0], argv[1:]
     ap = argparse.ArgumentParser(prog=f"train.py {cmd}")

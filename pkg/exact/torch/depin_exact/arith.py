@@ -109,13 +109,15 @@ def mulshift(a, c, n: int) -> torch.Tensor:
     return ((ah * c) << (31 - n)) + ((al * c + half) >> n)
 
 
+EXP_DEGREE = 9
 EXP_COEF = []
 _f = 1
-for _n in range(8):
+for _n in range(EXP_DEGREE + 1):
     if _n > 0:
         _f *= _n
     EXP_COEF.append(div_int(ONE30, _f))
-LN_COEF = [div_int(ONE30, 2 * i + 1) for i in range(5)]
+LN_TERMS = 8
+LN_COEF = [div_int(ONE30, 2 * i + 1) for i in range(LN_TERMS)]
 
 
 def exp_q(d: torch.Tensor) -> torch.Tensor:
@@ -123,8 +125,8 @@ def exp_q(d: torch.Tensor) -> torch.Tensor:
     x = d << (FRAC_PROB - FRAC_ACT)
     k = floor_div(x, LN2_Q30)
     r = x - k * LN2_Q30
-    p = torch.full_like(x, EXP_COEF[7])
-    for n in range(6, -1, -1):
+    p = torch.full_like(x, EXP_COEF[EXP_DEGREE])
+    for n in range(EXP_DEGREE - 1, -1, -1):
         p = EXP_COEF[n] + rs(p * r, 30)
     return rs_t(p, -k)
 
@@ -135,8 +137,8 @@ def ln_q(z: torch.Tensor) -> torch.Tensor:
     mu = rs_t(z, n - 31)
     s = DIV((mu - ONE30) << 30, mu + ONE30)
     s2 = rs(s * s, 30)
-    p = torch.full_like(z, LN_COEF[4])
-    for i in range(3, -1, -1):
+    p = torch.full_like(z, LN_COEF[LN_TERMS - 1])
+    for i in range(LN_TERMS - 2, -1, -1):
         p = LN_COEF[i] + rs(p * s2, 30)
     return rs(s * p, 29) + (n - 31) * LN2_Q30
 

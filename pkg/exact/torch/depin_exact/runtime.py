@@ -142,3 +142,35 @@ def cli_run(cmd, cfg, a):
 def contract_main(argv):
     from .contract import run_contract
     return run_contract(argv)
+
+
+def arith_vectors(inp, out):
+    """Reads {"fn": [[args...], ...], ...} and writes {"fn": [results...]}:
+    the primitives on int64 tensors, for comparison with Go's."""
+    from . import arith as A
+    req = json.load(inp)
+    T = lambda xs: torch.tensor(xs, dtype=torch.int64)  # noqa: E731
+    res = {}
+    for fn, args in req.items():
+        cols = list(zip(*args)) if args else []
+        if fn == "rs":
+            r = A.rs_t(T(cols[0]), T(cols[1]))
+        elif fn == "div":
+            r = A.DIV(T(cols[0]), T(cols[1]))
+        elif fn == "mulshift":
+            r = torch.cat([A.mulshift(T([a]), T([c]), n) for a, c, n in args]) if args else T([])
+        elif fn == "isqrt":
+            r = A.isqrt(T(cols[0]))
+        elif fn == "bitlen":
+            r = A.bitlen(T(cols[0]))
+        elif fn == "exp":
+            r = A.exp_q(T(cols[0]))
+        elif fn == "ln":
+            r = A.ln_q(T(cols[0]))
+        elif fn == "schedule":
+            r = T([A.schedule(*a) for a in args])
+        else:
+            raise SystemExit(f"unknown primitive {fn}")
+        res[fn] = r.tolist()
+    json.dump(res, out)
+    return 0
