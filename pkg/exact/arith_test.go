@@ -156,7 +156,7 @@ func TestQShiftBoundary(t *testing.T) {
 
 func TestRequantSaturates(t *testing.T) {
 	require.Equal(t, int64(Max32), requant(1<<50, 0, 0, 0, Max32))
-	require.Equal(t, int64(-Max32), requant(-(1 << 50), 0, 0, 0, Max32))
+	require.Equal(t, int64(-Max32), requant(-(1<<50), 0, 0, 0, Max32))
 	require.Equal(t, int64(3), requant(5, -1, 0, 0, Max32), "5/2 rounds half up")
 	require.Equal(t, int64(-2), requant(-5, -1, 0, 0, Max32), "-5/2 rounds half up")
 	// Left shifts (n < 0) saturate instead of overflowing.
@@ -213,7 +213,7 @@ func TestMeanGradSaturates(t *testing.T) {
 	require.Equal(t, int64(1), meanGrad(1, 32), "0.5 rounds up")
 	require.Equal(t, int64(0), meanGrad(-1, 32), "-0.5 rounds up")
 	require.Equal(t, int64(Max32), meanGrad(1<<62-1, 4096))
-	require.Equal(t, int64(-Max32), meanGrad(-(1<<62 - 1), 1))
+	require.Equal(t, int64(-Max32), meanGrad(-(1<<62-1), 1))
 	require.Equal(t, int64(Max32), meanGrad(1<<58, 1<<22))
 }
 

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -428,4 +429,52 @@ func TestFloatModelReproducesExactPredictions(t *testing.T) {
 	require.GreaterOrEqual(t, res.Agreement, 0.99)
 	require.Less(t, res.MaxDiff, 0.02*res.Range)
 	require.Greater(t, res.Range, 5.0, "the model learned something to predict")
+}
+
+// gpu_check.py (here in its CPU mode) accepts Go's reference roots and
+// fails when one of them is wrong.
+func TestGPUCheckOnCPU(t *testing.T) {
+	type gcCase struct {
+		Name      string   `json:"name"`
+		Config    Config   `json:"config"`
+		Seed      string   `json:"seed"`
+		StreamB64 string   `json:"stream_b64"`
+		Roots     []string `json:"roots"`
+		Losses    []int64  `json:"losses"`
+	}
+	var cases []gcCase
+	for _, name := range []string{"L1-D16-C8", "L2-D30-H3-mb3"} {
+		cfg := crossConfigs()[name]
+		s, err := Init(cfg, testSeed)
+		require.NoError(t, err)
+		roots, losses, _ := goSteps(t, s, 2)
+		c := gcCase{Name: name, Config: s.Config, Seed: hex.EncodeToString(testSeed), Losses: losses}
+		c.StreamB64 = base64.StdEncoding.EncodeToString(testCorpus)
+		for _, r := range roots {
+			c.Roots = append(c.Roots, r.Hex())
+		}
+		cases = append(cases, c)
+	}
+	dir := t.TempDir()
+	write := func(name string, cs []gcCase) string {
+		b, err := json.Marshal(map[string]any{"cases": cs})
+		require.NoError(t, err)
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	good := write("good.json", cases)
+	out := runPy(t, nil, nil, "torch/gpu_check.py", "--expected", good, "--device", "cpu", "--speed", "small", "--speed-steps", "1", "--threads", "1")
+	require.Contains(t, string(out), `"roots_match": true`)
+	require.Contains(t, string(out), `"exact_over_float32"`)
+	require.Contains(t, string(out), `"exact_over_bf16"`)
+	cases[1].Roots[2] = strings.Repeat("0", 64)
+	bad := write("bad.json", cases)
+	cmd := exec.Command(python, "torch/gpu_check.py", "--expected", bad, "--device", "cpu", "--speed", "none")
+	res, err := cmd.Output()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "a wrong root must fail the check")
+	require.Equal(t, 1, ee.ExitCode())
+	require.Contains(t, string(res), `"first_differing_h": 2`)
+	require.Contains(t, string(res), `"roots_match": false`)
 }

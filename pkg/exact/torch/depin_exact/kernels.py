@@ -23,35 +23,41 @@ def k_qexp(op, ins, specs, out):
     return s - op.attr("frac")
 
 
+def pow2(e):
+    """2^e as float64 for an int64 tensor e in [-1022, 1023], built from
+    its bits (exact on every device, unlike pow)."""
+    return ((e + 1023) << 52).view(torch.float64)
+
+
 def k_qmant(op, ins, specs, out):
-    x = rows_view(ins[0], specs[0])
-    s = (ins[1] + op.attr("frac")).unsqueeze(1)
-    return rs_t(x, s).reshape(out.shape)
-
-
-def requant(acc, n, bound):
-    pos = clamp(rs_t(acc, n.clamp(min=0)), bound)
-    m = (-n).clamp(min=0, max=62)
-    lim = torch.full_like(m, bound) >> m
-    ok = (acc.abs() <= lim) & (-n < 62)
-    left = torch.where(ok, acc << m, torch.sign(acc) * bound)
-    return torch.where(n >= 0, pos, left)
+    # q = RS(x, s) with s = e + frac >= 0, computed as floor(x*2^-s + 1/2) in
+    # float64: x is an s32 value, so x*2^-s and adding 1/2 are exact. The
+    # mantissas stay float64 (exact integers), ready for the GEMM.
+    x = rows_view(ins[0], specs[0]).to(torch.float64)
+    s = ins[1] + op.attr("frac")
+    return torch.floor(x * pow2(-s).unsqueeze(1) + 0.5).reshape(out.shape)
 
 
 def k_matmul(op, ins, specs, out):
+    # C = RS(sum qa*qb, -(ea + eb + F)) clamped to +-bound, computed exactly in
+    # float64: scaling the rows of A by 2^(ea+F) and of B by 2^eb makes every
+    # product of one output element an integer multiple of the same power
+    # of two, so the GEMM's sums stay exact (|sum| < 2^50) whatever their
+    # order, and the sum is acc*2^(ea+eb+F). floor(C + 1/2) is then exactly
+    # RS(acc, n): for n <= 52 the addition is exact, for n >= 53 |C| < 1/8 and
+    # the result is 0 either way; beyond 2^52 the value saturates anyway.
     aq, ae, bq, be = ins
     frac, bound = op.attr("frac"), op.attr("bound")
     if len(out.shape) == 3:
         G, M, N = out.shape
-        A = aq.reshape(G, M, -1).to(torch.float64)
-        B = bq.reshape(G, N, -1).to(torch.float64)
-        acc = torch.bmm(A, B.transpose(1, 2)).to(I64)
-        n = -(ae.reshape(G, M, 1) + be.reshape(G, 1, N) + frac)
+        A = aq.reshape(G, M, -1) * pow2(ae.reshape(G, M, 1) + frac)
+        B = bq.reshape(G, N, -1) * pow2(be.reshape(G, N, 1))
+        C = torch.bmm(A, B.transpose(1, 2))
     else:
-        M, N = out.shape
-        acc = torch.mm(aq.to(torch.float64), bq.to(torch.float64).t()).to(I64)
-        n = -(ae.reshape(M, 1) + be.reshape(1, N) + frac)
-    return requant(acc, n, bound)
+        A = aq * pow2(ae + frac).unsqueeze(1)
+        B = bq * pow2(be).unsqueeze(1)
+        C = torch.mm(A, B.t())
+    return torch.floor(C + 0.5).clamp(min=-bound, max=bound).to(I64)
 
 
 def k_transpose(op, ins, specs, out):
