@@ -9,6 +9,8 @@
 //     number of steps, exact ÷ float32 (same initial weights, data and
 //     hyperparameters).
 //
+// Usage:
+//
 //	go run ./tools/exactbench [-threads 2] [-quality-steps 400] [-skip-quality]
 //
 // It needs /usr/bin/python3 with torch (Debian's python3-torch) and the
@@ -155,9 +157,8 @@ func fortunes() ([]byte, error) {
 
 func runPy(py string, args ...string) ([]byte, error) {
 	cmd := exec.Command(py, args...)
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-	_ = stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", py, strings.Join(args[:2], " "), err)
 	}
