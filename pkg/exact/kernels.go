@@ -200,15 +200,31 @@ func dot(a, b []int64) int64 {
 	return s0 + s1 + s2 + s3
 }
 
+// dot2x2 returns the four dot products of a0, a1 with b0, b1, sharing the
+// loads (exact integer sums, so blocking changes no result).
+func dot2x2(a0, a1, b0, b1 []int64) (s00, s01, s10, s11 int64) {
+	n := len(a0)
+	a1, b0, b1 = a1[:n], b0[:n], b1[:n]
+	for k := range n {
+		x0, x1, y0, y1 := a0[k], a1[k], b0[k], b1[k]
+		s00 += x0 * y0
+		s01 += x0 * y1
+		s10 += x1 * y0
+		s11 += x1 * y1
+	}
+	return
+}
+
 // matmul: C[g,m,n] = requant(Σ_k A[g,m,k]·B[g,n,k], Ae[g,m], Be[g,n]).
-// Inputs: A.q, A.e, B.q, B.e. Output view: rows g·M+m, columns n.
+// Inputs: A.q, A.e, B.q, B.e. Output view: rows g·M+m, columns n. Pairs of
+// rows of one group and pairs of columns are computed together.
 func evalMatmul(k *kctx, r0, r1, c0, c1 int, dst []int64, stride int) {
 	_, M, N, _ := mmDims(k)
 	frac, bound := int(k.op.Attr("frac")), k.op.Attr("bound")
 	ae, be := k.src.Row(1, 0), k.src.Row(3, 0)
 	brows := make([][]int64, c1-c0)
 	lastG := -1
-	for r := r0; r < r1; r++ {
+	for r := r0; r < r1; {
 		g := r / M
 		if g != lastG {
 			for n := c0; n < c1; n++ {
@@ -216,11 +232,31 @@ func evalMatmul(k *kctx, r0, r1, c0, c1 int, dst []int64, stride int) {
 			}
 			lastG = g
 		}
-		a, ea := k.src.Row(0, r), ae[r]
-		d := dst[(r-r0)*stride:]
-		for n := c0; n < c1; n++ {
-			d[n-c0] = requant(dot(a, brows[n-c0]), ea, be[g*N+n], frac, bound)
+		a0, ea0 := k.src.Row(0, r), ae[r]
+		d0 := dst[(r-r0)*stride:]
+		if r+1 < r1 && (r+1)/M == g {
+			a1, ea1 := k.src.Row(0, r+1), ae[r+1]
+			d1 := dst[(r+1-r0)*stride:]
+			n := c0
+			for ; n+1 < c1; n += 2 {
+				s00, s01, s10, s11 := dot2x2(a0, a1, brows[n-c0], brows[n+1-c0])
+				eb0, eb1 := be[g*N+n], be[g*N+n+1]
+				d0[n-c0] = requant(s00, ea0, eb0, frac, bound)
+				d0[n+1-c0] = requant(s01, ea0, eb1, frac, bound)
+				d1[n-c0] = requant(s10, ea1, eb0, frac, bound)
+				d1[n+1-c0] = requant(s11, ea1, eb1, frac, bound)
+			}
+			if n < c1 {
+				d0[n-c0] = requant(dot(a0, brows[n-c0]), ea0, be[g*N+n], frac, bound)
+				d1[n-c0] = requant(dot(a1, brows[n-c0]), ea1, be[g*N+n], frac, bound)
+			}
+			r += 2
+			continue
 		}
+		for n := c0; n < c1; n++ {
+			d0[n-c0] = requant(dot(a0, brows[n-c0]), ea0, be[g*N+n], frac, bound)
+		}
+		r++
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -477,4 +478,81 @@ func TestGPUCheckOnCPU(t *testing.T) {
 	require.Equal(t, 1, ee.ExitCode())
 	require.Contains(t, string(res), `"first_differing_h": 2`)
 	require.Contains(t, string(res), `"roots_match": false`)
+}
+
+// A job started from float weights (DEPIN_INIT_WEIGHTS in train.py,
+// TrainOptions.Initial from ImportSafetensors in Go) quantizes them by the
+// same rule and trains to the same checkpoints.
+func TestInitialWeightsImportMatchesAcrossImplementations(t *testing.T) {
+	cfg := crossConfigs()["L1-D16-C8"]
+	donor := trained(t, Config{Model: cfg.Model, Train: TrainConfig{Batch: 2, LR: 3e-2}}, 3)
+	wdir := t.TempDir()
+	require.NoError(t, Export(donor, wdir))
+	weights := filepath.Join(wdir, SafetensorsFileName)
+	initial, err := ImportSafetensors(cfg, weights)
+	require.NoError(t, err)
+	data := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(data, "corpus.txt"), testCorpus, 0o644))
+	goOut, pyOut := t.TempDir(), t.TempDir()
+	require.NoError(t, Train(context.Background(), TrainOptions{Config: cfg, Seed: testSeed, Stream: testCorpus, OutputDir: goOut,
+		Initial: initial, TotalSteps: 2, CheckpointInterval: 2}))
+	cfgJSON, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	runPy(t, nil, append(trainerEnv(cfgJSON, pyOut, data, "", 0, 2, 2), "DEPIN_INIT_WEIGHTS="+weights), trainPy)
+	g, p := readDirFiles(t, goOut), readDirFiles(t, pyOut)
+	require.Equal(t, g["checkpoints/step-2/trace.txt"], p["checkpoints/step-2/trace.txt"])
+	require.Equal(t, g["checkpoints/step-2/state"], p["checkpoints/step-2/state"])
+	h0 := strings.Fields(string(g["checkpoints/step-2/trace.txt"]))[0]
+	require.Equal(t, initial.Root().Hex(), h0, "h_0 is the imported state")
+}
+
+// SIGTERM stops train.py between steps: it exits with status 143 without
+// DONE, and every checkpoint it completed is valid.
+func TestTorchTrainerStopsOnSIGTERM(t *testing.T) {
+	requireTorch(t)
+	cfg := crossConfigs()["L1-D16-C8"]
+	cfgJSON, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	data, out := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(data, "corpus.txt"), testCorpus, 0o644))
+	cmd := exec.Command(python, trainPy)
+	cmd.Env = append(os.Environ(), trainerEnv(cfgJSON, out, data, "", 0, 100000, 2)...)
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(CheckpointDir(out, 2), CompleteMarkerName)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("train.py wrote no checkpoint within 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("train.py did not stop within a minute of SIGTERM")
+	}
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 143, ee.ExitCode())
+	_, err = os.Stat(filepath.Join(out, DoneMarkerName))
+	require.True(t, os.IsNotExist(err))
+	entries, err := os.ReadDir(filepath.Join(out, CheckpointsDirName))
+	require.NoError(t, err)
+	for _, e := range entries {
+		dir := filepath.Join(out, CheckpointsDirName, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, CompleteMarkerName)); err != nil {
+			continue
+		}
+		st, err := LoadCheckpointState(dir)
+		require.NoError(t, err, e.Name())
+		trace := strings.Fields(string(readDirFiles(t, dir)[TraceFileName]))
+		require.Equal(t, st.Root().Hex(), trace[len(trace)-1])
+	}
 }
