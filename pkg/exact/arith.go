@@ -172,11 +172,12 @@ var lnCoef = func() [lnTerms]int64 {
 	return c
 }()
 
-// Exp returns e^(d/2^16) at FracProb for d ≤ 0 (d ≥ -2^47): range reduction
+// expPoly is the polynomial exponential that generates Exp's tables:
+// e^(d/2^16) at FracProb for d ≤ 0 (d ≥ -2^47) by range reduction
 // x = d·2^14 = k·L + r with L = round(ln2·2^30), k = floor(x/L), r in [0, L);
 // p = Horner(c9..c0) with p ← c_n + RS(p·r, 30); result RS(p, -k), which is
 // 0 once -k ≥ 33. Result in [0, 2^30].
-func Exp(d int64) int64 {
+func expPoly(d int64) int64 {
 	x := d << (FracProb - FracAct)
 	k, r := floorDivMod(x, ln2Q30)
 	p := expCoef[expDegree]
@@ -188,6 +189,31 @@ func Exp(d int64) int64 {
 		return 0
 	}
 	return RS(p, int(sh))
+}
+
+// The tables of Exp: expT1[a] = expPoly(-a·2^16) for a = 0..31 (the entries
+// from 22 on are 0), expT2[b] = expPoly(-b·2^8) and expT3[c] = expPoly(-c)
+// for b, c = 0..255.
+var expT1, expT2, expT3 = func() (t1 [32]int64, t2, t3 [256]int64) {
+	for i := range t1 {
+		t1[i] = expPoly(-int64(i) << 16)
+	}
+	for i := range t2 {
+		t2[i] = expPoly(-int64(i) << 8)
+		t3[i] = expPoly(-int64(i))
+	}
+	return
+}()
+
+// Exp returns e^(d/2^16) at FracProb for d ≤ 0: with u = -d split into
+// a = min(u >> 16, 31), b = (u >> 8) & 255, c = u & 255,
+// Exp(d) = RS(RS(T1[a]·T2[b], 30)·T3[c], 30). Result in [0, 2^30], within a
+// few units of 2^-30 of e^(d/2^16); three lookups instead of a polynomial,
+// so that it costs a dozen tensor operations instead of fifty.
+func Exp(d int64) int64 {
+	u := -d
+	a := min(u>>16, 31)
+	return RS(RS(expT1[a]*expT2[(u>>8)&255], 30)*expT3[u&255], 30)
 }
 
 // Ln returns ln(z/2^30) at FracProb for 2^30 ≤ z < 2^62: n = bitlen(z),

@@ -111,13 +111,17 @@ func TestExpLnAccuracy(t *testing.T) {
 	require.Equal(t, int64(1<<30), Exp(0))
 	require.Equal(t, int64(0), Exp(-1<<40))
 	require.Equal(t, int64(0), Exp(-(40 << 16)), "e^-40 is below 2^-31")
-	worst := 0.0
+	worst, worstPoly := 0.0, 0.0
 	for d := int64(0); d >= -30<<16; d -= 997 {
-		got := float64(Exp(d))
 		want := math.Exp(float64(d)/65536) * (1 << 30)
-		worst = max(worst, math.Abs(got-want))
+		worst = max(worst, math.Abs(float64(Exp(d))-want))
+		worstPoly = max(worstPoly, math.Abs(float64(expPoly(d))-want))
 	}
-	require.Less(t, worst, 4.0, "Exp error in units of 2^-30")
+	require.Less(t, worstPoly, 4.0, "polynomial exp error in units of 2^-30")
+	require.Less(t, worst, 8.0, "table exp error in units of 2^-30")
+	for _, d := range []int64{-1, -255, -256, -65535, -65536, -(21 << 16), -(22 << 16), -(1 << 32)} {
+		require.InDelta(t, math.Exp(float64(d)/65536)*(1<<30), float64(Exp(d)), 8, "Exp(%d)", d)
+	}
 	require.Equal(t, int64(0), Ln(1<<30))
 	worst = 0
 	for z := int64(1 << 30); z < 300<<30; z += 123456789 {

@@ -120,15 +120,37 @@ LN_TERMS = 8
 LN_COEF = [div_int(ONE30, 2 * i + 1) for i in range(LN_TERMS)]
 
 
-def exp_q(d: torch.Tensor) -> torch.Tensor:
-    """e^(d/2^16) at Q30 for d <= 0."""
+def exp_poly_int(d: int) -> int:
+    """The polynomial exponential that generates exp_q's tables (Python ints)."""
     x = d << (FRAC_PROB - FRAC_ACT)
-    k = floor_div(x, LN2_Q30)
+    k = x // LN2_Q30
     r = x - k * LN2_Q30
-    p = torch.full_like(x, EXP_COEF[EXP_DEGREE])
+    p = EXP_COEF[EXP_DEGREE]
     for n in range(EXP_DEGREE - 1, -1, -1):
-        p = EXP_COEF[n] + rs(p * r, 30)
-    return rs_t(p, -k)
+        p = EXP_COEF[n] + rs_int(p * r, 30)
+    return 0 if -k >= 40 else rs_int(p, -k)
+
+
+EXP_T1 = [exp_poly_int(-(i << 16)) for i in range(32)]
+EXP_T2 = [exp_poly_int(-(i << 8)) for i in range(256)]
+EXP_T3 = [exp_poly_int(-i) for i in range(256)]
+_EXP_TABLES = {}
+
+
+def _exp_tables(device):
+    key = str(device)
+    t = _EXP_TABLES.get(key)
+    if t is None:
+        t = _EXP_TABLES[key] = tuple(torch.tensor(x, dtype=torch.int64, device=device) for x in (EXP_T1, EXP_T2, EXP_T3))
+    return t
+
+
+def exp_q(d: torch.Tensor) -> torch.Tensor:
+    """e^(d/2^16) at Q30 for d <= 0: RS(RS(T1[a]*T2[b], 30)*T3[c], 30)."""
+    t1, t2, t3 = _exp_tables(d.device)
+    u = -d
+    a = (u >> 16).clamp(max=31)
+    return rs(rs(t1[a] * t2[(u >> 8) & 255], 30) * t3[u & 255], 30)
 
 
 def ln_q(z: torch.Tensor) -> torch.Tensor:

@@ -15,9 +15,14 @@ def rows_view(t, spec):
     return t.reshape(spec.rows(), spec.cols())
 
 
+def row_absmax(x):
+    mn, mx = torch.aminmax(x, dim=1)
+    return torch.maximum(mx, -mn)
+
+
 def k_qexp(op, ins, specs, out):
     x = rows_view(ins[0], specs[0])
-    a = x.abs().amax(dim=1)
+    a = row_absmax(x)
     s = (bitlen(a) - 15).clamp(min=0)
     s = s + (rs_t(a, s) > MAXQ).to(I64)
     return s - op.attr("frac")
@@ -35,7 +40,7 @@ def k_qmant(op, ins, specs, out):
     # mantissas stay float64 (exact integers), ready for the GEMM.
     x = rows_view(ins[0], specs[0]).to(torch.float64)
     s = ins[1] + op.attr("frac")
-    return torch.floor(x * pow2(-s).unsqueeze(1) + 0.5).reshape(out.shape)
+    return x.mul_(pow2(-s).unsqueeze(1)).add_(0.5).floor_().reshape(out.shape)
 
 
 def k_matmul(op, ins, specs, out):
@@ -57,7 +62,7 @@ def k_matmul(op, ins, specs, out):
         A = aq * pow2(ae + frac).unsqueeze(1)
         B = bq * pow2(be).unsqueeze(1)
         C = torch.mm(A, B.t())
-    return torch.floor(C + 0.5).clamp(min=-bound, max=bound).to(I64)
+    return C.add_(0.5).floor_().clamp_(min=-bound, max=bound).to(I64)
 
 
 def k_transpose(op, ins, specs, out):
@@ -90,7 +95,7 @@ def k_embed_grad_pos(op, ins, specs, out):
 
 
 def rms_stats(x, eps):
-    a = x.abs().amax(dim=1)
+    a = row_absmax(x)
     s = (bitlen(a) - 24).clamp(min=0)
     y = rs_t(x, s.unsqueeze(1))
     ss = (y * y).sum(dim=1)
