@@ -220,18 +220,32 @@ func stateTensorSpec(p ParamSpec, suffix string) (DType, int, []int) {
 // valid). Its inputs are "step" ([1] i64), "mb<k>.window" ([micro_batch,
 // context+1] u8) for each micro-batch k and the state tensors; its results
 // are "next.<p>.w|m|v" and "loss" ([1] i64, Q30, the step's mean loss).
-// Graphs are cached per config.
+// The last few graphs are cached (by config); a Graph must not be
+// modified.
 func TrainGraph(cfg Config) *Graph {
 	key := cfg.WithDefaults().Hyper()
-	if g, ok := graphCache.Load(key); ok {
-		return g.(*Graph)
+	graphCache.Lock()
+	g, ok := graphCache.m[key]
+	graphCache.Unlock()
+	if ok {
+		return g
 	}
-	g := buildTrainGraph(cfg)
-	graphCache.Store(key, g)
+	g = buildTrainGraph(cfg)
+	graphCache.Lock()
+	defer graphCache.Unlock()
+	if len(graphCache.m) >= maxCachedGraphs {
+		clear(graphCache.m) // configs are few in practice; a bound is what matters
+	}
+	graphCache.m[key] = g
 	return g
 }
 
-var graphCache sync.Map // Hyper -> *Graph
+const maxCachedGraphs = 16
+
+var graphCache = struct {
+	sync.Mutex
+	m map[Hyper]*Graph
+}{m: map[Hyper]*Graph{}}
 
 func buildTrainGraph(cfg Config) *Graph {
 	mb := newModelBuilder(cfg)
