@@ -556,3 +556,26 @@ func TestTorchTrainerStopsOnSIGTERM(t *testing.T) {
 		require.Equal(t, st.Root().Hex(), trace[len(trace)-1])
 	}
 }
+
+// train.py with DEPIN_TORCH_PROCS=2 (gloo) writes Go's checkpoints, with
+// more micro-batches than processes and with fewer.
+func TestTorchTrainerDataParallelMatchesGoTrain(t *testing.T) {
+	for _, cfg := range []Config{
+		{Model: ModelConfig{Layers: 1, DModel: 16, Heads: 2, DFF: 32, Context: 8, Vocab: 256},
+			Train: TrainConfig{Batch: 3, MicroBatch: 1, LR: 1e-2}},
+		crossConfigs()["L1-D16-C8"], // one micro-batch: the second process adds zeros
+	} {
+		cfgJSON, err := json.Marshal(cfg)
+		require.NoError(t, err)
+		data, goOut, pyOut := t.TempDir(), t.TempDir(), t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(data, "corpus.txt"), testCorpus, 0o644))
+		require.NoError(t, Train(context.Background(), TrainOptions{Config: cfg, Seed: testSeed, Stream: testCorpus, OutputDir: goOut,
+			TotalSteps: 3, CheckpointInterval: 2}))
+		runPy(t, nil, append(trainerEnv(cfgJSON, pyOut, data, "", 0, 3, 2), "DEPIN_TORCH_PROCS=2"), trainPy)
+		g, p := readDirFiles(t, goOut), readDirFiles(t, pyOut)
+		for _, rel := range []string{"checkpoints/step-2/state", "checkpoints/step-2/trace.txt", "checkpoints/step-3/state", "checkpoints/step-3/trace.txt", DoneMarkerName} {
+			require.Contains(t, p, rel)
+			require.Equal(t, g[rel], p[rel], rel)
+		}
+	}
+}
