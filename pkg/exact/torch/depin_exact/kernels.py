@@ -1,7 +1,9 @@
 """One full-tensor torch function per operator kind, computing exactly the
-integers of pkg/exact/kernels.go. Every tensor is int64 (whatever its
-canonical dtype); contractions run as float64 GEMMs on integer values,
-which are exact (every partial sum is an integer below 2^53)."""
+integers of pkg/exact/kernels.go. Tensors are int64 whatever their canonical
+dtype, except the int16 mantissas of contraction operands, which are held as
+float64 (exact integers) for the float64 GEMMs; those are exact because every
+partial sum is an integer multiple of one power of two below 2^50 of it (see
+k_matmul)."""
 import torch
 
 from .arith import (DIV, FRAC_ACT, FRAC_GRAD, FRAC_PROB, FRAC_W, MAX32, MAX_GRAD_PART, MAX_LOSS_TOK,
@@ -38,7 +40,7 @@ def k_qmant(op, ins, specs, out):
     # q = RS(x, s) with s = e + frac >= 0, computed as floor(x*2^-s + 1/2) in
     # float64: x is an s32 value, so x*2^-s and adding 1/2 are exact. The
     # mantissas stay float64 (exact integers), ready for the GEMM.
-    x = rows_view(ins[0], specs[0]).to(torch.float64)
+    x = rows_view(ins[0], specs[0]).to(torch.float64, copy=True)  # in-place below
     s = ins[1] + op.attr("frac")
     return x.mul_(pow2(-s).unsqueeze(1)).add_(0.5).floor_().reshape(out.shape)
 
