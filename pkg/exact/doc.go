@@ -52,8 +52,10 @@
 // phase, micro-batch) over named tensors ([TensorSpec]: dtype, shape,
 // fixed-point position). [Executor] runs it, splitting each operator's
 // output over goroutines, and shows every output to an [Observer] — the
-// hook for per-operator records (index, kind, input roots, output root,
-// with [Tensor.Root]). Each operator kind has one kernel that computes any
+// hook for per-operator records: [Executor.StepRecords] returns
+// (index, kind, input roots, output root) for every operator, and
+// [Tensor.ChunkProof] opens one 4 KiB chunk of a tensor against its
+// [Tensor.Root]. Each operator kind has one kernel that computes any
 // rectangle of its output from a [Source] of input rows;
 // [Graph.ChunkNeeds] lists the input rectangles one 4 KiB output chunk
 // depends on and [Graph.EvalChunk] recomputes that chunk from just those

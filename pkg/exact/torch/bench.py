@@ -121,8 +121,11 @@ def bpb_float(m, windows, bs=32):
 
 
 def quality(a):
-    cfg = Config.from_dict(json.loads(a.config) if a.config else QUALITY_CONFIG)
     steps = a.steps
+    d = json.loads(a.config) if a.config else json.loads(json.dumps(QUALITY_CONFIG))
+    if not a.config:
+        d["train"]["decay_steps"] = steps  # warm up, then decay linearly to min_lr at the last step
+    cfg = Config.from_dict(d)
     stream = fortunes_stream()
     cut = len(stream) * 9 // 10
     train, heldout = stream[:cut], stream[cut:]
