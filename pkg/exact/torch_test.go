@@ -166,12 +166,21 @@ func TestTorchArithmeticMatchesGo(t *testing.T) {
 		add("div", int64(r.Uint64()>>(2+r.IntN(40)))*int64(1-2*r.IntN(2)), 1+int64(r.Uint64()>>(3+r.IntN(59))))
 		add("mulshift", int64(r.Uint64()>>(2+r.IntN(30)))*int64(1-2*r.IntN(2)), int64(r.Uint64()>>33)*int64(1-2*r.IntN(2)), 30+int64(r.IntN(2))*16)
 		add("isqrt", int64(r.Uint64()>>(2+r.IntN(61))))
-		add("bitlen", int64(r.Uint64()>>(1+r.IntN(62))))
+		add("bitlen", int64(r.Uint64()>>(11+r.IntN(52)))) // the domain: |v| < 2^53
 		add("exp", -int64(r.Uint64()>>(16+r.IntN(48))))
 		add("ln", 1<<30+int64(r.Uint64()>>(24+r.IntN(40))))
 	}
 	for _, v := range []int64{0, 1, 3, 1<<62 - 1, 4611686014132420609} {
 		add("isqrt", v)
+	}
+	for _, v := range []int64{0, 1, 2, 1<<52 - 1, 1 << 52, 1<<53 - 1, -(1<<53 - 1)} {
+		add("bitlen", v)
+	}
+	for _, v := range []int64{0, 1, 32767, 32768, 65534, 65535, 65536, 131069, 131070, 131071, 1<<31 - 1, -(1<<31 - 1), -65535} {
+		add("qshift", v)
+	}
+	for range 200 {
+		add("qshift", int64(r.Uint64()>>(33+r.IntN(31)))*int64(1-2*r.IntN(2)))
 	}
 	for _, v := range []int64{0, -1, -(1 << 32), -(1 << 47)} {
 		add("exp", v)
@@ -202,6 +211,8 @@ func TestTorchArithmeticMatchesGo(t *testing.T) {
 				want = ISqrt(a[0])
 			case "bitlen":
 				want = int64(BitLen(a[0]))
+			case "qshift":
+				want = int64(qShift(max(a[0], -a[0])))
 			case "exp":
 				want = Exp(a[0])
 			case "ln":

@@ -59,6 +59,7 @@ func main() {
 	py := flag.String("python", "/usr/bin/python3", "Python with torch")
 	flag.Parse()
 	runtime.GOMAXPROCS(*threads)
+	threadsEnv = fmt.Sprint(*threads)
 	root, err := repoRoot()
 	if err != nil {
 		fail(err)
@@ -155,8 +156,15 @@ func fortunes() ([]byte, error) {
 	return out, nil
 }
 
+// threadsEnv is the thread count for the Python processes' BLAS and OpenMP.
+var threadsEnv = "2"
+
 func runPy(py string, args ...string) ([]byte, error) {
 	cmd := exec.Command(py, args...)
+	// Debian's torch does not know its libblas is OpenBLAS, so
+	// torch.set_num_threads does not reach it: pin its pool (and OpenMP's)
+	// to the same thread count explicitly.
+	cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS="+threadsEnv, "OMP_NUM_THREADS="+threadsEnv)
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {

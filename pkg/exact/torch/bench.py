@@ -39,7 +39,22 @@ QUALITY_CONFIG = {"model": {"layers": 2, "d_model": 128, "heads": 4, "d_ff": 512
                             "weight_decay": 0.1}}
 
 
+def blas_threads():
+    import ctypes
+    for lib in ("libopenblas.so.0", "libblas.so.3"):
+        try:
+            return ctypes.CDLL(lib).openblas_get_num_threads()
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def blas_name():
+    n = blas_threads()
+    return _blas_name() + (f", {n} BLAS threads" if n else "")
+
+
+def _blas_name():
     for p in ("/usr/lib/x86_64-linux-gnu/libblas.so.3", "/usr/lib/aarch64-linux-gnu/libblas.so.3"):
         if os.path.exists(p):
             real = os.path.realpath(p)

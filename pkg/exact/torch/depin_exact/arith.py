@@ -76,14 +76,11 @@ def clamp32(v: torch.Tensor) -> torch.Tensor:
 
 
 def bitlen(v: torch.Tensor) -> torch.Tensor:
-    """Number of bits of |v| (v > INT64_MIN)."""
-    x = v.abs()
-    n = torch.zeros_like(x)
-    for s in (32, 16, 8, 4, 2, 1):
-        hi = (x >> s) > 0
-        x = torch.where(hi, x >> s, x)
-        n = n + hi.to(torch.int64) * s
-    return n + (x > 0).to(torch.int64)
+    """Number of bits of |v| for |v| < 2^53 (every use: s32 values, sums of
+    squares below 2^50, Z below 2^40): the float64 conversion is exact, so
+    its biased exponent is bitlen + 1022 (and 0 maps to 0)."""
+    e = (v.abs().to(torch.float64).view(torch.int64) >> 52) - 1022
+    return e.clamp(min=0)
 
 
 def isqrt(v: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,9 @@ def k_qexp(op, ins, specs, out):
     x = rows_view(ins[0], specs[0])
     a = row_absmax(x)
     s = (bitlen(a) - 15).clamp(min=0)
-    s = s + (rs_t(a, s) > MAXQ).to(I64)
+    # One more bit when RS(a, s) would round up to 32768, i.e. when s > 0 and
+    # a >= 65535 * 2^(s-1) (a < 32768 * 2^s already).
+    s = s + ((s > 0) & (a >= (torch.full_like(s, 65535) << (s - 1).clamp(min=0)))).to(I64)
     return s - op.attr("frac")
 
 

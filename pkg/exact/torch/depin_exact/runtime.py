@@ -167,6 +167,11 @@ def arith_vectors(inp, out):
             r = A.exp_q(T(cols[0]))
         elif fn == "ln":
             r = A.ln_q(T(cols[0]))
+        elif fn == "qshift":  # qexp of a one-element row at frac 0 is qShift(|x|)
+            from .kernels import k_qexp
+            from .graph import Op, TensorSpec
+            x = T(cols[0]).reshape(-1, 1)
+            r = k_qexp(Op(0, "qexp", [0], 1, [("frac", 0)], "", -1), [x], [TensorSpec(0, "x", "i32", list(x.shape), 0)], None)
         elif fn == "schedule":
             r = T([A.schedule(*a) for a in args])
         else:
