@@ -44,7 +44,8 @@ FUZZ_TARGETS := \
 	./x/staking_ext/keeper:FuzzValidateRegisterProvider:6000x \
 	./pkg/merkle:FuzzVerifyInclusion:300000x \
 	./pkg/merkle:FuzzStreamRoot:100000x \
-	./pkg/reftrainer:FuzzDecode:1000000x
+	./pkg/reftrainer:FuzzDecode:1000000x \
+	./pkg/exact:FuzzDecode:600000x
 FUZZ_TIME ?=
 
 .PHONY: all build build-prev install deps test test-unit test-e2e test-fuzz test-long lint bench demo \
@@ -139,6 +140,8 @@ bench: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
+	@# The exact transformer against float32 PyTorch (docs/exact-arithmetic.md): speed and quality ratios.
+	$(GO) run ./tools/exactbench | tee $(BUILD_DIR)/bench-exact.txt
 	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./tools/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
@@ -195,3 +198,13 @@ proto-check: proto-gen
 
 clean:
 	rm -rf $(BUILD_DIR) third_party .gen .demo
+
+## gpu-check: on a machine with an NVIDIA GPU, the exact workload's PyTorch path on CUDA against Go's roots,
+##            with speed ratios against float32 and bf16 PyTorch (the GPU host needs only python3 + torch:
+##            copy build/exact-roots.json and pkg/exact/torch there and run the second command)
+GPU_PYTHON ?= python3
+.PHONY: gpu-check
+gpu-check:
+	@mkdir -p $(BUILD_DIR)
+	$(GO) run ./tools/exactroots -out $(BUILD_DIR)/exact-roots.json
+	$(GPU_PYTHON) pkg/exact/torch/gpu_check.py --expected $(BUILD_DIR)/exact-roots.json

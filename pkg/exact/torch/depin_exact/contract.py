@@ -1,0 +1,112 @@
+"""The trainer contract (provider/trainer/CONTRACT.md) for the exact
+workload: DEPIN_* environment in, checkpoints, trace and metrics out."""
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+
+from . import executor
+from .config import Config
+from .data import read_stream_dir, step_batch
+from .runtime import pick_device, run_parallel
+from .state import decode, init_state
+
+_stop = {"flag": False}
+
+
+def _on_term(signum, frame):
+    _stop["flag"] = True
+
+
+def fsync_write(path, data: bytes):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def env(name, required=True):
+    v = os.environ.get(name)
+    if v is None and required:
+        raise SystemExit(f"{name} is not set (see provider/trainer/CONTRACT.md)")
+    return v or ""
+
+
+def _train(device, dist, cfg, start_bytes, seed, stream, total, interval, out_dir):
+    rank = 0 if dist is None else dist[0]
+    signal.signal(signal.SIGTERM, _on_term)  # spawned ranks stop between steps too
+    st = decode(start_bytes).to(device)
+    trace = [st.to("cpu").root()]
+    nxt = min(st.step + interval, total)
+    metrics = open(os.path.join(out_dir, "metrics.jsonl"), "a") if rank == 0 else None
+    while st.step < total:
+        stop = torch.tensor([1 if _stop["flag"] else 0], dtype=torch.int64, device=device)
+        if dist is not None:
+            dist[2](stop)  # every rank stops at the same step
+        if int(stop.item()):
+            if metrics:
+                metrics.close()
+            return {"stopped": st.step}
+        t0 = time.time()
+        st = executor.step(st, step_batch(cfg, seed, st.step, stream), device=device, dist=dist)
+        if rank != 0:
+            continue
+        cpu = st.to("cpu")
+        root = cpu.root()
+        trace.append(root)
+        metrics.write(json.dumps({"step": st.step, "loss": st.loss / float(1 << 30), "loss_q30": st.loss,
+                                  "root": root.hex(), "seconds": round(time.time() - t0, 4)}) + "\n")
+        if st.step == nxt:
+            metrics.flush()
+            os.fsync(metrics.fileno())
+            d = os.path.join(out_dir, "checkpoints", f"step-{st.step}")
+            os.makedirs(d, exist_ok=True)
+            fsync_write(os.path.join(d, "state"), cpu.encode())
+            fsync_write(os.path.join(d, "trace.txt"), "".join(h.hex() + "\n" for h in trace).encode())
+            fsync_write(os.path.join(d, "COMPLETE"), b"")
+            trace = [root]
+            nxt = min(st.step + interval, total)
+    if metrics:
+        metrics.close()
+    return {"stopped": None}
+
+
+def run_contract(argv):
+    signal.signal(signal.SIGTERM, _on_term)
+    out_dir = env("DEPIN_OUTPUT_DIR")
+    resume = env("DEPIN_RESUME_FROM")
+    data_dir = env("DEPIN_DATA_DIR")
+    start, total = int(env("DEPIN_START_STEP")), int(env("DEPIN_TOTAL_STEPS"))
+    interval = int(env("DEPIN_CHECKPOINT_INTERVAL"))
+    seed = bytes.fromhex(env("DEPIN_JOB_SEED"))
+    cfgtext = env("DEPIN_EXACT_CONFIG")
+    if cfgtext.startswith("@"):
+        cfgtext = open(cfgtext[1:]).read()
+    cfg = Config.from_json(cfgtext)
+    if resume:
+        with open(os.path.join(resume, "state"), "rb") as f:
+            st = decode(f.read())
+        if st.step != start or st.config.hyper() != cfg.hyper():
+            raise SystemExit(f"resume state is at step {st.step} of another config or step (want {start})")
+    elif start != 0:
+        raise SystemExit("DEPIN_START_STEP > 0 needs DEPIN_RESUME_FROM")
+    elif os.environ.get("DEPIN_INIT_WEIGHTS"):
+        from .safetensors_io import import_weights
+        st = import_weights(cfg, os.environ["DEPIN_INIT_WEIGHTS"])
+    else:
+        st = init_state(cfg, seed)
+    stream = read_stream_dir(data_dir)
+    device = pick_device("auto")
+    nproc = int(os.environ.get("DEPIN_TORCH_PROCS", "0") or 0)
+    if nproc <= 0:
+        nproc = torch.cuda.device_count() if device == "cuda" else 1
+    os.makedirs(os.path.join(out_dir, "checkpoints"), exist_ok=True)
+    res = run_parallel(nproc, device, _train, cfg, st.encode(), seed, stream, total, interval, out_dir)
+    if res["stopped"] is not None:
+        print(f"stopped by SIGTERM after step {res['stopped']}", file=sys.stderr)
+        return 143
+    fsync_write(os.path.join(out_dir, "DONE"), b"")
+    return 0
