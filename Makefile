@@ -82,7 +82,7 @@ install:
 	$(GO) install -ldflags '-X main.Version=$(VERSION)' ./provider/cmd/depinprovider
 
 ## deps: the Debian packages tests, benchmarks and the demo need (python3-torch, libopenblas0-pthread,
-##       fortunes), installed with apt-get when one is missing; a dpkg query when none is
+##       fortunes, prometheus for promtool), installed with apt-get when one is missing; a dpkg query when none is
 deps:
 	@./scripts/deps.sh
 

@@ -445,7 +445,12 @@ func (app *App) AutoCliOpts() autocli.AppOptions {
 }
 
 // RegisterAPIRoutes registers the gRPC-gateway routes of every module on the API server.
+// Enum-typed query parameters take the value's name as well as its number
+// (see gateway.go).
 func (app *App) RegisterAPIRoutes(apiSvr *api.Server, apiConfig config.APIConfig) {
+	if err := gatewayEnumsOnce(); err != nil {
+		app.Logger().Error("REST enum query parameters take numbers only", "err", err)
+	}
 	clientCtx := apiSvr.ClientCtx
 	authtx.RegisterGRPCGatewayRoutes(clientCtx, apiSvr.GRPCGatewayRouter)
 	cmtservice.RegisterGRPCGatewayRoutes(clientCtx, apiSvr.GRPCGatewayRouter)

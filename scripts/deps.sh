@@ -7,8 +7,10 @@
 #   libopenblas0-pthread  the BLAS python3-torch uses for CPU speed (without it Debian's
 #                         reference BLAS is ~40x slower); benchmarks name the BLAS
 #   fortunes              /usr/share/games/fortunes: a real English corpus for tests
+#   prometheus            its promtool tests the alerting rules in docs/monitoring
+#                         (make test); the server itself is not started
 set -euo pipefail
-packages=(python3-torch libopenblas0-pthread fortunes)
+packages=(python3-torch libopenblas0-pthread fortunes prometheus)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "deps: no dpkg here; install the equivalents of ${packages[*]} yourself" >&2
@@ -35,3 +37,11 @@ fi
 echo "deps: installing ${missing[*]} (apt-get update first)"
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+# Only promtool is wanted from prometheus: where the package's service was started by this
+# install (a host with systemd and no policy-rc.d), stop it, since it takes port 9090, the
+# node's default gRPC port.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 &&
+	systemctl is-active --quiet prometheus 2>/dev/null; then
+	echo "deps: stopping and disabling the prometheus service the package started (only promtool is used)"
+	"${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

@@ -43,6 +43,7 @@ type Metrics interface {
 	JobSeen()
 	Bid(result metrics.BidResult)
 	BidLatency(jobCreatedHeight, bidHeight int64)
+	SetBond(bonded, locked, required float64)
 }
 
 // Options configure a Role.
@@ -61,6 +62,10 @@ type Options struct {
 	Pricer    Pricer
 	// Runtime names the runtime that would train job, or says why none can.
 	Runtime func(ctx context.Context, job markettypes.Job) (string, error)
+	// Bond reads the operator's bond, which every bid's collateral comes
+	// from; it is exported as metrics every HealthInterval. Nil (and a
+	// passive role) reads none.
+	Bond BondQuerier
 	// HealthInterval is how often the GPUs of open bids are checked
 	// (default 30s).
 	HealthInterval time.Duration
@@ -148,6 +153,9 @@ func (r *Role) Resume(_ context.Context, snap *chain.Snapshot) error {
 // the same GPU, and withdraws open bids whose GPUs fail.
 func (r *Role) Run(ctx context.Context) error {
 	go r.watchGPUs(ctx)
+	if r.opts.Bond != nil && !r.opts.Passive {
+		go r.watchBond(ctx)
+	}
 	r.queue.Serve(ctx, func(ctx context.Context, jobID uint64) {
 		if err := r.considerJob(ctx, jobID); err != nil && ctx.Err() == nil {
 			r.log.Warn("bidding failed", "job", jobID, "err", err)

@@ -55,16 +55,17 @@ func (h *fakeHost) breakGPU(uuid, problem string) {
 }
 
 type harness struct {
-	role  *Role
-	db    *db.DB
-	chain *roletest.Chain
-	host  *fakeHost
+	role    *Role
+	db      *db.DB
+	chain   *roletest.Chain
+	host    *fakeHost
+	metrics *metrics.Metrics
 }
 
 func newHarness(t *testing.T, passive bool) *harness {
 	t.Helper()
 	st := roletest.OpenDB(t)
-	h := &harness{db: st, chain: roletest.NewChain(),
+	h := &harness{db: st, chain: roletest.NewChain(), metrics: metrics.New("test"),
 		host: &fakeHost{gpus: []gpu.GPU{{UUID: "g0", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}, {UUID: "g1", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}}}}
 	var err error
 	h.role, err = New(Options{
@@ -72,7 +73,7 @@ func newHarness(t *testing.T, passive bool) *harness {
 		ModelName: func(string) string { return "H100" },
 		Pricer:    TablePricer{Denom: "udepin", Table: PriceTable{"H100": math.NewInt(2_000_000)}},
 		Runtime:   func(context.Context, markettypes.Job) (string, error) { return "reference", nil },
-		Metrics:   metrics.New("test"),
+		Metrics:   h.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -84,11 +84,14 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	readyBy := time.After(time.Minute)
 	for ready, _ := p.Ready(ctx); !ready; ready, _ = p.Ready(ctx) {
 		select {
 		case err := <-done:
 			done <- err // for the deferred stop
 			t.Fatalf("the daemon stopped before it was ready: %v", err)
+		case <-readyBy:
+			t.Fatal("the daemon was not ready within a minute of Run")
 		case <-ctx.Done():
 			t.Fatalf("the daemon was not ready in time: %v", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
@@ -122,11 +125,15 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 			Problems []string `json:"problems"`
 		} `json:"leases"`
 	}
-	waitFor := func(what string, cond func() bool) {
+	// waitFor polls cond once a block for at most within, then fails saying
+	// what did not happen.
+	waitFor := func(what string, within time.Duration, cond func() bool) {
 		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
 		for !cond() {
-			if err := node.WaitBlocks(ctx, 1); err != nil {
-				t.Fatalf("waiting for %s: %v", what, err)
+			if err := node.WaitBlocks(wctx, 1); err != nil {
+				t.Fatalf("%s did not happen within %s: %v", what, within, err)
 			}
 		}
 	}
@@ -134,7 +141,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 	// A GPU serving a lease fails: the lease is flagged with the reason.
 	submit("4")
 	var ls leasesJSON
-	waitFor("the lease", func() bool {
+	waitFor("the lease", time.Minute, func() bool {
 		return p.REST(ctx, "/v1/leases", &ls) == nil && len(ls.Leases) == 1
 	})
 	leased := ls.Leases[0].GPUs[0]
@@ -145,7 +152,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 		}
 	}
 	host.InjectXID(index, 79) // "GPU has fallen off the bus"
-	waitFor("the lease to be flagged", func() bool {
+	waitFor("the lease being flagged", 30*time.Second, func() bool {
 		return p.REST(ctx, "/v1/leases", &ls) == nil && len(ls.Leases[0].Problems) > 0
 	})
 	if got := ls.Leases[0].Problems[0]; !strings.Contains(got, leased) || !strings.Contains(got, "79") {
@@ -154,7 +161,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 
 	// The GPUs an open bid reserved fail: the bid is withdrawn on chain.
 	second := submit("40")
-	waitFor("the second bid", func() bool {
+	waitFor("the second bid", time.Minute, func() bool {
 		res, err := market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: second})
 		return err == nil && len(res.Bids) == 1
 	})
@@ -163,7 +170,7 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 			host.InjectDoubleBitECC(i)
 		}
 	}
-	waitFor("the bid to be withdrawn", func() bool {
+	waitFor("the bid's withdrawal", 30*time.Second, func() bool {
 		res, err := market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: second})
 		return err == nil && len(res.Bids) == 0
 	})
@@ -184,10 +191,10 @@ func TestGPUFailureStopsBidsAndFlagsTheLease(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor("the sidecar to record the withdrawal", func() bool { return strings.HasPrefix(decision(), "bid withdrawn: GPU ") })
+	waitFor("the sidecar recording the withdrawal", 30*time.Second, func() bool { return strings.HasPrefix(decision(), "bid withdrawn: GPU ") })
 	// With every GPU broken, a new job gets no bid.
 	third := submit("4")
-	waitFor("the third job's auction", func() bool {
+	waitFor("the third job's auction closing", time.Minute, func() bool {
 		res, err := market.Job(ctx, &markettypes.QueryJobRequest{JobId: third})
 		return err == nil && res.Job.State != markettypes.JOB_STATE_OPEN || err == nil && res.Job.BiddingDeadline < mustHeight(t, ctx, node)
 	})

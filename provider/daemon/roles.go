@@ -16,6 +16,7 @@ import (
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/storage"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 // Role is one duty of the sidecar. The daemon hands it every event of every
@@ -73,7 +74,8 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	rs.bidding, err = bidding.New(bidding.Options{
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
-		Runtime: rs.leases.RuntimeFor, HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
+		Runtime: rs.leases.RuntimeFor, Bond: stakingexttypes.NewQueryClient(d.conn),
+		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
 		return rs, err

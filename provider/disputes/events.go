@@ -3,9 +3,11 @@ package disputes
 import (
 	"context"
 
+	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/metrics"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -17,19 +19,56 @@ func (r *Role) HandleEvent(_ context.Context, tx *db.Tx, ev chain.Event) (func()
 	case *verifytypes.EventGameTurn:
 		return func() { r.enqueueGame(e.ChallengeId) }, nil
 	case *verifytypes.EventChallengeOpened:
-		if e.Provider != r.opts.Operator {
-			return nil, nil
+		switch r.opts.Operator {
+		case e.Provider:
+			return func() {
+				r.opened(e.ChallengeId, dispute.Defender)
+				r.enqueueGame(e.ChallengeId)
+			}, nil
+		case e.Challenger:
+			return func() { r.opened(e.ChallengeId, dispute.Challenger) }, nil
 		}
-		return func() { r.enqueueGame(e.ChallengeId) }, nil
+		return nil, nil
 	case *verifytypes.EventCheckpointSubmitted:
 		if e.Provider == r.opts.Operator || !r.opts.Verifier.Enabled {
 			return nil, nil
 		}
 		return func() { r.enqueueCheck(checkpoint.Ref{LeaseID: e.LeaseId, Index: e.Index}) }, nil
 	case *verifytypes.EventChallengeResolved:
-		return nil, r.challengeResolved(tx, e)
+		var side dispute.Side
+		switch r.opts.Operator {
+		case e.Provider:
+			side = dispute.Defender
+		case e.Challenger:
+			side = dispute.Challenger
+		default:
+			return nil, nil
+		}
+		return func() { r.resolved(e.ChallengeId, side, e.Outcome) }, r.challengeResolved(tx, e)
 	}
 	return nil, nil
+}
+
+// opened counts a game the operator became a party to.
+func (r *Role) opened(challengeID uint64, side dispute.Side) {
+	r.opts.Metrics.DisputeOpened(side.String())
+	r.setOpen(challengeID, side)
+	r.publishOpen()
+}
+
+// resolved counts the end of a game the operator played on side.
+func (r *Role) resolved(challengeID uint64, side dispute.Side, outcome verifytypes.ChallengeOutcome) {
+	result := metrics.DisputeMoot
+	switch {
+	case outcome == verifytypes.CHALLENGE_OUTCOME_PROVIDER_WON && side == dispute.Defender,
+		outcome == verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON && side == dispute.Challenger:
+		result = metrics.DisputeWon
+	case outcome == verifytypes.CHALLENGE_OUTCOME_PROVIDER_WON, outcome == verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON:
+		result = metrics.DisputeLost
+	}
+	r.opts.Metrics.DisputeResolved(side.String(), result)
+	r.setOpen(challengeID, 0)
+	r.publishOpen()
 }
 
 // challengeResolved logs the end of a game the operator played and records

@@ -22,6 +22,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -67,6 +68,9 @@ type Checkpoints interface {
 type Metrics interface {
 	DisputeMove(role string, blocksToSpare int64)
 	Verification(result string)
+	SetDisputesOpen(role string, n int)
+	DisputeOpened(role string)
+	DisputeResolved(role, result string)
 }
 
 // Hooks change what the role does, for tests only; production sets none.
@@ -113,6 +117,9 @@ type Role struct {
 	// by challenge; verified its latest computed state per lease.
 	executions map[uint64]*Execution
 	verified   map[uint64]*reftrainer.State
+	// open are the open games the operator is a party to, by challenge,
+	// with its side: what depinprovider_disputes_open counts.
+	open map[uint64]dispute.Side
 }
 
 // New checks opts and prepares a Role; nothing is sent until Run.
@@ -134,6 +141,7 @@ func New(opts Options) (*Role, error) {
 		games:      rolekit.NewQueue[uint64](disputeQueueSize),
 		checks:     rolekit.NewQueue[checkpoint.Ref](verifyQueueSize),
 		executions: map[uint64]*Execution{}, verified: map[uint64]*reftrainer.State{},
+		open: map[uint64]dispute.Side{},
 	}, nil
 }
 
@@ -165,14 +173,42 @@ func (r *Role) Resume(ctx context.Context, _ *chain.Snapshot) error {
 		return nil
 	}
 	for _, id := range ids {
+		r.setOpen(id, dispute.Defender)
 		r.enqueueGame(id)
 	}
 	for _, v := range verifications {
 		if v.ChallengeID != 0 && v.Outcome == "" {
+			r.setOpen(v.ChallengeID, dispute.Challenger)
 			r.enqueueGame(v.ChallengeID)
 		}
 	}
+	r.publishOpen()
 	return nil
+}
+
+// setOpen records an open game the operator plays on side, or with side 0
+// that it ended.
+func (r *Role) setOpen(challengeID uint64, side dispute.Side) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if side == 0 {
+		delete(r.open, challengeID)
+	} else {
+		r.open[challengeID] = side
+	}
+}
+
+// publishOpen exports how many open games the operator plays on each side.
+func (r *Role) publishOpen() {
+	r.mu.Lock()
+	n := map[dispute.Side]int{}
+	for _, side := range r.open {
+		n[side]++
+	}
+	r.mu.Unlock()
+	for _, side := range []dispute.Side{dispute.Defender, dispute.Challenger} {
+		r.opts.Metrics.SetDisputesOpen(side.String(), n[side])
+	}
 }
 
 // Run plays queued games and, in verifier mode, checks queued checkpoints,

@@ -27,22 +27,23 @@ const (
 )
 
 type harness struct {
-	role  *Role
-	db    *db.DB
-	chain *roletest.Chain
-	cat   *checkpoint.Catalog
-	moves []sdk.Msg
+	role    *Role
+	db      *db.DB
+	chain   *roletest.Chain
+	cat     *checkpoint.Catalog
+	metrics *metrics.Metrics
+	moves   []sdk.Msg
 }
 
 func newHarness(t *testing.T, verifier bool) *harness {
 	t.Helper()
 	st := roletest.OpenDB(t)
-	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour), metrics: metrics.New("test")}
 	var err error
 	h.role, err = New(Options{
 		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, Height: func() int64 { return h.chain.Height }, DB: st,
 		Checkpoints: h.cat, Verifier: config.Verifier{Enabled: verifier, Policy: config.PolicyAll}, WorkDir: t.TempDir(),
-		Metrics: metrics.New("test"),
+		Metrics: h.metrics,
 		Hooks:   Hooks{BeforeMove: func(_ context.Context, _ uint64, msg sdk.Msg) { h.moves = append(h.moves, msg) }},
 	})
 	if err != nil {
@@ -226,5 +227,100 @@ func TestHandleEventQueuesGamesAndChecks(t *testing.T) {
 		if rec := h.verification(t, 2, 0); rec.Outcome != "CHALLENGE_OUTCOME_CHALLENGER_WON" {
 			t.Fatalf("the verifier's challenge ended %q", rec.Outcome)
 		}
+	}
+}
+
+// disputeSeries returns the values of a dispute metric by its labels
+// ("role" or "role/result").
+func (h *harness) disputeSeries(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	families, err := h.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			key := labels["role"]
+			if r, ok := labels["result"]; ok {
+				key += "/" + r
+			}
+			out[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// The dispute metrics an operator is alerted on: games against the operator
+// (defender) and its own (challenger) are counted open from the event that
+// opens them to the one that resolves them, with the result from the
+// operator's side; other providers' games are not counted; after a start the
+// open games are rebuilt from the database and the chain.
+func TestDisputeMetrics(t *testing.T) {
+	h := newHarness(t, true)
+	run := func(evs ...chain.Event) {
+		t.Helper()
+		for _, act := range roletest.Deliver(t, h.db, h.role, evs...) {
+			act()
+		}
+	}
+	open := func(want map[string]float64) {
+		t.Helper()
+		if got := h.disputeSeries(t, "depinprovider_disputes_open"); got["defender"] != want["defender"] || got["challenger"] != want["challenger"] {
+			t.Fatalf("disputes_open = %v, want %v", got, want)
+		}
+	}
+	open(map[string]float64{})
+	run(chain.Event{Height: 5, Message: &verifytypes.EventChallengeOpened{ChallengeId: 1, Provider: operator, Challenger: other}},
+		chain.Event{Height: 5, Message: &verifytypes.EventChallengeOpened{ChallengeId: 2, Provider: operator, Challenger: other, LeaseId: 2}},
+		chain.Event{Height: 5, Message: &verifytypes.EventChallengeOpened{ChallengeId: 3, Provider: other, Challenger: operator}},
+		chain.Event{Height: 5, Message: &verifytypes.EventChallengeOpened{ChallengeId: 4, Provider: other, Challenger: "depin1third"}})
+	open(map[string]float64{"defender": 2, "challenger": 1})
+
+	run(chain.Event{Height: 9, Message: &verifytypes.EventChallengeResolved{ChallengeId: 1, Provider: operator, Challenger: other,
+		Outcome: verifytypes.CHALLENGE_OUTCOME_PROVIDER_WON}},
+		chain.Event{Height: 9, Message: &verifytypes.EventChallengeResolved{ChallengeId: 2, Provider: operator, Challenger: other, LeaseId: 2,
+			Outcome: verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON}},
+		chain.Event{Height: 9, Message: &verifytypes.EventChallengeResolved{ChallengeId: 4, Provider: other, Challenger: "depin1third",
+			Outcome: verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON}})
+	open(map[string]float64{"challenger": 1})
+	opened := h.disputeSeries(t, "depinprovider_disputes_opened_total")
+	if opened["defender"] != 2 || opened["challenger"] != 1 {
+		t.Errorf("disputes_opened_total = %v, want 2 as defender and 1 as challenger", opened)
+	}
+	resolved := h.disputeSeries(t, "depinprovider_disputes_resolved_total")
+	for key, want := range map[string]float64{"defender/won": 1, "defender/lost": 1, "defender/moot": 0, "challenger/won": 0, "challenger/lost": 0} {
+		if resolved[key] != want {
+			t.Errorf("disputes_resolved_total{%s} = %v, want %v (all: %v)", key, resolved[key], want, resolved)
+		}
+	}
+
+	// A restart: a challenged checkpoint of the operator's and an open
+	// verifier challenge in the database, the challenge open on chain.
+	h2 := newHarness(t, true)
+	if err := h2.db.Update(func(tx *db.Tx) error {
+		if err := tx.PutLease(db.LeaseRecord{LeaseID: 1, JobID: 1, Status: db.LeaseActive}); err != nil {
+			return err
+		}
+		if err := tx.PutCheckpoint(db.CheckpointRecord{LeaseID: 1, Index: 0, Status: db.CheckpointChallenged}); err != nil {
+			return err
+		}
+		return tx.PutVerification(db.VerificationRecord{LeaseID: 5, Index: 0, Result: db.VerificationMismatched, ChallengeID: 8})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h2.chain.ChallengeBy[7] = verifytypes.Challenge{Id: 7, LeaseId: 1, CheckpointIndex: 0, Provider: operator, Challenger: other}
+	if err := h2.role.Resume(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h2.disputeSeries(t, "depinprovider_disputes_open"); got["defender"] != 1 || got["challenger"] != 1 {
+		t.Fatalf("disputes_open after a restart = %v, want 1 as defender and 1 as challenger", got)
 	}
 }

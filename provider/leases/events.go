@@ -70,6 +70,7 @@ func (r *Role) leaseCreated(ctx context.Context, tx *db.Tx, height int64, e *mar
 		return nil, err
 	}
 	r.opts.Metrics.LeaseWon()
+	r.opts.Metrics.SetCheckpointDeadline(e.LeaseId, e.CheckpointDeadline)
 	r.log.Info("lease won", "lease", e.LeaseId, "job", e.JobId, "worker", e.Worker, "gpus", rec.GPUs,
 		"price_per_gpu_hour", e.PricePerGpuHour.String(), "resume_step", e.ResumeStep, "checkpoint_deadline", e.CheckpointDeadline)
 	return func() { r.startLease(ctx, e.LeaseId) }, nil

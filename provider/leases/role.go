@@ -55,6 +55,7 @@ type Metrics interface {
 	LeaseClosed(leaseID uint64)
 	SetLeasesActive(n int)
 	SetTrainingStep(leaseID, step uint64)
+	SetCheckpointDeadline(leaseID uint64, height int64)
 	Checkpoint(status metrics.CheckpointStatus)
 	CheckpointHashed(bytes uint64)
 	EarningsWithdrawn(udepin uint64)
@@ -93,8 +94,8 @@ type Options struct {
 	WorkDir string
 	// PublicURL is the checkpoint server's base URL as others reach it.
 	PublicURL string
-	// HealthInterval is how often the GPUs of active leases are checked
-	// (default 30s).
+	// HealthInterval is how often the GPUs of active leases are checked,
+	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration
 	Metrics        Metrics
 	// Logger receives the role's logs; nil discards them.
@@ -182,12 +183,12 @@ func (r *Role) RuntimeFor(ctx context.Context, job markettypes.Job) (string, err
 }
 
 // Run withdraws earnings whenever a checkpoint becomes final (and once at
-// start), flags leases whose GPUs fail, and prunes checkpoints the catalog
-// no longer needs, until ctx ends; then it stops every trainer and waits
+// start), flags leases whose GPUs fail, follows their checkpoint deadlines,
+// and prunes checkpoints the catalog no longer needs, until ctx ends; then it stops every trainer and waits
 // until they have stopped, their completed checkpoints safe on disk.
 func (r *Role) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){r.watchGPUs, r.pruneCatalog} {
+	for _, loop := range []func(context.Context){r.watchGPUs, r.watchDeadlines, r.pruneCatalog} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

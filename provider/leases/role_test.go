@@ -37,21 +37,22 @@ func (noGPUs) Healthy() []gpu.GPU                             { return nil }
 func (noGPUs) UnhealthyLeased(uuids []string) []gpu.Unhealthy { return nil }
 
 type harness struct {
-	role  *Role
-	db    *db.DB
-	chain *roletest.Chain
-	cat   *checkpoint.Catalog
+	role    *Role
+	db      *db.DB
+	chain   *roletest.Chain
+	cat     *checkpoint.Catalog
+	metrics *metrics.Metrics
 }
 
 func newHarness(t *testing.T, hooks Hooks) *harness {
 	t.Helper()
 	st := roletest.OpenDB(t)
-	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour)}
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour), metrics: metrics.New("test")}
 	var err error
 	h.role, err = New(Options{
 		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, DB: st, Catalog: h.cat, GPUs: noGPUs{},
 		Runtimes: config.Runtimes{Reference: true}, WorkDir: t.TempDir(), PublicURL: publicURL,
-		Metrics: metrics.New("test"), Hooks: hooks,
+		Metrics: h.metrics, Hooks: hooks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,5 +248,81 @@ func TestWithdrawEarnings(t *testing.T) {
 	w := roletest.SentOf[*markettypes.MsgWithdrawEarnings](h.chain)
 	if len(w) != 1 || !slices.Equal(w[0].LeaseIds, []uint64{2, 3}) {
 		t.Fatalf("withdrawals %+v", w)
+	}
+}
+
+// deadlineSeries returns depinprovider_lease_checkpoint_deadline_height by lease.
+func (h *harness) deadlineSeries(t *testing.T) map[string]float64 {
+	t.Helper()
+	families, err := h.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "depinprovider_lease_checkpoint_deadline_height" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lease" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (h *harness) leaseRecord(t *testing.T, id uint64) db.LeaseRecord {
+	t.Helper()
+	var rec db.LeaseRecord
+	if err := h.db.View(func(tx *db.Tx) (err error) {
+		rec, _, err = tx.Lease(id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// The checkpoint deadline an operator is alerted on follows the chain: the
+// lease's first deadline from its creation event, each later one (moved on by
+// every accepted checkpoint, which no event reports) read back from the chain,
+// and nothing once the lease closed.
+func TestCheckpointDeadlineFollowsTheChain(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.chain.Jobs[1] = markettypes.Job{Id: 1, Seed: bytes.Repeat([]byte{5}, 32), State: markettypes.JOB_STATE_LEASED,
+		Spec: markettypes.JobSpec{TotalSteps: 10, CheckpointInterval: 5, Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
+	h.chain.LeaseByID[1] = markettypes.Lease{Id: 1, JobId: 1, Provider: operator, State: markettypes.LEASE_STATE_ACTIVE, CheckpointDeadline: 603}
+	h.handle(t, chain.Event{Height: 3, Message: &markettypes.EventLeaseCreated{LeaseId: 1, JobId: 1, Provider: operator, CheckpointDeadline: 603}})
+	if got := h.deadlineSeries(t); len(got) != 1 || got["1"] != 603 {
+		t.Fatalf("deadline after the lease was won: %v, want lease 1 at 603", got)
+	}
+
+	// A checkpoint at height 700 moved the deadline to 1300 on chain.
+	lease := h.chain.LeaseByID[1]
+	lease.CheckpointDeadline = 1300
+	h.chain.LeaseByID[1] = lease
+	h.role.refreshDeadlines(context.Background())
+	if got := h.deadlineSeries(t); got["1"] != 1300 {
+		t.Fatalf("deadline after refresh: %v, want 1300", got)
+	}
+	if rec := h.leaseRecord(t, 1); rec.CheckpointDeadline != 1300 {
+		t.Errorf("database deadline %d, want 1300", rec.CheckpointDeadline)
+	}
+
+	// The chain cannot be read: the last known deadline stays.
+	delete(h.chain.LeaseByID, 1)
+	h.role.refreshDeadlines(context.Background())
+	if got := h.deadlineSeries(t); got["1"] != 1300 {
+		t.Fatalf("deadline after a failed read: %v, want 1300 kept", got)
+	}
+
+	// Closed: the series goes, so no alert fires for a lease that is gone.
+	h.handle(t, chain.Event{Height: 1400, Message: &markettypes.EventLeaseClosed{LeaseId: 1, JobId: 1, Provider: operator,
+		Reason: markettypes.LEASE_CLOSE_REASON_COMPLETED}})
+	if got := h.deadlineSeries(t); len(got) != 0 {
+		t.Fatalf("deadline series after the lease closed: %v", got)
 	}
 }

@@ -72,7 +72,29 @@ type Metrics struct {
 	moveMargin   *prometheus.HistogramVec
 	verified     *prometheus.CounterVec
 	bidLatency   prometheus.Histogram
+
+	// What an operator is alerted on (docs/monitoring/alerts.yml).
+	checkpointDeadline            *prometheus.GaugeVec
+	disputesOpen                  *prometheus.GaugeVec
+	disputesOpened, disputesEnded *prometheus.CounterVec
+	bond, bondLocked, bondFree    prometheus.Gauge
+	bondRequired                  prometheus.Gauge
 }
+
+// The dispute roles and results labelled by the dispute metrics.
+var (
+	disputeRoles   = []string{"defender", "challenger"}
+	disputeResults = []string{DisputeWon, DisputeLost, DisputeMoot}
+)
+
+// The result label of depinprovider_disputes_resolved_total, from the
+// operator's side of the game.
+const (
+	DisputeWon  = "won"
+	DisputeLost = "lost"
+	// DisputeMoot: the game ended without a winner (e.g. the lease closed).
+	DisputeMoot = "moot"
+)
 
 // New returns the sidecar's metrics on a fresh registry that also carries the
 // Go runtime and process collectors. hostname is the GPU metrics' Hostname
@@ -85,6 +107,7 @@ func New(hostname string) *Metrics {
 	m.newChainMetrics()
 	m.newMarketMetrics()
 	m.newWorkMetrics()
+	m.newAlertMetrics()
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -93,6 +116,8 @@ func New(hostname string) *Metrics {
 		m.jobsSeen, m.bids, m.leases, m.leasesActive, m.checkpoints, m.transactions,
 		m.trainingStep, m.hashBytes, m.earnings, m.bidLatency,
 		m.disputeMoves, m.moveMargin, m.verified,
+		m.checkpointDeadline, m.disputesOpen, m.disputesOpened, m.disputesEnded,
+		m.bond, m.bondLocked, m.bondFree, m.bondRequired,
 	)
 	// Every known label value starts at 0, so rate() and absent() work from
 	// the first scrape instead of from the first event.
@@ -105,7 +130,42 @@ func New(hostname string) *Metrics {
 	for _, s := range []CheckpointStatus{CheckpointSubmitted, CheckpointFinalized, CheckpointRejected, CheckpointFailed} {
 		m.checkpoints.WithLabelValues(string(s))
 	}
+	for _, role := range disputeRoles {
+		m.disputesOpen.WithLabelValues(role)
+		m.disputesOpened.WithLabelValues(role)
+		for _, res := range disputeResults {
+			m.disputesEnded.WithLabelValues(role, res)
+		}
+	}
 	return m
+}
+
+// newAlertMetrics makes the metrics the operator's alerts need: checkpoint
+// deadlines, disputes and the bond.
+func (m *Metrics) newAlertMetrics() {
+	m.checkpointDeadline = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "depinprovider_lease_checkpoint_deadline_height",
+		Help: "Height by whose end the chain needs the next checkpoint of each running lease (moved on by each checkpoint submitted); past it the lease is lost and the bond slashed.",
+	}, []string{"lease"})
+	m.disputesOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "depinprovider_disputes_open",
+		Help: "Open verification games the operator plays, by role: defender (its checkpoint is challenged) or challenger.",
+	}, []string{"role"})
+	m.disputesOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_disputes_opened_total",
+		Help: "Verification games opened with the operator as a party, by role (defender or challenger).",
+	}, []string{"role"})
+	m.disputesEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "depinprovider_disputes_resolved_total",
+		Help: "Verification games the operator played that ended, by role and result from its side (won, lost, moot).",
+	}, []string{"role", "result"})
+	bond := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m.bond = bond("depinprovider_bond_udepin", "The provider's bond in x/stakingext, locked collateral included, in udepin.")
+	m.bondLocked = bond("depinprovider_bond_locked_udepin", "The part of the bond locked as collateral for leases and disputes, in udepin.")
+	m.bondFree = bond("depinprovider_bond_free_udepin", "Bond not locked (bond - locked), in udepin: a new lease needs its collateral from it.")
+	m.bondRequired = bond("depinprovider_bond_required_udepin", "Bond the provider needs to bid at all: min_bond_per_gpu × its registered GPUs, in udepin.")
 }
 
 // newChainMetrics makes the metrics of the sidecar's view of the chain.
@@ -241,10 +301,12 @@ func (m *Metrics) BidLatency(jobCreatedHeight, bidHeight int64) {
 // LeaseWon counts a lease the provider won.
 func (m *Metrics) LeaseWon() { m.leases.WithLabelValues("won").Inc() }
 
-// LeaseClosed counts a lease that closed, and forgets its training step.
+// LeaseClosed counts a lease that closed, and forgets its training step
+// and checkpoint deadline.
 func (m *Metrics) LeaseClosed(leaseID uint64) {
 	m.leases.WithLabelValues("closed").Inc()
 	m.trainingStep.DeleteLabelValues(leaseLabel(leaseID))
+	m.checkpointDeadline.DeleteLabelValues(leaseLabel(leaseID))
 }
 
 // SetLeasesActive records how many leases are running.
@@ -281,6 +343,36 @@ func (m *Metrics) EarningsWithdrawn(udepin uint64) { m.earnings.Add(float64(udep
 func (m *Metrics) DisputeMove(role string, blocksToSpare int64) {
 	m.disputeMoves.WithLabelValues(role).Inc()
 	m.moveMargin.WithLabelValues(role).Observe(float64(blocksToSpare))
+}
+
+// SetCheckpointDeadline records the height by which a running lease must
+// submit its next checkpoint.
+func (m *Metrics) SetCheckpointDeadline(leaseID uint64, height int64) {
+	m.checkpointDeadline.WithLabelValues(leaseLabel(leaseID)).Set(float64(height))
+}
+
+// SetDisputesOpen records how many open games the operator plays in role
+// ("defender" or "challenger").
+func (m *Metrics) SetDisputesOpen(role string, n int) {
+	m.disputesOpen.WithLabelValues(role).Set(float64(n))
+}
+
+// DisputeOpened counts a game opened with the operator in role.
+func (m *Metrics) DisputeOpened(role string) { m.disputesOpened.WithLabelValues(role).Inc() }
+
+// DisputeResolved counts a game the operator played in role that ended with
+// result (DisputeWon, DisputeLost or DisputeMoot).
+func (m *Metrics) DisputeResolved(role, result string) {
+	m.disputesEnded.WithLabelValues(role, result).Inc()
+}
+
+// SetBond records the provider's bond, its locked part and the bond it
+// needs to bid, in udepin, as read from the chain.
+func (m *Metrics) SetBond(bonded, locked, required float64) {
+	m.bond.Set(bonded)
+	m.bondLocked.Set(locked)
+	m.bondFree.Set(max(bonded-locked, 0)) // a slash can leave less bond than is locked
+	m.bondRequired.Set(required)
 }
 
 // Verification counts a checkpoint the verifier looked at, by result.

@@ -237,3 +237,61 @@ func TestBidLatencyBuckets(t *testing.T) {
 	}
 	t.Fatal("no depinprovider_bid_latency_blocks")
 }
+
+func TestAlertMetrics(t *testing.T) {
+	m := metrics.New("h")
+	got := gather(t, m)
+	// Every role and result exists at 0 from the start, so an alert's
+	// increase() sees the first game.
+	for _, role := range []string{"defender", "challenger"} {
+		if v := value(t, got, "depinprovider_disputes_open", map[string]string{"role": role}); v != 0 {
+			t.Errorf("disputes_open %s = %v before any game", role, v)
+		}
+		for _, res := range []string{metrics.DisputeWon, metrics.DisputeLost, metrics.DisputeMoot} {
+			if v := value(t, got, "depinprovider_disputes_resolved_total", map[string]string{"role": role, "result": res}); v != 0 {
+				t.Errorf("disputes_resolved %s/%s = %v before any game", role, res, v)
+			}
+		}
+	}
+	if n := len(got["depinprovider_lease_checkpoint_deadline_height"]); n != 0 {
+		t.Errorf("%d deadline series before any lease", n)
+	}
+
+	m.SetCheckpointDeadline(7, 1600)
+	m.SetCheckpointDeadline(8, 900)
+	m.SetCheckpointDeadline(7, 2200) // a checkpoint moved it on
+	m.SetDisputesOpen("defender", 2)
+	m.DisputeOpened("defender")
+	m.DisputeOpened("defender")
+	m.DisputeOpened("challenger")
+	m.DisputeResolved("defender", metrics.DisputeLost)
+	m.SetBond(100_000_000, 30_000_000, 8_000_000)
+	m.LeaseClosed(8)
+
+	got = gather(t, m)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"depinprovider_lease_checkpoint_deadline_height", map[string]string{"lease": "7"}, 2200},
+		{"depinprovider_disputes_open", map[string]string{"role": "defender"}, 2},
+		{"depinprovider_disputes_open", map[string]string{"role": "challenger"}, 0},
+		{"depinprovider_disputes_opened_total", map[string]string{"role": "defender"}, 2},
+		{"depinprovider_disputes_opened_total", map[string]string{"role": "challenger"}, 1},
+		{"depinprovider_disputes_resolved_total", map[string]string{"role": "defender", "result": "lost"}, 1},
+		{"depinprovider_disputes_resolved_total", map[string]string{"role": "defender", "result": "won"}, 0},
+		{"depinprovider_bond_udepin", nil, 100_000_000},
+		{"depinprovider_bond_locked_udepin", nil, 30_000_000},
+		{"depinprovider_bond_free_udepin", nil, 70_000_000},
+		{"depinprovider_bond_required_udepin", nil, 8_000_000},
+	} {
+		if v := value(t, got, c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	// The closed lease's deadline is forgotten: no alert on a lease that is gone.
+	if d := got["depinprovider_lease_checkpoint_deadline_height"]; len(d) != 1 || d[0].labels["lease"] != "7" {
+		t.Errorf("deadline series after lease 8 closed: %v", d)
+	}
+}

@@ -123,7 +123,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	jobIDText, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
 	jobID := uint64(mustInt(strings.Trim(jobIDText, `"`)))
 	var first markettypes.Lease
-	if err := poll(ctx, func() (bool, error) {
+	if err := poll(ctx, "a lease on the job", time.Minute, func() (bool, error) {
 		ls, err := mq.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil || len(ls.Leases) == 0 {
 			return false, err
@@ -142,7 +142,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	seen := map[uint64]bool{}
 	reported := map[string]bool{}
 	var challengeID uint64
-	if err := poll(ctx, func() (bool, error) {
+	if err := poll(ctx, "the verifier's challenge of a checkpoint", 5*time.Minute, func() (bool, error) {
 		cps, err := vq.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: first.Id})
 		if err != nil {
 			return false, err
@@ -190,7 +190,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	s.detail("verifier's sidecar answers with its own, halving the disputed range until one step is left.")
 	var ch verifytypes.Challenge
 	lastRound := ""
-	if err := poll(ctx, func() (bool, error) {
+	if err := poll(ctx, fmt.Sprintf("the end of challenge %d", challengeID), 5*time.Minute, func() (bool, error) {
 		res, err := vq.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: challengeID})
 		if err != nil {
 			return false, err
@@ -233,7 +233,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 
 	s.section("6. The job resumes on the honest provider")
 	var second markettypes.Lease
-	if err := poll(ctx, func() (bool, error) {
+	if err := poll(ctx, "a second lease on the reopened job", 2*time.Minute, func() (bool, error) {
 		ls, err := mq.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil || len(ls.Leases) < 2 {
 			return false, err
@@ -246,7 +246,7 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	s.say("The job reopened and the honest provider won lease %d, resuming at step %d: the last", second.Id, second.ResumeStep)
 	s.detail("checkpoint that became final. Its sidecar downloaded that state from the cheater's server")
 	s.detail("and checked it against the roots on chain before training on.")
-	if err := poll(ctx, func() (bool, error) {
+	if err := poll(ctx, fmt.Sprintf("lease %d finishing and being paid", second.Id), 5*time.Minute, func() (bool, error) {
 		lr, err := mq.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: second.Id})
 		if err != nil {
 			return false, err
@@ -276,11 +276,16 @@ func bondOf(ctx context.Context, pq stakingexttypes.QueryClient, operator string
 	return res.Provider.Bond.String()
 }
 
-// poll calls done every 250 ms until it reports true, fails, or ctx ends.
-func poll(ctx context.Context, done func() (bool, error)) error {
+// poll calls done every 250 ms until it reports true, fails, or ctx ends;
+// past within it fails saying what did not happen.
+func poll(ctx context.Context, what string, within time.Duration, done func() (bool, error)) error {
+	l := limit(what, within)
 	for {
 		ok, err := done()
 		if err != nil || ok {
+			return err
+		}
+		if err := l.check(); err != nil {
 			return err
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {

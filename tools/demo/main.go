@@ -320,6 +320,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	// 3. The sidecar bids on its own.
 	s.section("3. The sidecar bids")
 	var bidHeight int64
+	bidding := limit(fmt.Sprintf("the sidecar's bid on job %d", jobID), time.Minute)
 	for bidHeight == 0 {
 		bids, err := mq.Bids(ctx, &markettypes.QueryBidsRequest{JobId: jobID})
 		if err != nil {
@@ -329,6 +330,12 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			bidHeight = b.CreatedHeight
 			s.say("Block %d: the sidecar bid %s per GPU-hour, %d block(s) after the job appeared.",
 				b.CreatedHeight, depin(b.PricePerGpuHour.String()), b.CreatedHeight-res.Height)
+		}
+		if bidHeight != 0 {
+			break
+		}
+		if err := bidding.check(); err != nil {
+			return p, err
 		}
 		if err := sleep(ctx, 150*time.Millisecond); err != nil {
 			return p, err
@@ -354,6 +361,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	s.section("4. The auction closes at the bidding deadline")
 	s.say("No transaction closes the auction: EndBlock of block %d does, from the deadline index.", deadline)
 	var lease markettypes.Lease
+	auction := limit(fmt.Sprintf("a lease on job %d after the auction at block %d", jobID, deadline), 2*time.Minute)
 	for {
 		leases, err := mq.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil {
@@ -362,6 +370,9 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 		if len(leases.Leases) > 0 {
 			lease = leases.Leases[0]
 			break
+		}
+		if err := auction.check(); err != nil {
+			return p, err
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
 			return p, err
@@ -379,6 +390,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	seen := map[uint64]verifytypes.CheckpointStatus{}
 	var lastStep uint64
 	withdrawn := sdkmath.ZeroInt()
+	training := limit(fmt.Sprintf("lease %d training to the end, every checkpoint final and its earnings withdrawn", lease.Id), 10*time.Minute)
 	for {
 		var ls struct {
 			Leases []struct {
@@ -428,6 +440,9 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			if allFinal {
 				break
 			}
+		}
+		if err := training.check(); err != nil {
+			return p, err
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return p, err
@@ -708,6 +723,26 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", h)
 	}
 	return fmt.Sprintf("%dh%dm", h, m)
+}
+
+// waitLimit bounds one of the demo's waits: only Ctrl-C would end it
+// otherwise. Past its deadline check fails, saying what did not happen, and
+// the demo ends with that message (and where the logs are).
+type waitLimit struct {
+	what   string
+	within time.Duration
+	end    time.Time
+}
+
+func limit(what string, within time.Duration) waitLimit {
+	return waitLimit{what: what, within: within, end: time.Now().Add(within)}
+}
+
+func (l waitLimit) check() error {
+	if time.Now().After(l.end) {
+		return fmt.Errorf("%s did not happen within %s", l.what, l.within)
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,7 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 	yaml := strings.NewReplacer("total_steps: 64", "total_steps: 32", "checkpoint_every: 16", "checkpoint_every: 32").Replace(referenceJobYAML)
 	jobID := w.submitJob(yaml, "500000000udepin")
 	var cp verifytypes.Checkpoint
-	w.eventually("the provider's checkpoint", func() bool {
+	w.eventually("the provider's checkpoint", 2*time.Minute, func() bool {
 		for _, l := range w.leasesOf(jobID) {
 			res, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: l.Id})
 			if err == nil && len(res.Checkpoints) == 1 {
@@ -70,6 +71,13 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 		t.Fatal(err)
 	}
 	liarBefore := w.balanceOf(liar)
+	// The game is played to its end within gameTime and maxLiarMoves of the
+	// liar's: a 32-step game takes five bisection rounds and one step, the
+	// rest is room for moves refused because the game moved on meanwhile.
+	const gameTime, maxLiarMoves = 3 * time.Minute, 16
+	gameCtx, cancel := context.WithTimeout(w.ctx, gameTime)
+	defer cancel()
+	liarMoves := 0
 	tx := func(args ...string) {
 		t.Helper()
 		res, err := w.node.Tx(w.ctx, "liar", args...)
@@ -90,6 +98,10 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 		if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
 			break
 		}
+		if liarMoves > maxLiarMoves {
+			t.Fatalf("the game did not end after %d moves of the liar (at %s, round %d, defender killed: %v)\nsidecar log:\n%s",
+				liarMoves, ch.Turn, ch.Rounds, killed, readTail(w.provider.LogPath()))
+		}
 		switch {
 		case !killed && w.provider.Logged(daemon.PausedLogMsg):
 			// The defender stopped right before its second move and dies
@@ -106,6 +118,7 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 				t.Fatal(err)
 			}
 		case ch.Turn == verifytypes.GAME_TURN_CHALLENGER:
+			liarMoves++
 			tx("verify", "respond", "1", "--trace", tracePath)
 		case ch.Turn == verifytypes.GAME_TURN_ONE_STEP:
 			pre, err := honest.StateAt(ch.Lo)
@@ -116,11 +129,12 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 			if err := os.WriteFile(prePath, pre, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			liarMoves++
 			tx("verify", "step", "1", "--state", prePath)
 		default:
-			if err := w.node.WaitBlocks(w.ctx, 1); err != nil {
-				t.Fatalf("waiting for the game to end (at %s, round %d, defender killed: %v): %v\nsidecar log:\n%s",
-					ch.Turn, ch.Rounds, killed, err, readTail(w.provider.LogPath()))
+			if err := w.node.WaitBlocks(gameCtx, 1); err != nil {
+				t.Fatalf("the game did not end within %s (at %s, round %d, defender killed: %v): %v\nsidecar log:\n%s",
+					gameTime, ch.Turn, ch.Rounds, killed, err, readTail(w.provider.LogPath()))
 			}
 		}
 	}

@@ -123,12 +123,18 @@ func (w *world) submitJob(yaml, deposit string) uint64 {
 	return jobID
 }
 
-// eventually polls cond once a block until it holds.
-func (w *world) eventually(what string, cond func() bool) {
+// eventually polls cond once a block until it holds, for at most within
+// (and never past the test's own deadline); then it fails, saying what did
+// not happen, with the tail of the sidecar's log.
+func (w *world) eventually(what string, within time.Duration, cond func() bool) {
 	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, within)
+	defer cancel()
+	start := time.Now()
 	for !cond() {
-		if err := w.node.WaitBlocks(w.ctx, 1); err != nil {
-			w.t.Fatalf("waiting for %s: %v\nsidecar log:\n%s", what, err, readTail(w.provider.LogPath()))
+		if err := w.node.WaitBlocks(ctx, 1); err != nil {
+			w.t.Fatalf("%s did not happen within %s (waited %s: %v)\nsidecar log:\n%s",
+				what, within, time.Since(start).Round(time.Second), err, readTail(w.provider.LogPath()))
 		}
 	}
 }
@@ -162,7 +168,7 @@ func (w *world) waitPaid(jobID uint64) []markettypes.Lease {
 // provider is empty).
 func (w *world) waitPaidTo(jobID uint64, provider string) []markettypes.Lease {
 	w.t.Helper()
-	w.eventually(fmt.Sprintf("job %d to complete and its earnings to be withdrawn", jobID), func() bool {
+	w.eventually(fmt.Sprintf("job %d completing and its earnings being withdrawn", jobID), 4*time.Minute, func() bool {
 		if w.job(jobID).State != markettypes.JOB_STATE_COMPLETED {
 			return false
 		}
@@ -265,7 +271,7 @@ func TestSidecarTrainsAndGetsPaid(t *testing.T) {
 	created := w.job(jobID).CreatedHeight
 
 	var bidHeight int64
-	w.eventually("the sidecar's bid", func() bool {
+	w.eventually("the sidecar's bid", time.Minute, func() bool {
 		res, err := w.market.Bids(w.ctx, &markettypes.QueryBidsRequest{JobId: jobID})
 		if err == nil && len(res.Bids) == 1 {
 			bidHeight = res.Bids[0].CreatedHeight

@@ -138,7 +138,7 @@ func TestVerifierCatchesACheater(t *testing.T) {
 
 	// The challenge the verifier opened, and its end.
 	var ch verifytypes.Challenge
-	f.eventually("the verifier's challenge to be decided", func() bool {
+	f.eventually("the verifier's challenge being decided", 3*time.Minute, func() bool {
 		res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 1})
 		if err != nil {
 			return false

@@ -126,7 +126,7 @@ func TestSidecarKilledMidTrainingResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The restarted sidecar resumes its trainer; then the trainer may go on.
-	w.eventually("the restarted sidecar to start its trainer", func() bool {
+	w.eventually("the restarted sidecar starting its trainer", time.Minute, func() bool {
 		return w.provider.LogCount("training started") == 2
 	})
 	if err := os.WriteFile(hold, nil, 0o644); err != nil {
@@ -288,7 +288,7 @@ func TestSidecarReplaysBlocksAfterWebsocketDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var status statusJSON
-	w.eventually("the websocket subscription", func() bool {
+	w.eventually("the websocket subscription", time.Minute, func() bool {
 		var s map[string]any
 		return w.provider.REST(w.ctx, "/v1/status", &s) == nil && s["websocket_connected"] == true
 	})
@@ -304,7 +304,7 @@ func TestSidecarReplaysBlocksAfterWebsocketDrop(t *testing.T) {
 	}
 	rpcProxy.restore()
 
-	w.eventually("the sidecar's bid after the outage", func() bool {
+	w.eventually("the sidecar's bid after the outage", time.Minute, func() bool {
 		res, err := w.market.Bids(w.ctx, &markettypes.QueryBidsRequest{JobId: jobID})
 		return err == nil && len(res.Bids) == 1
 	})
@@ -315,7 +315,7 @@ func TestSidecarReplaysBlocksAfterWebsocketDrop(t *testing.T) {
 	if len(jobs.Jobs) != 1 || jobs.Jobs[0].SeenHeight != fmt.Sprint(created) {
 		t.Fatalf("the sidecar's job records %+v: want job %d seen at its creation height %d (replayed, not reconciled)", jobs, jobID, created)
 	}
-	w.eventually("the cursor to catch up", func() bool {
+	w.eventually("the cursor catching up", time.Minute, func() bool {
 		h, _ := w.node.Height(w.ctx)
 		return w.provider.REST(w.ctx, "/v1/status", &status) == nil && status.CursorHeight >= h-2
 	})
@@ -339,7 +339,7 @@ func TestSidecarFlagsABrokenTrainer(t *testing.T) {
 	}
 	jobID := w.submitJob(processJobYAML(60, 30), "500000000udepin")
 	var ls leasesJSON
-	w.eventually("the lease to be flagged", func() bool {
+	w.eventually("the lease being flagged", 2*time.Minute, func() bool {
 		return w.provider.REST(w.ctx, "/v1/leases", &ls) == nil && len(ls.Leases) == 1 && len(ls.Leases[0].Problems) > 0
 	})
 	if p := strings.Join(ls.Leases[0].Problems, "\n"); !strings.Contains(p, "exit status 3") || !strings.Contains(p, "illegal memory access") {
@@ -427,15 +427,16 @@ func TestSidecarRefusesBadSetups(t *testing.T) {
 	}
 }
 
+// closedPort is a loopback address nothing listens on: a port
+// localnet.FreePorts reserved for this test process, so no other test or
+// node on the machine binds it meanwhile.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := localnet.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }
 
 // TestSidecarTrainsInAContainer serves a container job on the real Docker

@@ -232,19 +232,32 @@ func (p *Provider) StartWith(ctx context.Context, extra ...string) error {
 		logFile.Close()
 		close(p.done)
 	}()
+	deadline := time.NewTimer(StartTimeout)
+	defer deadline.Stop()
 	for {
-		if ready, _ := p.Ready(ctx); ready {
+		ready, err := p.Ready(ctx)
+		if ready {
 			return nil
+		}
+		why := "/readyz answers not ready"
+		if err != nil {
+			why = err.Error()
 		}
 		select {
 		case <-p.done:
 			return fmt.Errorf("depinprovider exited during start:\n%s", tail(logPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("depinprovider not ready: %w\n%s", ctx.Err(), tail(logPath, 20))
+			return fmt.Errorf("depinprovider not ready (%s): %w\n%s", why, ctx.Err(), tail(logPath, 20))
+		case <-deadline.C:
+			return fmt.Errorf("depinprovider not ready within %s (%s); it is left running for Stop\n%s", StartTimeout, why, tail(logPath, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
+
+// StartTimeout bounds how long Start waits for the sidecar to become ready:
+// to load its database, reconcile with the chain and catch up with it.
+var StartTimeout = 2 * time.Minute
 
 // Exited is closed when the sidecar process ends.
 func (p *Provider) Exited() <-chan struct{} { return p.done }

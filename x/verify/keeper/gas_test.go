@@ -46,8 +46,12 @@ func TestGasConsumption(t *testing.T) {
 		return err
 	})
 	g := s.game(id, liar, v, v)
-	for {
+	// 64 steps bisect in 6 rounds of a reveal and an answer, then one step: a
+	// move that does not advance the game fails the test instead of looping.
+	const maxMoves = 2*6 + 1
+	for moves := 0; ; moves++ {
 		ch := s.challenge(id)
+		require.LessOrEqual(t, moves, maxMoves, "the game did not end in %d moves: turn %s, range [%d, %d]", maxMoves, ch.Turn, ch.Lo, ch.Hi)
 		switch ch.Turn {
 		case types.GAME_TURN_PROVIDER:
 			run("RevealHash", func(ctx sdk.Context) error { return g.reveal(ctx, ch.Mid) })
