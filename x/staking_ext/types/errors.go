@@ -27,4 +27,8 @@ var (
 	ErrInvalidSlash         = errors.Register(ModuleName, 21, "invalid slash request")
 	ErrInvalidReason        = errors.Register(ModuleName, 22, "invalid reason")
 	ErrBlockedRecipient     = errors.Register(ModuleName, 23, "address is not allowed to receive funds")
+	ErrVerifierNotFound     = errors.Register(ModuleName, 24, "verifier not found")
+	ErrVerifierExists       = errors.Register(ModuleName, 25, "verifier already registered")
+	ErrVerifierTombstoned   = errors.Register(ModuleName, 26, "verifier is tombstoned")
+	ErrVerifierActive       = errors.Register(ModuleName, 27, "verifier is already in the audit set")
 )

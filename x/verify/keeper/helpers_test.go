@@ -225,9 +225,13 @@ func (e *env) checkpoint(leaseID, index uint64) types.Checkpoint {
 	return cp
 }
 
+// challenge is a game as it stands now, as the Challenge query shows it: a reveal has
+// moved the games waiting on it to their challengers (Keeper.Effective).
 func (e *env) challenge(id uint64) types.Challenge {
 	e.t.Helper()
 	ch, err := e.Verify.GetChallenge(e.Ctx, id)
+	require.NoError(e.t, err)
+	ch, err = e.Verify.Effective(e.Ctx, ch)
 	require.NoError(e.t, err)
 	return ch
 }
