@@ -22,33 +22,22 @@ import (
 
 // Migrate rewrites the params: every field version 1 did not have gets its default (the
 // audit fee in the challenger bond's denomination), every field it had keeps its value.
+// The new fields are set whatever they decode to: version 1 never wrote them, and
+// gogoproto decodes an absent decimal as zero, which for withheld_threshold would mean
+// that one report withholds a checkpoint.
 func Migrate(ctx context.Context, params collections.Item[types.Params]) error {
 	p, err := params.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("reading params: %w", err)
 	}
 	d := types.DefaultParams()
-	if p.LostBondProviderShare.IsNil() {
-		p.LostBondProviderShare = d.LostBondProviderShare
-	}
-	if p.LostBondOwnerShare.IsNil() {
-		p.LostBondOwnerShare = d.LostBondOwnerShare
-	}
-	if p.OwnerCompensationRatio.IsNil() {
-		p.OwnerCompensationRatio = d.OwnerCompensationRatio
-	}
-	if p.AuditFeePerStep.Denom == "" {
-		p.AuditFeePerStep = sdk.NewCoin(p.ChallengerBond.Denom, d.AuditFeePerStep.Amount)
-	}
-	if p.AuditFraudSlashFraction.IsNil() {
-		p.AuditFraudSlashFraction = d.AuditFraudSlashFraction
-	}
-	if p.AuditMissSlashFraction.IsNil() {
-		p.AuditMissSlashFraction = d.AuditMissSlashFraction
-	}
-	if p.WithheldThreshold.IsNil() {
-		p.WithheldThreshold = d.WithheldThreshold
-	}
+	p.LostBondProviderShare = d.LostBondProviderShare
+	p.LostBondOwnerShare = d.LostBondOwnerShare
+	p.OwnerCompensationRatio = d.OwnerCompensationRatio
+	p.AuditFeePerStep = sdk.NewCoin(p.ChallengerBond.Denom, d.AuditFeePerStep.Amount)
+	p.AuditFraudSlashFraction = d.AuditFraudSlashFraction
+	p.AuditMissSlashFraction = d.AuditMissSlashFraction
+	p.WithheldThreshold = d.WithheldThreshold
 	if p.ChallengeWindow < 2 {
 		// Version 2 draws auditors at the block after submission, inside the window.
 		p.ChallengeWindow = 2
