@@ -40,7 +40,7 @@ func (k Keeper) registerVerifier(ctx context.Context, operator sdk.AccAddress, o
 		return types.Verifier{}, 0, err
 	}
 	if bond.Amount.LT(params.MinVerifierBond) {
-		return types.Verifier{}, 0, errorsmod.Wrapf(types.ErrBondBelowMinimum, "bond %s is below min_verifier_bond %s%s", bond, params.MinVerifierBond, params.BondDenom)
+		return types.Verifier{}, 0, errorsmod.Wrapf(types.ErrVerifierBondTooLow, "bond %s is below min_verifier_bond %s%s", bond, params.MinVerifierBond, params.BondDenom)
 	}
 	exists, err := k.Verifiers.Has(ctx, operator)
 	if err != nil {
@@ -139,7 +139,7 @@ func (k Keeper) activateVerifier(ctx context.Context, operator sdk.AccAddress, o
 		return 0, errorsmod.Wrapf(types.ErrVerifierActive, "%s is already in the audit set", operatorText)
 	}
 	if v.Bond.Amount.LT(params.MinVerifierBond) {
-		return 0, errorsmod.Wrapf(types.ErrBondBelowMinimum, "the verifier bond %s is below min_verifier_bond %s%s; bond %s%s more",
+		return 0, errorsmod.Wrapf(types.ErrVerifierBondTooLow, "the verifier bond %s is below min_verifier_bond %s%s; bond %s%s more",
 			v.Bond, params.MinVerifierBond, params.BondDenom, params.MinVerifierBond.Sub(v.Bond.Amount), params.BondDenom)
 	}
 	v.Status, v.StatusReason = types.VERIFIER_STATUS_ACTIVE, ""

@@ -70,7 +70,7 @@ func TestVerifierLifecycle(t *testing.T) {
 	require.Equal(t, uint64(1), pos.Position)
 
 	// Activating needs the minimum bond back.
-	err = f.requireRejected(types.ErrBondBelowMinimum, func() error {
+	err = f.requireRejected(types.ErrVerifierBondTooLow, func() error {
 		_, err := f.msgServer.ActivateVerifier(f.ctx, &types.MsgActivateVerifier{Operator: f.addressText(bob)})
 		return err
 	})
@@ -115,7 +115,7 @@ func TestVerifierRejections(t *testing.T) {
 			return err
 		}
 	}
-	f.requireRejected(types.ErrBondBelowMinimum, register(udepin(min-1)))
+	f.requireRejected(types.ErrVerifierBondTooLow, register(udepin(min-1)))
 	f.requireRejected(types.ErrInvalidDenom, register(sdk.NewInt64Coin("uother", min)))
 	f.requireRejected(types.ErrInvalidAmount, register(udepin(0)))
 	f.requireRejected(sdkerrors.ErrInsufficientFunds, register(udepin(4*min)))

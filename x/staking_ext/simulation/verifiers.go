@@ -56,7 +56,7 @@ func SimulateMsgRegisterVerifier(d Deps) simutil.Weighted {
 		}
 		if simutil.Chance(r, 10) && params.MinVerifierBond.GT(math.OneInt()) {
 			msg.Bond.Amount = params.MinVerifierBond.SubRaw(1)
-			return o.DeliverInvalid(acc, msg, types.ErrBondBelowMinimum, "verifier bond below the minimum")
+			return o.DeliverInvalid(acc, msg, types.ErrVerifierBondTooLow, "verifier bond below the minimum")
 		}
 		if o.Spendable(acc, params.BondDenom).Amount.LT(msg.Bond.Amount.MulRaw(2)) {
 			return o.NoOp(msg, "%s cannot afford a verifier bond", msg.Operator)
@@ -174,7 +174,7 @@ func SimulateMsgActivateVerifier(d Deps) simutil.Weighted {
 		case v.Status == types.VERIFIER_STATUS_ACTIVE:
 			return o.DeliverInvalid(acc, msg, types.ErrVerifierActive, "active verifier activates")
 		case v.Bond.Amount.LT(params.MinVerifierBond):
-			return o.DeliverInvalid(acc, msg, types.ErrBondBelowMinimum, "verifier bond below the minimum")
+			return o.DeliverInvalid(acc, msg, types.ErrVerifierBondTooLow, "verifier bond below the minimum")
 		}
 		return o.Deliver(acc, msg, nil)
 	})

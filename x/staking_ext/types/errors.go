@@ -31,4 +31,5 @@ var (
 	ErrVerifierExists       = errors.Register(ModuleName, 25, "verifier already registered")
 	ErrVerifierTombstoned   = errors.Register(ModuleName, 26, "verifier is tombstoned")
 	ErrVerifierActive       = errors.Register(ModuleName, 27, "verifier is already in the audit set")
+	ErrVerifierBondTooLow   = errors.Register(ModuleName, 28, "verifier bond below min_verifier_bond")
 )
