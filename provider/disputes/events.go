@@ -28,6 +28,15 @@ func (r *Role) HandleEvent(_ context.Context, tx *db.Tx, ev chain.Event) (func()
 		return func() { r.enqueueCheck(checkpoint.Ref{LeaseID: e.LeaseId, Index: e.Index}) }, nil
 	case *verifytypes.EventChallengeResolved:
 		return nil, r.challengeResolved(tx, e)
+	case *verifytypes.EventHashRevealed:
+		// A reveal does not announce a turn for every game waiting on it (x/verify
+		// keeps that one write): the verifier's open game on the checkpoint is now its
+		// turn, if it was waiting there.
+		rec, ok, err := tx.Verification(e.LeaseId, e.CheckpointIndex)
+		if err != nil || !ok || rec.ChallengeID == 0 || rec.Outcome != "" {
+			return nil, err
+		}
+		return func() { r.enqueueGame(rec.ChallengeID) }, nil
 	}
 	return nil, nil
 }

@@ -72,6 +72,7 @@ type Metrics struct {
 	moveMargin   *prometheus.HistogramVec
 	verified     *prometheus.CounterVec
 	bidLatency   prometheus.Histogram
+	audits       AuditMetrics
 }
 
 // New returns the sidecar's metrics on a fresh registry that also carries the
