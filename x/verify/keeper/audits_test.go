@@ -53,7 +53,7 @@ func (e *env) verifierRecord(a sdk.AccAddress) stakingexttypes.Verifier {
 
 // auditScenario is a scenario whose job asks for k auditors, with verifiers registered
 // before the job (labels auditor-0...).
-func auditScenario(t *testing.T, totalSteps, interval uint64, k uint32, verifiers int) (*scenario, []sdk.AccAddress) {
+func auditScenario(t testing.TB, totalSteps, interval uint64, k uint32, verifiers int) (*scenario, []sdk.AccAddress) {
 	t.Helper()
 	e := newEnv(t)
 	var auditors []sdk.AccAddress
