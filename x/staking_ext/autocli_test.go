@@ -115,6 +115,14 @@ func TestProviderCommands(t *testing.T) {
 	require.Equal(t, &types.MsgUnjail{Operator: operator}, runTx(t, "unjail"))
 }
 
+func TestVerifierCommands(t *testing.T) {
+	require.Equal(t, &types.MsgRegisterVerifier{Operator: operator, Bond: sdk.NewInt64Coin("udepin", 100_000_000)},
+		runTx(t, "register-verifier", "100000000udepin"))
+	require.Equal(t, &types.MsgBondVerifier{Operator: operator, Amount: sdk.NewInt64Coin("udepin", 3)}, runTx(t, "bond-verifier", "3udepin"))
+	require.Equal(t, &types.MsgUnbondVerifier{Operator: operator, Amount: sdk.NewInt64Coin("udepin", 4)}, runTx(t, "unbond-verifier", "4udepin"))
+	require.Equal(t, &types.MsgActivateVerifier{Operator: operator}, runTx(t, "activate-verifier"))
+}
+
 func TestUpdateParamsProposalCommand(t *testing.T) {
 	msg := runTx(t, "update-params-proposal",
 		`{"bond_denom":"udepin","min_bond_per_gpu":"2000000","unbonding_period":"604800s","max_gpu_classes":8,"max_unbondings_per_block":50,"max_unbonding_entries":3,"unbonding_blocks":"200000","min_verifier_bond":"100000000"}`,
