@@ -252,7 +252,9 @@ func New(
 	app.ShardKeeper = shardregistrykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, app.StakingExtKeeper, app.MarketKeeper, authority)
 	app.VerifyKeeper = verifykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, app.ShardKeeper, authority)
+		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, app.ShardKeeper, app.DistrKeeper, authority)
+	// x/stakingext's params must cover x/verify's longest dispute (unbonding_blocks).
+	app.StakingExtKeeper.SetSlashWindow(app.VerifyKeeper)
 
 	app.ModuleManager = module.NewManager(
 		genutil.NewAppModule(app.AccountKeeper, app.StakingKeeper, app, txConfig),

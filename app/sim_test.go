@@ -41,6 +41,7 @@ import (
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifykeeper "github.com/depinchain/depinchain/x/verify/keeper"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -366,6 +367,22 @@ func coverage(ctx sdk.Context, a *app.App) string {
 		return false, nil
 	})
 	count("challenges", challenges)
+	audits := map[string]int{}
+	_ = a.VerifyKeeper.Assignments.Walk(ctx, nil, func(_ verifykeeper.AuditKey, au verifytypes.Audit) (bool, error) {
+		k := strings.TrimPrefix(au.Status.String(), "AUDIT_STATUS_")
+		if au.Settled && au.Paid.IsPositive() {
+			k += "_PAID"
+		}
+		audits[k]++
+		return false, nil
+	})
+	count("audits", audits)
+	verifiers := map[string]int{}
+	_ = a.StakingExtKeeper.Verifiers.Walk(ctx, nil, func(_ sdk.AccAddress, v stakingexttypes.Verifier) (bool, error) {
+		verifiers[strings.TrimPrefix(v.Status.String(), "VERIFIER_STATUS_")]++
+		return false, nil
+	})
+	count("verifiers", verifiers)
 	replicas := map[string]int{}
 	_ = a.ShardKeeper.Replicas.Walk(ctx, nil, func(_ uint64, r shardregistrytypes.Replica) (bool, error) {
 		k := strings.TrimPrefix(r.Status.String(), "REPLICA_STATUS_")

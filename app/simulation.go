@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"cosmossdk.io/math"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,7 +57,39 @@ func (app *App) Invariants() []NamedInvariant {
 		{shardregistrytypes.ModuleName, onSDKContext(shardregistrykeeper.AllInvariants(app.ShardKeeper,
 			shardregistrykeeper.StakingExtLocks(app.StakingExtKeeper.Locks)))},
 		{"app", app.collateralLocksInvariant},
+		{"app", app.auditFeesInvariant},
 	}
+}
+
+// auditFeesInvariant checks the audit fees across x/market and x/verify, which no single
+// module's invariants can: what every job's escrow spent on audits (job.audit_fees, net of
+// fees given back) equals what x/verify holds for unsettled assignments plus what it paid
+// auditors for settled ones.
+func (app *App) auditFeesInvariant(ctx sdk.Context) (string, bool) {
+	spent := math.ZeroInt()
+	if err := app.MarketKeeper.Jobs.Walk(ctx, nil, func(_ uint64, j markettypes.Job) (bool, error) {
+		if !j.AuditFees.Amount.IsNil() {
+			spent = spent.Add(j.AuditFees.Amount)
+		}
+		return false, nil
+	}); err != nil {
+		return err.Error(), true
+	}
+	accounted := math.ZeroInt()
+	if err := app.VerifyKeeper.Assignments.Walk(ctx, nil, func(_ verifykeeper.AuditKey, a verifytypes.Audit) (bool, error) {
+		if a.Settled {
+			accounted = accounted.Add(a.Paid.Amount)
+		} else {
+			accounted = accounted.Add(a.Fee.Amount)
+		}
+		return false, nil
+	}); err != nil {
+		return err.Error(), true
+	}
+	if !spent.Equal(accounted) {
+		return fmt.Sprintf("audit fees: the escrows spent %s, x/verify holds and paid %s", spent, accounted), true
+	}
+	return "", false
 }
 
 // collateralLocksInvariant checks x/stakingext's collateral locks against the modules

@@ -13,12 +13,12 @@ import (
 	"github.com/depinchain/depinchain/internal/release"
 )
 
-// UpgradeV2 is the name of the software upgrade from the first release to
-// this one. A governance proposal schedules it (MsgSoftwareUpgrade with a
+// UpgradeV3 is the name of the software upgrade from the previous release (v2)
+// to this one. A governance proposal schedules it (MsgSoftwareUpgrade with a
 // plan of this name and a height); the old binary halts at that height with
-// "UPGRADE "v2" NEEDED", and this binary, started on the same home, applies
+// "UPGRADE "v3" NEEDED", and this binary, started on the same home, applies
 // it. docs/upgrades.md is the operator's guide.
-const UpgradeV2 = "v2"
+const UpgradeV3 = "v3"
 
 // Upgrade is a software upgrade this binary knows how to apply.
 type Upgrade struct {
@@ -31,13 +31,17 @@ type Upgrade struct {
 	Handler func(app *App) upgradetypes.UpgradeHandler
 }
 
-// Upgrades are the software upgrades this binary applies, oldest first.
+// Upgrades are the software upgrades this binary applies, oldest first. A chain
+// that still runs v1 upgrades to v2 with the v2 binary first.
 var Upgrades = []Upgrade{
 	{
-		// v2 runs the modules' in-place store migrations: x/market goes from
-		// consensus version 1 to 2 (leases indexed by state, back-filled by
-		// x/market/migrations/v2). No store is added or removed.
-		Name: UpgradeV2,
+		// v3 runs the modules' in-place store migrations: x/stakingext goes from
+		// consensus version 1 to 2 (unbonding_blocks, completion heights of the
+		// queued unbondings, the verifier registry; x/staking_ext/migrations/v2)
+		// and x/verify from 1 to 2 (no challenge cap, the params of bond splits,
+		// owner compensation and audits; x/verify/migrations/v2). No store is
+		// added or removed.
+		Name: UpgradeV3,
 		Handler: func(app *App) upgradetypes.UpgradeHandler {
 			return func(ctx context.Context, plan upgradetypes.Plan, fromVM module.VersionMap) (module.VersionMap, error) {
 				sdk.UnwrapSDKContext(ctx).Logger().Info("applying software upgrade", "name", plan.Name, "height", plan.Height)
@@ -52,7 +56,7 @@ var Upgrades = []Upgrade{
 // changes them. It runs before the latest version is loaded.
 //
 // The upgrade test's stand-in for the previous release (internal/release)
-// knows no upgrade, which is what makes it halt at the v2 height.
+// knows no upgrade, which is what makes it halt at the v3 height.
 func (app *App) setUpgrades(homePath string) {
 	if release.Previous {
 		return

@@ -14,16 +14,16 @@ import (
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
-// TestSoftwareUpgradeV2 runs the "v2" software upgrade the way a real network
+// TestSoftwareUpgradeV3 runs the "v3" software upgrade the way a real network
 // does: a chain runs the previous release, governance schedules the upgrade,
 // the old binary halts at the upgrade height, and this release's binary,
 // started on the same home, applies it and carries on with the state intact.
 //
 // The previous release is this source built with `-tags prev_release`
-// (internal/release): no "v2" handler, x/market at consensus version 1 with
-// its version 1 state layout. The test switches binaries itself, as
-// cosmovisor would (docs/upgrades.md).
-func TestSoftwareUpgradeV2(t *testing.T) {
+// (internal/release): no "v3" handler, x/verify and x/stakingext at consensus
+// version 1, unbonding entries written without a completion height. The test
+// switches binaries itself, as cosmovisor would (docs/upgrades.md).
+func TestSoftwareUpgradeV3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and starts a real node")
 	}
@@ -67,8 +67,10 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 		}
 	})
 	owner, provider := mustAddr(t, ctx, n, "owner"), mustAddr(t, ctx, n, "provider")
-	if v := moduleVersion(t, ctx, n, "market"); v != 1 {
-		t.Fatalf("the previous release runs x/market at consensus version %d, want 1", v)
+	for module, want := range map[string]int{"market": 2, "verify": 1, "stakingext": 1} {
+		if v := moduleVersion(t, ctx, n, module); v != want {
+			t.Fatalf("the previous release runs x/%s at consensus version %d, want %d", module, v, want)
+		}
 	}
 
 	// State made by the previous release: a bonded provider, a job and the lease it won.
@@ -84,6 +86,12 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 	waitFor(t, ctx, "the auction to lease job 1", func() bool {
 		return activeLeaseIDs(t, ctx, n) == "1"
 	})
+	// An unbonding queued by the previous release: it has no completion height yet.
+	mustTx(t, ctx, n, "provider", "stakingext", "unbond", "1000000udepin")
+	queued := unbondingOf(t, ctx, n, provider)
+	if queued.CompletionHeight != "0" {
+		t.Fatalf("the previous release wrote a completion height: %+v", queued)
+	}
 	before := durableState(t, ctx, n, owner, provider)
 
 	// Governance schedules the upgrade: the validator submits the proposal with
@@ -94,9 +102,9 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 	}
 	// 8 s of voting at 300 ms blocks is under 30 blocks; leave room for slow blocks.
 	upgradeHeight := height + 45
-	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v2",
+	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v3",
 		"--upgrade-height", strconv.FormatInt(upgradeHeight, 10), "--no-validate",
-		"--title", "Upgrade to v2", "--summary", "x/market indexes leases by state", "--deposit", "10000000udepin")
+		"--title", "Upgrade to v3", "--summary", "no challenge cap, slashable unbondings, audits", "--deposit", "10000000udepin")
 	proposalID, ok := res.Attr("submit_proposal", "proposal_id")
 	if !ok {
 		t.Fatalf("no proposal id in %+v", res.Events)
@@ -115,13 +123,13 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(plan), `"name":"v2"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
+	if !strings.Contains(string(plan), `"name":"v3"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("scheduled plan: %s", plan)
 	}
 
-	// The previous release does not know "v2": it stops at the upgrade height,
+	// The previous release does not know "v3": it stops at the upgrade height,
 	// says why, and leaves data/upgrade-info.json for the next binary (and cosmovisor).
-	needed := fmt.Sprintf(`UPGRADE "v2" NEEDED at height: %d`, upgradeHeight)
+	needed := fmt.Sprintf(`UPGRADE "v3" NEEDED at height: %d`, upgradeHeight)
 	waitFor(t, ctx, "the old binary to halt", func() bool {
 		log, _ := os.ReadFile(filepath.Join(n.Home, "node.log"))
 		return strings.Contains(string(log), needed)
@@ -137,7 +145,7 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 		t.Fatalf("chain at height %d, then %d (%v): want it stopped at the upgrade height %d", halted, h, err, upgradeHeight)
 	}
 	info, err := os.ReadFile(filepath.Join(n.Home, "data", "upgrade-info.json"))
-	if err != nil || !strings.Contains(string(info), `"name":"v2"`) {
+	if err != nil || !strings.Contains(string(info), `"name":"v3"`) {
 		t.Fatalf("upgrade-info.json: %s (%v)", info, err)
 	}
 	n.Stop()
@@ -151,23 +159,48 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v2" at height: %d`, upgradeHeight)) {
-		t.Fatal("the new binary did not log that it applied v2")
+	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v3" at height: %d`, upgradeHeight)) {
+		t.Fatal("the new binary did not log that it applied v3")
 	}
-	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v2")
+	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v3")
 	if err != nil || !strings.Contains(string(applied), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("applied plan: %s (%v)", applied, err)
 	}
-	if v := moduleVersion(t, ctx, n, "market"); v != 2 {
-		t.Fatalf("x/market is at consensus version %d after the upgrade, want 2", v)
+	for module, want := range map[string]int{"market": 2, "verify": 2, "stakingext": 2} {
+		if v := moduleVersion(t, ctx, n, module); v != want {
+			t.Fatalf("x/%s is at consensus version %d after the upgrade, want %d", module, v, want)
+		}
 	}
 	if after := durableState(t, ctx, n, owner, provider); after != before {
 		t.Fatalf("state changed across the upgrade:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	// Active leases are now listed from the leases-by-state index, which only
-	// the migration can have filled for a lease made before the upgrade.
 	if got := activeLeaseIDs(t, ctx, n); got != "1" {
 		t.Fatalf("active leases after the upgrade: %q, want lease 1", got)
+	}
+	// x/stakingext's migration gave the queued unbonding its completion height
+	// (creation height + unbonding_blocks), so it stays slashable for disputes
+	// over what its operator committed before; nothing else about it changed.
+	migrated := unbondingOf(t, ctx, n, provider)
+	var stakingParams struct {
+		Params struct {
+			UnbondingBlocks string `json:"unbonding_blocks"`
+		} `json:"params"`
+	}
+	body, err := n.REST(ctx, "/depinchain/stakingext/v1/params")
+	if err != nil || json.Unmarshal(body, &stakingParams) != nil {
+		t.Fatalf("stakingext params: %s (%v)", body, err)
+	}
+	creation, _ := strconv.ParseInt(migrated.CreationHeight, 10, 64)
+	blocks, _ := strconv.ParseInt(stakingParams.Params.UnbondingBlocks, 10, 64)
+	if blocks == 0 || migrated.CompletionHeight != strconv.FormatInt(creation+blocks, 10) ||
+		migrated.Amount != queued.Amount || migrated.CompletionTime != queued.CompletionTime || migrated.ID != queued.ID {
+		t.Fatalf("unbonding before %+v, after %+v (unbonding_blocks %d)", queued, migrated, blocks)
+	}
+	// x/verify's migration filled in its new params.
+	verifyParams, err := n.REST(ctx, "/depinchain/verify/v1/params")
+	if err != nil || !strings.Contains(string(verifyParams), `"withheld_threshold":"0.500000000000000000"`) ||
+		strings.Contains(string(verifyParams), "max_challenges_per_checkpoint") {
+		t.Fatalf("verify params after the upgrade: %s (%v)", verifyParams, err)
 	}
 
 	// Blocks advance and transactions run on the migrated state: cancelling the
@@ -178,6 +211,12 @@ func TestSoftwareUpgradeV2(t *testing.T) {
 	mustTx(t, ctx, n, "owner", "market", "cancel-job", "1")
 	if got := activeLeaseIDs(t, ctx, n); got != "" {
 		t.Fatalf("active leases after cancelling the job: %q, want none", got)
+	}
+	// What v3 added works: a verifier registers and is in the audit set.
+	mustTx(t, ctx, n, "owner", "stakingext", "register-verifier", "100000000udepin")
+	body, err = n.REST(ctx, "/depinchain/stakingext/v1/verifiers?active_only=true")
+	if err != nil || !strings.Contains(string(body), owner) || !strings.Contains(string(body), `"set_size":"1"`) {
+		t.Fatalf("verifiers after registering one: %s (%v)", body, err)
 	}
 	if err := n.WaitBlocks(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -231,6 +270,36 @@ func durableState(t *testing.T, ctx context.Context, n *localnet.Node, addrs ...
 		fmt.Fprintf(&b, "%s: %s\n", q.path, object)
 	}
 	return b.String()
+}
+
+// unbondingJSON is an unbonding entry as REST shows it.
+type unbondingJSON struct {
+	ID               string `json:"id"`
+	Amount           any    `json:"amount"`
+	CreationHeight   string `json:"creation_height"`
+	CompletionTime   string `json:"completion_time"`
+	CompletionHeight string `json:"completion_height"`
+}
+
+// unbondingOf returns an operator's only unbonding entry over REST.
+func unbondingOf(t *testing.T, ctx context.Context, n *localnet.Node, operator string) unbondingJSON {
+	t.Helper()
+	body, err := n.REST(ctx, "/depinchain/stakingext/v1/providers/"+operator+"/unbondings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Unbondings []unbondingJSON `json:"unbondings"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil || len(res.Unbondings) != 1 {
+		t.Fatalf("unbondings of %s: %s (%v)", operator, body, err)
+	}
+	u := res.Unbondings[0]
+	if u.CompletionHeight == "" {
+		u.CompletionHeight = "0" // proto3 JSON leaves out a zero
+	}
+	u.Amount = fmt.Sprint(u.Amount)
+	return u
 }
 
 // activeLeaseIDs lists the active leases over REST, comma-separated.

@@ -148,10 +148,19 @@ func WaitsOn(turn verifytypes.GameTurn, side Side) bool {
 
 // NextMove returns the message side should send now in g, seen at height,
 // or nil when the game is decided or does not wait on side. It returns
-// ErrTooLate when it does but the deadline has passed.
+// ErrTooLate when it does but the deadline has passed. When the game waits on
+// the other side past its deadline, the move is to claim the timeout
+// (MsgClaimTimeout): the game ends now instead of when the end blocker, which
+// processes a capped number of deadlines per block, reaches it.
 func NextMove(sender string, side Side, g Game, height int64, ev Evidence) (sdk.Msg, error) {
 	ch := g.Challenge
-	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED || !WaitsOn(ch.Turn, side) {
+	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+		return nil, nil
+	}
+	if !WaitsOn(ch.Turn, side) {
+		if _, ok := moves[ch.Turn]; ok && height > ch.Deadline {
+			return ClaimTimeout(sender, ch.Id), nil
+		}
 		return nil, nil
 	}
 	if height > ch.Deadline {

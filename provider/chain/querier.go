@@ -21,7 +21,8 @@ import (
 
 // RequiredGrants are the messages the hot key sends on the operator's behalf,
 // each needing an authz grant from the operator. (MsgRespond is a
-// challenger's move; a provider never sends it.)
+// challenger's move; a provider never sends it. MsgClaimTimeout ends a game
+// whose challenger missed its deadline without waiting for the end blocker.)
 var RequiredGrants = []string{
 	sdk.MsgTypeURL(&markettypes.MsgPlaceBid{}),
 	sdk.MsgTypeURL(&markettypes.MsgWithdrawBid{}),
@@ -29,6 +30,7 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgSubmitCheckpoint{}),
 	sdk.MsgTypeURL(&verifytypes.MsgRevealHash{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
+	sdk.MsgTypeURL(&verifytypes.MsgClaimTimeout{}),
 }
 
 // Querier reads chain state over gRPC.
@@ -209,5 +211,8 @@ type (
 	}
 	ChallengesQuerier interface {
 		Challenges(ctx context.Context, in *verifytypes.QueryChallengesRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengesResponse, error)
+	}
+	AuditsQuerier interface {
+		Audits(ctx context.Context, in *verifytypes.QueryAuditsRequest, opts ...grpc.CallOption) (*verifytypes.QueryAuditsResponse, error)
 	}
 )

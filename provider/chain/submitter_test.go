@@ -117,6 +117,7 @@ func TestSubmitterSendsThroughAuthzAndTracksSequences(t *testing.T) {
 		"/depinchain.verify.v1.MsgSubmitCheckpoint",
 		"/depinchain.verify.v1.MsgRevealHash",
 		"/depinchain.verify.v1.MsgStep",
+		"/depinchain.verify.v1.MsgClaimTimeout",
 	}
 	if !reflect.DeepEqual(missing, want) {
 		t.Fatalf("after granting bids, missing = %v, want %v", missing, want)

@@ -34,6 +34,7 @@ type Config struct {
 	Checkpoints Checkpoints `toml:"checkpoints"`
 	API         API         `toml:"api"`
 	Verifier    Verifier    `toml:"verifier"`
+	Audits      Audits      `toml:"audits"`
 	StorageRole StorageRole `toml:"storage_role"`
 }
 
@@ -180,6 +181,21 @@ type Verifier struct {
 	Seed uint64 `toml:"seed"`
 }
 
+// Audits configures the audits role (package provider/audits): the operator as a bonded
+// verifier that x/verify draws to audit checkpoints, paid per audited step.
+type Audits struct {
+	Enabled bool `toml:"enabled"`
+	// RegisterBond, when set (e.g. "100000000udepin"), registers the operator as a
+	// verifier with that bond at start if it is not one yet.
+	RegisterBond string `toml:"register_bond"`
+	// Reactivate puts the verifier back into the audit set at start, and after a
+	// missed assignment took it out, when its bond is enough.
+	Reactivate bool `toml:"reactivate"`
+	// ReportUnavailable reports on chain when a provider does not serve the state a
+	// checkpoint starts from (enough such reports withhold the checkpoint).
+	ReportUnavailable bool `toml:"report_unavailable"`
+}
+
 // StorageRole configures the storage role (package provider/storage): holding
 // pieces of datasets registered in x/shardregistry and answering their
 // storage challenges.
@@ -251,6 +267,10 @@ func Default() *Config {
 		Verifier: Verifier{
 			Policy:     PolicySample,
 			SampleRate: 0.1,
+		},
+		Audits: Audits{
+			Reactivate:        true,
+			ReportUnavailable: true,
 		},
 		StorageRole: StorageRole{
 			PiecesDir:     "pieces",

@@ -143,6 +143,28 @@ sample_rate = {{f .Verifier.SampleRate}}
 # checkpoints.
 seed = {{.Verifier.Seed}}
 
+[audits]
+# Audit checkpoints as a bonded verifier: x/verify draws auditors for every
+# checkpoint of an adjudicable job, and each must attest (its own re-execution
+# has the provider's trace root), challenge, or report that the provider does
+# not serve the start state, before the challenge window closes. Audits are
+# paid per step from the job's escrow; a missed one costs a small slash and the
+# place in the audit set; attesting to a checkpoint later proven fraudulent
+# costs a large slash and the verifier role for good. Assignments go before
+# [verifier] sampling. With a hot key, the operator grants it MsgAttest,
+# MsgReportUnavailable, MsgChallenge, MsgRespond, MsgStep, MsgClaimTimeout
+# (/depinchain.verify.v1.*), MsgRegisterVerifier and MsgActivateVerifier
+# (/depinchain.stakingext.v1.*).
+enabled = {{.Audits.Enabled}}
+# Register the operator as a verifier with this bond at start when it is not
+# one yet (at least x/stakingext's min_verifier_bond), e.g. "100000000udepin";
+# empty: register yourself with 'depinchaind tx stakingext register-verifier'.
+register_bond = {{q .Audits.RegisterBond}}
+# Rejoin the audit set at start and after a missed assignment took it out.
+reactivate = {{.Audits.Reactivate}}
+# Report providers that do not serve the state a checkpoint starts from.
+report_unavailable = {{.Audits.ReportUnavailable}}
+
 [storage_role]
 # Hold pieces of datasets registered on chain and answer their storage
 # challenges before each deadline. With a hot key, the operator grants it

@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 		p.bad("api.listen", "%v", err)
 	}
 	c.Verifier.validate(&p)
+	c.Audits.validate(&p)
 	c.StorageRole.validate(&p)
 	return errors.Join(p...)
 }
@@ -174,6 +175,16 @@ func (v Verifier) validate(p *problems) {
 		}
 	default:
 		p.bad("verifier.policy", "must be %q or %q, got %q", PolicyAll, PolicySample, v.Policy)
+	}
+}
+
+func (a Audits) validate(p *problems) {
+	if a.RegisterBond == "" {
+		return
+	}
+	coin, err := sdk.ParseCoinNormalized(a.RegisterBond)
+	if err != nil || !coin.IsPositive() {
+		p.bad("audits.register_bond", "must be a positive coin like 100000000%s, got %q", chainparams.BondDenom, a.RegisterBond)
 	}
 }
 

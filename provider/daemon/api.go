@@ -10,11 +10,14 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
 	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/status"
 	statusv1 "github.com/depinchain/depinchain/provider/status/v1"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -232,6 +235,9 @@ func (d *Daemon) roleNames() []string {
 	if d.roles.disputes.Status().Verifier {
 		names = append(names, "verifier")
 	}
+	if d.roles.audits != nil {
+		names = append(names, "auditor")
+	}
 	if d.roles.storage != nil {
 		names = append(names, "storage")
 	}
@@ -290,5 +296,48 @@ func (s statusService) Storage(context.Context, *statusv1.StorageRequest) (*stat
 			NextDeadline: p.NextDeadline, Answered: p.Answered, Missed: p.Missed, Repaired: p.Repaired, Problem: p.Problem,
 		})
 	}
+	return res, nil
+}
+
+func (s statusService) Audits(ctx context.Context, _ *statusv1.AuditsRequest) (*statusv1.AuditsResponse, error) {
+	r := s.d.roles.audits
+	if r == nil {
+		return &statusv1.AuditsResponse{}, nil
+	}
+	recs, err := r.Audits()
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	st := r.Status()
+	res := &statusv1.AuditsResponse{Enabled: true, Queued: uint64(st.Queued), LastError: st.LastError}
+	if v, err := stakingexttypes.NewQueryClient(s.d.conn).Verifier(ctx, &stakingexttypes.QueryVerifierRequest{Operator: s.d.operator}); err == nil {
+		res.VerifierStatus, res.VerifierBond = v.Verifier.Status.String(), v.Verifier.Bond.String()
+	}
+	var earned, slashed sdk.Coins
+	for _, a := range recs {
+		res.Audits = append(res.Audits, &statusv1.AuditAssignment{
+			LeaseId: a.LeaseID, Index: a.Index, JobId: a.JobID, Provider: a.Provider, Status: string(a.Status), Fee: a.Fee,
+			Deadline: a.Deadline, AssignedHeight: a.AssignedHeight, AnsweredHeight: a.AnsweredHeight, Detail: a.Detail,
+			ChallengeId: a.ChallengeID, Settled: a.Settled, Paid: a.Paid, Slashed: a.Slashed,
+		})
+		res.Assigned++
+		switch a.Status {
+		case db.AuditAttested:
+			res.Attested++
+		case db.AuditChallenged:
+			res.Challenged++
+		case db.AuditReported:
+			res.Reported++
+		case db.AuditMissed:
+			res.Missed++
+		}
+		if c, err := sdk.ParseCoinNormalized(a.Paid); err == nil && c.IsPositive() {
+			earned = earned.Add(c)
+		}
+		if c, err := sdk.ParseCoinNormalized(a.Slashed); err == nil && c.IsPositive() {
+			slashed = slashed.Add(c)
+		}
+	}
+	res.Earned, res.Slashed = earned.String(), slashed.String()
 	return res, nil
 }

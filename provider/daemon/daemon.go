@@ -67,6 +67,10 @@ type Options struct {
 type Hooks struct {
 	Leases   leases.Hooks
 	Disputes disputes.Hooks
+	// WithholdStates makes the checkpoint server refuse every state download (a
+	// provider that withholds what its checkpoints start from, so nobody can check
+	// them); metadata and traces are still served.
+	WithholdStates bool
 }
 
 // Daemon is one running provider sidecar.
@@ -86,6 +90,8 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	roles   roles
 	state   runState
+	// withholdStates is Hooks.WithholdStates.
+	withholdStates bool
 }
 
 // host is the GPU inventory and where it comes from.
@@ -145,6 +151,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := d.openDB(); err != nil {
 		return nil, err
 	}
+	d.withholdStates = opts.Hooks.WithholdStates
 	if d.roles, err = d.newRoles(!registered, opts.Hooks); err != nil {
 		return nil, err
 	}

@@ -7,12 +7,14 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/chainparams"
+	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/gpu"
+	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/storage"
@@ -53,7 +55,10 @@ type roles struct {
 	// storage holds dataset pieces and answers their challenges; nil
 	// unless [storage_role] is enabled.
 	storage *storage.Role
-	all     []Role
+	// audits answers the operator's audit assignments; nil unless [audits] is
+	// enabled.
+	audits *audits.Role
+	all    []Role
 }
 
 // newRoles sets up the roles from the configuration. A passive sidecar (a
@@ -80,15 +85,29 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	if err != nil {
 		return rs, err
 	}
+	// Audit assignments go before verifier-mode sampling.
+	priority := &rolekit.Priority{}
 	rs.disputes, err = disputes.New(disputes.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, Height: d.chainHeight, DB: d.db,
 		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir,
-		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes,
+		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes, Priority: priority,
 	})
 	if err != nil {
 		return rs, err
 	}
 	rs.all = []Role{rs.bidding, rs.leases, rs.disputes}
+	if cfg.Audits.Enabled {
+		d.metrics.RegisterAudits()
+		rs.audits, err = audits.New(audits.Options{
+			Operator: d.operator, Submit: d.submit, Height: d.chainHeight, DB: d.db, Config: cfg.Audits,
+			Chain:   auditsChain{Queries: d.queries, QueryClient: stakingexttypes.NewQueryClient(d.conn)},
+			Checker: rs.disputes, Priority: priority, Metrics: d.metrics, Logger: d.log,
+		})
+		if err != nil {
+			return rs, err
+		}
+		rs.all = append(rs.all, rs.audits)
+	}
 	if cfg.StorageRole.Enabled {
 		if rs.storage, err = d.newStorageRole(); err != nil {
 			return rs, err
@@ -96,6 +115,13 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		rs.all = append(rs.all, rs.storage)
 	}
 	return rs, nil
+}
+
+// auditsChain is what the audits role reads: x/verify's queries and x/stakingext's
+// verifier query.
+type auditsChain struct {
+	chain.Queries
+	stakingexttypes.QueryClient
 }
 
 func (d *Daemon) newStorageRole() (*storage.Role, error) {

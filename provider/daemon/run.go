@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,11 +91,27 @@ func (d *Daemon) listen() (public, api net.Listener, err error) {
 // pieces from here).
 func (d *Daemon) publicServer() *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle(checkpoint.PathPrefix, checkpoint.NewHandler(d.catalog))
+	var checkpoints http.Handler = checkpoint.NewHandler(d.catalog)
+	if d.withholdStates {
+		checkpoints = withholdStates(checkpoints)
+	}
+	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	if d.roles.storage != nil {
 		mux.Handle("/pieces/", storage.NewPieceHandler(d.cfg.StorageRole.PiecesDir))
 	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// withholdStates is the test hook of a provider that does not serve the states its
+// checkpoints start from: state and chunk downloads fail, the rest is served.
+func withholdStates(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/state") || strings.Contains(r.URL.Path, "/chunks/") {
+			http.Error(w, "withheld (test hook)", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {

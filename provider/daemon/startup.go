@@ -14,6 +14,7 @@ import (
 	cmtservice "github.com/cosmos/cosmos-sdk/client/grpc/cmtservice"
 	"github.com/cosmos/cosmos-sdk/crypto/keyring"
 
+	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/disputes"
@@ -68,7 +69,7 @@ func checkHotKey(kr keyring.Keyring, name, backend, dir string) error {
 // verifier: then registered is false and it does not bid.
 func (d *Daemon) checkProvider(ctx context.Context) (registered bool, _ error) {
 	res, err := stakingexttypes.NewQueryClient(d.conn).Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: d.operator})
-	if err != nil && d.cfg.Verifier.Enabled && len(d.cfg.Pricing.Table) == 0 && len(d.cfg.Pricing.PricingCommand) == 0 {
+	if err != nil && (d.cfg.Verifier.Enabled || d.cfg.Audits.Enabled) && len(d.cfg.Pricing.Table) == 0 && len(d.cfg.Pricing.PricingCommand) == 0 {
 		d.log.Info("verifier only: the operator is not a registered provider and the sidecar does not bid", "operator", d.operator)
 		return false, nil
 	}
@@ -92,6 +93,13 @@ func (d *Daemon) checkGrants(ctx context.Context) error {
 	}
 	if d.cfg.StorageRole.Enabled {
 		required = append(slices.Clone(required), storage.RequiredGrants...)
+	}
+	if d.cfg.Audits.Enabled {
+		for _, g := range audits.RequiredGrants {
+			if !slices.Contains(required, g) {
+				required = append(slices.Clone(required), g)
+			}
+		}
 	}
 	missing, err := chain.NewQuerier(d.conn, chain.NewEncodingConfig().InterfaceRegistry).CheckGrants(ctx, d.operator, hot, required)
 	if err != nil {

@@ -32,6 +32,8 @@ var (
 	bucketCheckpoints = []byte("checkpoints")
 	// bucketVerifications holds the verifier's results.
 	bucketVerifications = []byte("verifications")
+	// bucketAudits holds the audit assignments of the operator (provider/audits).
+	bucketAudits = []byte("audits")
 
 	keySchema = []byte("schema")
 	keyCursor = []byte("cursor")
@@ -60,7 +62,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = bdb.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketHandled, bucketJobs, bucketBids, bucketLeases, bucketCheckpoints, bucketVerifications} {
+		for _, name := range [][]byte{bucketMeta, bucketHandled, bucketJobs, bucketBids, bucketLeases, bucketCheckpoints, bucketVerifications, bucketAudits} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

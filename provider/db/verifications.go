@@ -16,6 +16,9 @@ const (
 	// VerificationFailed: the check could not be completed (e.g. the
 	// provider's server did not serve a verifiable start state).
 	VerificationFailed VerificationResult = "failed"
+	// VerificationUnavailable: the provider did not serve the state the checkpoint
+	// starts from (or served one that does not hash to its start hash).
+	VerificationUnavailable VerificationResult = "unavailable"
 )
 
 // VerificationRecord is the verifier's record of another provider's checkpoint.
@@ -37,7 +40,7 @@ type VerificationRecord struct {
 // PutVerification stores (or replaces) a verification record.
 func (t *Tx) PutVerification(r VerificationRecord) error {
 	switch r.Result {
-	case VerificationSkipped, VerificationMatched, VerificationMismatched, VerificationFailed:
+	case VerificationSkipped, VerificationMatched, VerificationMismatched, VerificationFailed, VerificationUnavailable:
 	default:
 		return fmt.Errorf("verification %d/%d: unknown result %q", r.LeaseID, r.Index, r.Result)
 	}

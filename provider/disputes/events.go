@@ -45,6 +45,15 @@ func (r *Role) HandleEvent(_ context.Context, tx *db.Tx, ev chain.Event) (func()
 			return nil, nil
 		}
 		return func() { r.resolved(e.ChallengeId, side, e.Outcome) }, r.challengeResolved(tx, e)
+	case *verifytypes.EventHashRevealed:
+		// A reveal does not announce a turn for every game waiting on it (x/verify
+		// keeps that one write): the verifier's open game on the checkpoint is now its
+		// turn, if it was waiting there.
+		rec, ok, err := tx.Verification(e.LeaseId, e.CheckpointIndex)
+		if err != nil || !ok || rec.ChallengeID == 0 || rec.Outcome != "" {
+			return nil, err
+		}
+		return func() { r.enqueueGame(rec.ChallengeID) }, nil
 	}
 	return nil, nil
 }

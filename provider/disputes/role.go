@@ -38,6 +38,7 @@ var VerifierGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgChallenge{}),
 	sdk.MsgTypeURL(&verifytypes.MsgRespond{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
+	sdk.MsgTypeURL(&verifytypes.MsgClaimTimeout{}),
 }
 
 // Sizes of the work queues; past them work waits for the next start.
@@ -101,6 +102,9 @@ type Options struct {
 	// Logger receives the role's logs; nil discards them.
 	Logger *slog.Logger
 	Hooks  Hooks
+	// Priority, when set, goes before verifier-mode sampling: the audits role holds
+	// it while it has assignments, and a sampled check waits until it is free.
+	Priority *rolekit.Priority
 }
 
 // Role is the disputes role. Create it with New.

@@ -324,3 +324,41 @@ func TestDisputeMetrics(t *testing.T) {
 		t.Fatalf("disputes_open after a restart = %v, want 1 as defender and 1 as challenger", got)
 	}
 }
+
+// An audit checks a checkpoint whatever the verifier's sample and answers with what it
+// found: a match (with the committed root), a challenge, or an unavailable start state
+// when the provider does not serve it.
+func TestAuditOfACheckpoint(t *testing.T) {
+	h := newHarness(t, false) // verifier mode off: audits run all the same
+	h.chain.Jobs[1] = referenceJob()
+	cp, _ := honestCheckpoint(t, other)
+	h.chain.Cps[[2]uint64{1, 0}] = cp
+	res, err := h.role.Audit(context.Background(), checkpoint.Ref{LeaseID: 1})
+	if err != nil || res.Outcome != AuditMatched || !bytes.Equal(res.TraceRoot, cp.TraceRoot) {
+		t.Fatalf("honest checkpoint: %+v, %v", res, err)
+	}
+
+	wrong := cp
+	wrong.TraceRoot = bytes.Repeat([]byte{9}, 32)
+	wrong.FinalHash = bytes.Repeat([]byte{9}, 32)
+	wrong.Index = 2
+	h.chain.Cps[[2]uint64{1, 2}] = wrong
+	res, err = h.role.Audit(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 2})
+	if err != nil || res.Outcome != AuditChallenged || res.ChallengeID != 1 {
+		t.Fatalf("wrong checkpoint: %+v, %v", res, err)
+	}
+
+	// Checkpoint 3 starts where checkpoint 2 ended, served at a URL nobody answers.
+	later := cp
+	later.Index, later.StartStep, later.EndStep = 3, 8, 16
+	later.StartHash = bytes.Repeat([]byte{5}, 32)
+	h.chain.Cps[[2]uint64{1, 2}] = func() verifytypes.Checkpoint { c := wrong; c.Uri = "http://127.0.0.1:1/ckpt/1/2"; return c }()
+	h.chain.Cps[[2]uint64{1, 3}] = later
+	res, err = h.role.Audit(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 3})
+	if err != nil || res.Outcome != AuditUnavailable {
+		t.Fatalf("withheld start state: %+v, %v", res, err)
+	}
+	if rec := h.verification(t, 1, 3); rec.Result != db.VerificationUnavailable {
+		t.Fatalf("recorded %+v", rec)
+	}
+}

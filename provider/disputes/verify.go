@@ -21,8 +21,14 @@ import (
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// checkQueued verifies a queued checkpoint.
+// checkQueued verifies a queued checkpoint, after any audit assignment the audits
+// role has queued: assignments are paid and missed ones slashed, samples are neither.
 func (r *Role) checkQueued(ctx context.Context, ref checkpoint.Ref) {
+	if p := r.opts.Priority; p != nil {
+		if err := p.Yield(ctx); err != nil {
+			return
+		}
+	}
 	if err := r.verifyCheckpoint(ctx, ref); err != nil && ctx.Err() == nil {
 		r.log.Warn("verification failed", "checkpoint", ref.String(), "err", err)
 		r.lastErr.Note(err)
@@ -50,49 +56,83 @@ func (r *Role) verifyCheckpoint(ctx context.Context, ref checkpoint.Ref) error {
 	var done bool
 	if err := r.opts.DB.View(func(tx *db.Tx) error {
 		rec, ok, err := tx.Verification(ref.LeaseID, ref.Index)
-		done = ok && rec.Result != db.VerificationFailed
+		done = ok && rec.Result != db.VerificationFailed && rec.Result != db.VerificationUnavailable
 		return err
 	}); err != nil || done {
 		return err
 	}
+	_, err := r.check(ctx, ref, true)
+	return err
+}
+
+// check re-executes checkpoint ref (if it is in the sample, or whatever the sample when
+// sample is false: an audit assignment) and challenges it when the result differs; it
+// records and returns what it found. It returns no record for the operator's own
+// checkpoints.
+func (r *Role) check(ctx context.Context, ref checkpoint.Ref, sample bool) (*db.VerificationRecord, error) {
 	cpRes, err := r.opts.Chain.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: ref.LeaseID, Index: ref.Index})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cp := cpRes.Checkpoint
 	if cp.Provider == r.opts.Operator {
-		return nil
+		return nil, nil
 	}
 	jobRes, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: cp.JobId})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rec := db.VerificationRecord{LeaseID: cp.LeaseId, Index: cp.Index, JobID: cp.JobId, Provider: cp.Provider, Height: cp.SubmittedHeight}
-	rec.Result, rec.Detail = r.skipReason(jobRes.Job, ref)
+	if sample {
+		rec.Result, rec.Detail = r.skipReason(jobRes.Job, ref)
+	} else {
+		rec.Result, rec.Detail = unverifiable(jobRes.Job)
+	}
 	if rec.Result == "" {
 		if err := r.checkReexecution(ctx, cp, jobRes.Job, &rec); err != nil {
 			rec.Result, rec.Detail = db.VerificationFailed, err.Error()
+			if errors.Is(err, ErrStartStateUnavailable) {
+				rec.Result = db.VerificationUnavailable
+			}
 		}
 	}
 	r.opts.Metrics.Verification(string(rec.Result))
 	r.log.Info("checkpoint verified", "lease", cp.LeaseId, "index", cp.Index, "provider", cp.Provider,
-		"steps", fmt.Sprintf("%d..%d", cp.StartStep, cp.EndStep), "result", rec.Result, "detail", rec.Detail, "challenge", rec.ChallengeID)
-	return r.opts.DB.Update(func(tx *db.Tx) error { return tx.PutVerification(rec) })
+		"steps", fmt.Sprintf("%d..%d", cp.StartStep, cp.EndStep), "result", rec.Result, "detail", rec.Detail,
+		"challenge", rec.ChallengeID, "audit", !sample)
+	return &rec, r.opts.DB.Update(func(tx *db.Tx) error { return tx.PutVerification(rec) })
 }
 
 // skipReason says why the verifier does not check a checkpoint of job, or
 // returns "" when it does.
 func (r *Role) skipReason(job markettypes.Job, ref checkpoint.Ref) (db.VerificationResult, string) {
+	if result, detail := unverifiable(job); result != "" {
+		return result, detail
+	}
+	if !sampled(r.opts.Verifier, ref) {
+		return db.VerificationSkipped, fmt.Sprintf("%s (rate %g)", notSampled, r.opts.Verifier.SampleRate)
+	}
+	return "", ""
+}
+
+// notSampled begins the detail of a checkpoint left out of the verifier's sample: an
+// audit assignment checks it all the same.
+const notSampled = "not in this verifier's sample"
+
+// unverifiable says why no checkpoint of job can be re-executed here, or "" when one can.
+func unverifiable(job markettypes.Job) (db.VerificationResult, string) {
 	switch {
 	case job.Spec.Workload.Kind != markettypes.WORKLOAD_KIND_REFERENCE:
 		return db.VerificationSkipped, "not a reference workload: it cannot be re-executed or adjudicated"
 	case job.Spec.DatasetId != "":
 		return db.VerificationSkipped, "trains on a dataset this verifier does not hold"
-	case !sampled(r.opts.Verifier, ref):
-		return db.VerificationSkipped, fmt.Sprintf("not in this verifier's sample (rate %g)", r.opts.Verifier.SampleRate)
 	}
 	return "", ""
 }
+
+// ErrStartStateUnavailable: the provider did not serve the state a checkpoint starts
+// from, or served one that is not it. An auditor reports it on chain.
+var ErrStartStateUnavailable = errors.New("the start state is not available")
 
 // checkReexecution re-executes cp and, on a mismatch, opens a challenge.
 func (r *Role) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job, rec *db.VerificationRecord) error {
@@ -202,14 +242,14 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	}
 	client, ref, from, err := r.fetcher.At(ctx, uri)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: %w", ErrStartStateUnavailable, uri, err)
 	}
 	raw, err := r.fetcher.State(ctx, client, ref, from)
 	if err != nil {
-		return nil, fmt.Errorf("the start state (checkpoint %s at %s) is not available: %w", ref, uri, err)
+		return nil, fmt.Errorf("%w: checkpoint %s at %s: %w", ErrStartStateUnavailable, ref, uri, err)
 	}
 	if h := sha256.Sum256(raw); !slices.Equal(h[:], cp.StartHash) {
-		return nil, errors.New("the served start state does not hash to the checkpoint's start hash")
+		return nil, fmt.Errorf("%w: the served state does not hash to the checkpoint's start hash", ErrStartStateUnavailable)
 	}
 	return reftrainer.Decode(raw)
 }

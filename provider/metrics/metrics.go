@@ -72,6 +72,7 @@ type Metrics struct {
 	moveMargin   *prometheus.HistogramVec
 	verified     *prometheus.CounterVec
 	bidLatency   prometheus.Histogram
+	audits       AuditMetrics
 
 	// What an operator is alerted on (docs/monitoring/alerts.yml).
 	checkpointDeadline            *prometheus.GaugeVec

@@ -175,7 +175,8 @@ func New(t testing.TB, opts ...Option) *Fixture {
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, ak, bk, mk, sk, rk, authority)
+		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
+	sk.SetSlashWindow(vk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/module"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -19,11 +18,7 @@ func (am AppModule) registerMigrations(cfg module.Configurator) {
 	}
 }
 
-// consensusVersion is the state layout this binary writes: ConsensusVersion,
-// or 1 in the upgrade test's stand-in for the previous release (internal/release).
-func consensusVersion() uint64 {
-	if release.Previous {
-		return 1
-	}
-	return ConsensusVersion
-}
+// consensusVersion is the state layout this binary writes. x/market's layout did not
+// change in v3, so the upgrade test's stand-in for the previous release
+// (internal/release) writes the same one.
+func consensusVersion() uint64 { return ConsensusVersion }

@@ -50,6 +50,17 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					Short:          "List the collateral locks held against an operator's bond",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "operator"}},
 				},
+				{
+					RpcMethod:      "Verifier",
+					Use:            "verifier [operator]",
+					Short:          "Show one verifier (auditor): bond, status, audit record, position in the audit set",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "operator"}},
+				},
+				{
+					RpcMethod: "Verifiers",
+					Use:       "verifiers",
+					Short:     "List verifiers, or with --active-only the audit set in position order",
+				},
 			},
 		},
 		Tx: &autocliv1.ServiceCommandDescriptor{
@@ -98,10 +109,34 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					Short:     "Re-activate your jailed provider once its jail time is over",
 				},
 				{
+					RpcMethod:      "RegisterVerifier",
+					Use:            "register-verifier [bond]",
+					Short:          "Register as a verifier (auditor) and bond at least min_verifier_bond; x/verify then draws you for audits",
+					Example:        "depinchaind tx stakingext register-verifier 100000000udepin --from auditor",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "bond"}},
+				},
+				{
+					RpcMethod:      "BondVerifier",
+					Use:            "bond-verifier [amount]",
+					Short:          "Add to your verifier bond",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "amount"}},
+				},
+				{
+					RpcMethod:      "UnbondVerifier",
+					Use:            "unbond-verifier [amount]",
+					Short:          "Start returning verifier bond; below min_verifier_bond you leave the audit set",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "amount"}},
+				},
+				{
+					RpcMethod: "ActivateVerifier",
+					Use:       "activate-verifier",
+					Short:     "Put your inactive verifier back into the audit set (after a missed assignment)",
+				},
+				{
 					RpcMethod:      "UpdateParams",
 					Use:            "update-params-proposal [params]",
 					Short:          "Submit a governance proposal replacing all stakingext params",
-					Example:        `depinchaind tx stakingext update-params-proposal '{"bond_denom":"udepin","min_bond_per_gpu":"1000000","unbonding_period":"1814400s","max_gpu_classes":16,"max_unbondings_per_block":100,"max_unbonding_entries":7}' --from proposer --deposit 10000000udepin`,
+					Example:        `depinchaind tx stakingext update-params-proposal '{"bond_denom":"udepin","min_bond_per_gpu":"1000000","unbonding_period":"1814400s","max_gpu_classes":16,"max_unbondings_per_block":100,"max_unbonding_entries":7,"unbonding_blocks":"100800","min_verifier_bond":"100000000"}' --from proposer --deposit 10000000udepin`,
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "params"}},
 					GovProposal:    true,
 				},

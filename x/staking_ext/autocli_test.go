@@ -115,9 +115,17 @@ func TestProviderCommands(t *testing.T) {
 	require.Equal(t, &types.MsgUnjail{Operator: operator}, runTx(t, "unjail"))
 }
 
+func TestVerifierCommands(t *testing.T) {
+	require.Equal(t, &types.MsgRegisterVerifier{Operator: operator, Bond: sdk.NewInt64Coin("udepin", 100_000_000)},
+		runTx(t, "register-verifier", "100000000udepin"))
+	require.Equal(t, &types.MsgBondVerifier{Operator: operator, Amount: sdk.NewInt64Coin("udepin", 3)}, runTx(t, "bond-verifier", "3udepin"))
+	require.Equal(t, &types.MsgUnbondVerifier{Operator: operator, Amount: sdk.NewInt64Coin("udepin", 4)}, runTx(t, "unbond-verifier", "4udepin"))
+	require.Equal(t, &types.MsgActivateVerifier{Operator: operator}, runTx(t, "activate-verifier"))
+}
+
 func TestUpdateParamsProposalCommand(t *testing.T) {
 	msg := runTx(t, "update-params-proposal",
-		`{"bond_denom":"udepin","min_bond_per_gpu":"2000000","unbonding_period":"604800s","max_gpu_classes":8,"max_unbondings_per_block":50,"max_unbonding_entries":3}`,
+		`{"bond_denom":"udepin","min_bond_per_gpu":"2000000","unbonding_period":"604800s","max_gpu_classes":8,"max_unbondings_per_block":50,"max_unbonding_entries":3,"unbonding_blocks":"200000","min_verifier_bond":"100000000"}`,
 		"--deposit", "10udepin", "--title", "Raise the bond", "--summary", "2 DEPIN per GPU")
 	proposal, ok := msg.(*govv1.MsgSubmitProposal)
 	require.True(t, ok, "got %T", msg)
@@ -134,5 +142,6 @@ func TestUpdateParamsProposalCommand(t *testing.T) {
 	expected.MinBondPerGpu = expected.MinBondPerGpu.MulRaw(2)
 	expected.UnbondingPeriod = 7 * 24 * time.Hour
 	expected.MaxGpuClasses, expected.MaxUnbondingsPerBlock, expected.MaxUnbondingEntries = 8, 50, 3
+	expected.UnbondingBlocks = 200_000
 	require.Equal(t, expected.String(), update.Params.String())
 }

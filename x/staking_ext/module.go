@@ -20,14 +20,16 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/staking_ext/keeper"
 	"github.com/depinchain/depinchain/x/staking_ext/simulation"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
-// ConsensusVersion is bumped with every state migration.
-const ConsensusVersion = 1
+// ConsensusVersion is bumped with every state migration. Version 2 (the v3 upgrade)
+// added the verifier registry, unbonding_blocks and the unbondings' completion heights.
+const ConsensusVersion = 2
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -88,6 +90,10 @@ func (AppModule) RegisterGRPCGatewayRoutes(clientCtx client.Context, mux *gwrunt
 func (am AppModule) RegisterServices(cfg module.Configurator) {
 	types.RegisterMsgServer(cfg.MsgServer(), keeper.NewMsgServerImpl(am.keeper))
 	types.RegisterQueryServer(cfg.QueryServer(), keeper.NewQueryServerImpl(am.keeper))
+	m := keeper.NewMigrator(am.keeper)
+	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
+	}
 }
 
 // DefaultGenesis returns the default genesis state as JSON.
@@ -127,8 +133,14 @@ func (am AppModule) EndBlock(ctx context.Context) error {
 	return am.keeper.EndBlocker(ctx)
 }
 
-// ConsensusVersion implements module.HasConsensusVersion.
-func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+// ConsensusVersion implements module.HasConsensusVersion: ConsensusVersion, or 1 in
+// the upgrade test's stand-in for the previous release (internal/release).
+func (AppModule) ConsensusVersion() uint64 {
+	if release.Previous {
+		return 1
+	}
+	return ConsensusVersion
+}
 
 // GenerateGenesisState implements module.AppModuleSimulation: random params and bonded
 // providers (see simulation.RandomizedGenState).

@@ -31,6 +31,10 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					RpcMethod: "DataRoot", Use: "data-root [job-id]", Short: "Show the Merkle root of a job's training data",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
 				},
+				{
+					RpcMethod: "Audits", Use: "audits",
+					Short: "List audit assignments: --auditor addr, or --lease-id with --checkpoint-index (--open-only)",
+				},
 			},
 		},
 		Tx: &autocliv1.ServiceCommandDescriptor{
@@ -42,6 +46,17 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 				{RpcMethod: "RevealHash", Skip: true},
 				{RpcMethod: "Respond", Skip: true},
 				{RpcMethod: "Step", Skip: true},
+				{RpcMethod: "Attest", Skip: true}, // reads a trace file (client/cli)
+				{
+					RpcMethod: "ClaimTimeout", Use: "claim-timeout [challenge-id]",
+					Short:          "End a game whose party to move missed its deadline (anyone may), without waiting for the end blocker",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "challenge_id"}},
+				},
+				{
+					RpcMethod: "ReportUnavailable", Use: "report-unavailable [lease-id] [checkpoint-index]",
+					Short:          "As a drawn auditor, report that the provider does not serve the state the checkpoint starts from",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "lease_id"}, {ProtoField: "checkpoint_index"}},
+				},
 				{RpcMethod: "UpdateParams", Skip: true}, // governance only
 			},
 		},

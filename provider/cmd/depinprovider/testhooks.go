@@ -32,6 +32,10 @@ const (
 	// flagPauseCheckpoint does the same before its Nth checkpoint
 	// submission.
 	flagPauseCheckpoint = "pause-before-checkpoint"
+	// flagWithhold makes the provider withhold its checkpoints' states: its
+	// checkpoint server refuses state downloads, so auditors cannot start
+	// from them.
+	flagWithhold = "cheat-withhold-state"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -39,7 +43,8 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Uint64(flagCheat, 0, "TESTS ONLY: commit fabricated trace hashes from this step on")
 	f.Uint64(flagPauseMove, 0, "TESTS ONLY: block right before sending the Nth dispute move")
 	f.Uint64(flagPauseCheckpoint, 0, "TESTS ONLY: block right before submitting the Nth checkpoint")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint} {
+	f.Bool(flagWithhold, false, "TESTS ONLY: refuse to serve checkpoint states")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -56,6 +61,10 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) daemon.Hooks {
 		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
 			pause(ctx, "dispute move", "challenge", challengeID, "msg", sdk.MsgTypeURL(msg))
 		}
+	}
+	if withhold, _ := f.GetBool(flagWithhold); withhold {
+		log.Warn("TEST HOOK: the checkpoint server withholds every state")
+		hooks.WithholdStates = true
 	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)

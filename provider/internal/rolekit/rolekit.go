@@ -78,3 +78,68 @@ func (e *LastError) Get() (string, time.Time) {
 	defer e.mu.Unlock()
 	return e.msg, e.at
 }
+
+// Priority lets one worker's work go before another's: the first holds it while it has
+// work queued (Hold, Release), the second calls Yield before each item and waits while
+// anything is held. The zero value is ready; it is safe for concurrent use.
+type Priority struct {
+	mu   sync.Mutex
+	held int
+	// free is closed while nothing is held; nil until first used.
+	free chan struct{}
+}
+
+func (p *Priority) freeLocked() chan struct{} {
+	if p.free == nil {
+		p.free = make(chan struct{})
+		if p.held == 0 {
+			close(p.free)
+		}
+	}
+	return p.free
+}
+
+// Hold marks one item of priority work; Release it when done.
+func (p *Priority) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.freeLocked()
+	if p.held == 0 {
+		p.free = make(chan struct{})
+	}
+	p.held++
+}
+
+// Release ends one Hold.
+func (p *Priority) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.freeLocked()
+	if p.held == 0 {
+		return
+	}
+	p.held--
+	if p.held == 0 {
+		close(p.free)
+	}
+}
+
+// Held is how many items of priority work are held now.
+func (p *Priority) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// Yield waits until no priority work is held, or ctx ends (its error then).
+func (p *Priority) Yield(ctx context.Context) error {
+	p.mu.Lock()
+	free := p.freeLocked()
+	p.mu.Unlock()
+	select {
+	case <-free:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

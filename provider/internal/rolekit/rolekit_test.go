@@ -69,3 +69,42 @@ func TestEveryRunsAtOnceAndStops(t *testing.T) {
 		t.Fatalf("%d calls, want 3", calls)
 	}
 }
+
+func TestPriorityYieldsToHeldWork(t *testing.T) {
+	var p Priority
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Yield(ctx); err != nil {
+		t.Fatalf("nothing held: %v", err)
+	}
+	p.Hold()
+	p.Hold()
+	done := make(chan error, 1)
+	go func() { done <- p.Yield(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("yielded while work was held: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.Release()
+	select {
+	case err := <-done:
+		t.Fatalf("yielded while one item was still held: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("yield after the last release: %v", err)
+	}
+	short, stop := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer stop()
+	p.Hold()
+	if err := p.Yield(short); err == nil {
+		t.Fatal("yield returned while work was held and its context ended")
+	}
+	p.Release()
+	p.Release() // an extra release changes nothing
+	if p.Held() != 0 {
+		t.Fatalf("held %d", p.Held())
+	}
+}

@@ -1979,6 +1979,338 @@ func (x *StoragePiece) GetProblem() string {
 	return ""
 }
 
+type AuditsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditsRequest) Reset() {
+	*x = AuditsRequest{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditsRequest) ProtoMessage() {}
+
+func (x *AuditsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditsRequest.ProtoReflect.Descriptor instead.
+func (*AuditsRequest) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{26}
+}
+
+type AuditsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// enabled is false when the sidecar runs no audits role.
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// verifier_status is the operator's status as a verifier on chain
+	// (VERIFIER_STATUS_ACTIVE, ...), empty when it is not one or the chain did not answer.
+	VerifierStatus string             `protobuf:"bytes,2,opt,name=verifier_status,json=verifierStatus,proto3" json:"verifier_status,omitempty"`
+	VerifierBond   string             `protobuf:"bytes,3,opt,name=verifier_bond,json=verifierBond,proto3" json:"verifier_bond,omitempty"`
+	Audits         []*AuditAssignment `protobuf:"bytes,4,rep,name=audits,proto3" json:"audits,omitempty"`
+	Assigned       uint64             `protobuf:"varint,5,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	Attested       uint64             `protobuf:"varint,6,opt,name=attested,proto3" json:"attested,omitempty"`
+	Challenged     uint64             `protobuf:"varint,7,opt,name=challenged,proto3" json:"challenged,omitempty"`
+	Reported       uint64             `protobuf:"varint,8,opt,name=reported,proto3" json:"reported,omitempty"`
+	Missed         uint64             `protobuf:"varint,9,opt,name=missed,proto3" json:"missed,omitempty"`
+	// queued is how many assignments wait for an answer now.
+	Queued uint64 `protobuf:"varint,10,opt,name=queued,proto3" json:"queued,omitempty"`
+	// earned is every audit fee paid to the operator, as coins; slashed what audits cost it.
+	Earned        string `protobuf:"bytes,11,opt,name=earned,proto3" json:"earned,omitempty"`
+	Slashed       string `protobuf:"bytes,12,opt,name=slashed,proto3" json:"slashed,omitempty"`
+	LastError     string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditsResponse) Reset() {
+	*x = AuditsResponse{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditsResponse) ProtoMessage() {}
+
+func (x *AuditsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditsResponse.ProtoReflect.Descriptor instead.
+func (*AuditsResponse) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AuditsResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AuditsResponse) GetVerifierStatus() string {
+	if x != nil {
+		return x.VerifierStatus
+	}
+	return ""
+}
+
+func (x *AuditsResponse) GetVerifierBond() string {
+	if x != nil {
+		return x.VerifierBond
+	}
+	return ""
+}
+
+func (x *AuditsResponse) GetAudits() []*AuditAssignment {
+	if x != nil {
+		return x.Audits
+	}
+	return nil
+}
+
+func (x *AuditsResponse) GetAssigned() uint64 {
+	if x != nil {
+		return x.Assigned
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetAttested() uint64 {
+	if x != nil {
+		return x.Attested
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetChallenged() uint64 {
+	if x != nil {
+		return x.Challenged
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetReported() uint64 {
+	if x != nil {
+		return x.Reported
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetMissed() uint64 {
+	if x != nil {
+		return x.Missed
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetQueued() uint64 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *AuditsResponse) GetEarned() string {
+	if x != nil {
+		return x.Earned
+	}
+	return ""
+}
+
+func (x *AuditsResponse) GetSlashed() string {
+	if x != nil {
+		return x.Slashed
+	}
+	return ""
+}
+
+func (x *AuditsResponse) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// AuditAssignment is one checkpoint the operator was drawn to audit.
+type AuditAssignment struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId  uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Index    uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	JobId    uint64                 `protobuf:"varint,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Provider string                 `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// status is assigned, attested, challenged, reported, missed or failed.
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Fee    string `protobuf:"bytes,6,opt,name=fee,proto3" json:"fee,omitempty"`
+	// deadline is the last height the answer may land at.
+	Deadline       int64  `protobuf:"varint,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	AssignedHeight int64  `protobuf:"varint,8,opt,name=assigned_height,json=assignedHeight,proto3" json:"assigned_height,omitempty"`
+	AnsweredHeight int64  `protobuf:"varint,9,opt,name=answered_height,json=answeredHeight,proto3" json:"answered_height,omitempty"`
+	Detail         string `protobuf:"bytes,10,opt,name=detail,proto3" json:"detail,omitempty"`
+	ChallengeId    uint64 `protobuf:"varint,11,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	Settled        bool   `protobuf:"varint,12,opt,name=settled,proto3" json:"settled,omitempty"`
+	Paid           string `protobuf:"bytes,13,opt,name=paid,proto3" json:"paid,omitempty"`
+	Slashed        string `protobuf:"bytes,14,opt,name=slashed,proto3" json:"slashed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AuditAssignment) Reset() {
+	*x = AuditAssignment{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditAssignment) ProtoMessage() {}
+
+func (x *AuditAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditAssignment.ProtoReflect.Descriptor instead.
+func (*AuditAssignment) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AuditAssignment) GetLeaseId() uint64 {
+	if x != nil {
+		return x.LeaseId
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetJobId() uint64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *AuditAssignment) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *AuditAssignment) GetFee() string {
+	if x != nil {
+		return x.Fee
+	}
+	return ""
+}
+
+func (x *AuditAssignment) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetAssignedHeight() int64 {
+	if x != nil {
+		return x.AssignedHeight
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetAnsweredHeight() int64 {
+	if x != nil {
+		return x.AnsweredHeight
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *AuditAssignment) GetChallengeId() uint64 {
+	if x != nil {
+		return x.ChallengeId
+	}
+	return 0
+}
+
+func (x *AuditAssignment) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
+}
+
+func (x *AuditAssignment) GetPaid() string {
+	if x != nil {
+		return x.Paid
+	}
+	return ""
+}
+
+func (x *AuditAssignment) GetSlashed() string {
+	if x != nil {
+		return x.Slashed
+	}
+	return ""
+}
+
 var File_depinchain_provider_v1_status_proto protoreflect.FileDescriptor
 
 const file_depinchain_provider_v1_status_proto_rawDesc = "" +
@@ -2154,7 +2486,42 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\x06missed\x18\b \x01(\x04R\x06missed\x12\x1a\n" +
 	"\brepaired\x18\t \x01(\bR\brepaired\x12\x18\n" +
 	"\aproblem\x18\n" +
-	" \x01(\tR\aproblem2\x9c\b\n" +
+	" \x01(\tR\aproblem\"\x0f\n" +
+	"\rAuditsRequest\"\xae\x03\n" +
+	"\x0eAuditsResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12'\n" +
+	"\x0fverifier_status\x18\x02 \x01(\tR\x0everifierStatus\x12#\n" +
+	"\rverifier_bond\x18\x03 \x01(\tR\fverifierBond\x12?\n" +
+	"\x06audits\x18\x04 \x03(\v2'.depinchain.provider.v1.AuditAssignmentR\x06audits\x12\x1a\n" +
+	"\bassigned\x18\x05 \x01(\x04R\bassigned\x12\x1a\n" +
+	"\battested\x18\x06 \x01(\x04R\battested\x12\x1e\n" +
+	"\n" +
+	"challenged\x18\a \x01(\x04R\n" +
+	"challenged\x12\x1a\n" +
+	"\breported\x18\b \x01(\x04R\breported\x12\x16\n" +
+	"\x06missed\x18\t \x01(\x04R\x06missed\x12\x16\n" +
+	"\x06queued\x18\n" +
+	" \x01(\x04R\x06queued\x12\x16\n" +
+	"\x06earned\x18\v \x01(\tR\x06earned\x12\x18\n" +
+	"\aslashed\x18\f \x01(\tR\aslashed\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\r \x01(\tR\tlastError\"\x90\x03\n" +
+	"\x0fAuditAssignment\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\x04R\x05jobId\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x10\n" +
+	"\x03fee\x18\x06 \x01(\tR\x03fee\x12\x1a\n" +
+	"\bdeadline\x18\a \x01(\x03R\bdeadline\x12'\n" +
+	"\x0fassigned_height\x18\b \x01(\x03R\x0eassignedHeight\x12'\n" +
+	"\x0fanswered_height\x18\t \x01(\x03R\x0eansweredHeight\x12\x16\n" +
+	"\x06detail\x18\n" +
+	" \x01(\tR\x06detail\x12!\n" +
+	"\fchallenge_id\x18\v \x01(\x04R\vchallengeId\x12\x18\n" +
+	"\asettled\x18\f \x01(\bR\asettled\x12\x12\n" +
+	"\x04paid\x18\r \x01(\tR\x04paid\x12\x18\n" +
+	"\aslashed\x18\x0e \x01(\tR\aslashed2\x89\t\n" +
 	"\rStatusService\x12k\n" +
 	"\x06Status\x12%.depinchain.provider.v1.StatusRequest\x1a&.depinchain.provider.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/status\x12c\n" +
@@ -2169,7 +2536,9 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\vCheckpoints\x12*.depinchain.provider.v1.CheckpointsRequest\x1a+.depinchain.provider.v1.CheckpointsResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/leases/{lease_id}/checkpoints\x12s\n" +
 	"\bDisputes\x12'.depinchain.provider.v1.DisputesRequest\x1a(.depinchain.provider.v1.DisputesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/disputes\x12\x87\x01\n" +
 	"\rVerifications\x12,.depinchain.provider.v1.VerificationsRequest\x1a-.depinchain.provider.v1.VerificationsResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/verifications\x12o\n" +
-	"\aStorage\x12&.depinchain.provider.v1.StorageRequest\x1a'.depinchain.provider.v1.StorageResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/storageB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
+	"\aStorage\x12&.depinchain.provider.v1.StorageRequest\x1a'.depinchain.provider.v1.StorageResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/storage\x12k\n" +
+	"\x06Audits\x12%.depinchain.provider.v1.AuditsRequest\x1a&.depinchain.provider.v1.AuditsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/auditsB>Z<github.com/depinchain/depinchain/provider/status/v1;statusv1b\x06proto3"
 
 var (
 	file_depinchain_provider_v1_status_proto_rawDescOnce sync.Once
@@ -2183,7 +2552,7 @@ func file_depinchain_provider_v1_status_proto_rawDescGZIP() []byte {
 	return file_depinchain_provider_v1_status_proto_rawDescData
 }
 
-var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 0: depinchain.provider.v1.StatusRequest
 	(*StatusResponse)(nil),        // 1: depinchain.provider.v1.StatusResponse
@@ -2211,10 +2580,13 @@ var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*StorageRequest)(nil),        // 23: depinchain.provider.v1.StorageRequest
 	(*StorageResponse)(nil),       // 24: depinchain.provider.v1.StorageResponse
 	(*StoragePiece)(nil),          // 25: depinchain.provider.v1.StoragePiece
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*AuditsRequest)(nil),         // 26: depinchain.provider.v1.AuditsRequest
+	(*AuditsResponse)(nil),        // 27: depinchain.provider.v1.AuditsResponse
+	(*AuditAssignment)(nil),       // 28: depinchain.provider.v1.AuditAssignment
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
 }
 var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
-	26, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	29, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: depinchain.provider.v1.GPUsResponse.gpus:type_name -> depinchain.provider.v1.GPU
 	7,  // 2: depinchain.provider.v1.JobsResponse.jobs:type_name -> depinchain.provider.v1.Job
 	10, // 3: depinchain.provider.v1.BidsResponse.bids:type_name -> depinchain.provider.v1.Bid
@@ -2223,29 +2595,32 @@ var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
 	19, // 6: depinchain.provider.v1.DisputesResponse.disputes:type_name -> depinchain.provider.v1.Dispute
 	22, // 7: depinchain.provider.v1.VerificationsResponse.verifications:type_name -> depinchain.provider.v1.Verification
 	25, // 8: depinchain.provider.v1.StorageResponse.pieces:type_name -> depinchain.provider.v1.StoragePiece
-	0,  // 9: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
-	2,  // 10: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
-	5,  // 11: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
-	8,  // 12: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
-	11, // 13: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
-	14, // 14: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
-	17, // 15: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
-	20, // 16: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
-	23, // 17: depinchain.provider.v1.StatusService.Storage:input_type -> depinchain.provider.v1.StorageRequest
-	1,  // 18: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
-	3,  // 19: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
-	6,  // 20: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
-	9,  // 21: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
-	12, // 22: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
-	15, // 23: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
-	18, // 24: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
-	21, // 25: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
-	24, // 26: depinchain.provider.v1.StatusService.Storage:output_type -> depinchain.provider.v1.StorageResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	28, // 9: depinchain.provider.v1.AuditsResponse.audits:type_name -> depinchain.provider.v1.AuditAssignment
+	0,  // 10: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
+	2,  // 11: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
+	5,  // 12: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
+	8,  // 13: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
+	11, // 14: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
+	14, // 15: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
+	17, // 16: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
+	20, // 17: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
+	23, // 18: depinchain.provider.v1.StatusService.Storage:input_type -> depinchain.provider.v1.StorageRequest
+	26, // 19: depinchain.provider.v1.StatusService.Audits:input_type -> depinchain.provider.v1.AuditsRequest
+	1,  // 20: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
+	3,  // 21: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
+	6,  // 22: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
+	9,  // 23: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
+	12, // 24: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
+	15, // 25: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
+	18, // 26: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
+	21, // 27: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
+	24, // 28: depinchain.provider.v1.StatusService.Storage:output_type -> depinchain.provider.v1.StorageResponse
+	27, // 29: depinchain.provider.v1.StatusService.Audits:output_type -> depinchain.provider.v1.AuditsResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_depinchain_provider_v1_status_proto_init() }
@@ -2259,7 +2634,7 @@ func file_depinchain_provider_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depinchain_provider_v1_status_proto_rawDesc), len(file_depinchain_provider_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

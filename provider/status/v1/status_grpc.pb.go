@@ -35,6 +35,7 @@ const (
 	StatusService_Disputes_FullMethodName      = "/depinchain.provider.v1.StatusService/Disputes"
 	StatusService_Verifications_FullMethodName = "/depinchain.provider.v1.StatusService/Verifications"
 	StatusService_Storage_FullMethodName       = "/depinchain.provider.v1.StatusService/Storage"
+	StatusService_Audits_FullMethodName        = "/depinchain.provider.v1.StatusService/Audits"
 )
 
 // StatusServiceClient is the client API for StatusService service.
@@ -63,6 +64,9 @@ type StatusServiceClient interface {
 	// Storage is the storage role: the dataset pieces held and the storage
 	// proofs answered, missed and repaired.
 	Storage(ctx context.Context, in *StorageRequest, opts ...grpc.CallOption) (*StorageResponse, error)
+	// Audits is the audits role: the audit assignments x/verify drew for the
+	// operator, how each was answered and settled, and the totals.
+	Audits(ctx context.Context, in *AuditsRequest, opts ...grpc.CallOption) (*AuditsResponse, error)
 }
 
 type statusServiceClient struct {
@@ -163,6 +167,16 @@ func (c *statusServiceClient) Storage(ctx context.Context, in *StorageRequest, o
 	return out, nil
 }
 
+func (c *statusServiceClient) Audits(ctx context.Context, in *AuditsRequest, opts ...grpc.CallOption) (*AuditsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditsResponse)
+	err := c.cc.Invoke(ctx, StatusService_Audits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StatusServiceServer is the server API for StatusService service.
 // All implementations must embed UnimplementedStatusServiceServer
 // for forward compatibility.
@@ -189,6 +203,9 @@ type StatusServiceServer interface {
 	// Storage is the storage role: the dataset pieces held and the storage
 	// proofs answered, missed and repaired.
 	Storage(context.Context, *StorageRequest) (*StorageResponse, error)
+	// Audits is the audits role: the audit assignments x/verify drew for the
+	// operator, how each was answered and settled, and the totals.
+	Audits(context.Context, *AuditsRequest) (*AuditsResponse, error)
 	mustEmbedUnimplementedStatusServiceServer()
 }
 
@@ -225,6 +242,9 @@ func (UnimplementedStatusServiceServer) Verifications(context.Context, *Verifica
 }
 func (UnimplementedStatusServiceServer) Storage(context.Context, *StorageRequest) (*StorageResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Storage not implemented")
+}
+func (UnimplementedStatusServiceServer) Audits(context.Context, *AuditsRequest) (*AuditsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Audits not implemented")
 }
 func (UnimplementedStatusServiceServer) mustEmbedUnimplementedStatusServiceServer() {}
 func (UnimplementedStatusServiceServer) testEmbeddedByValue()                       {}
@@ -409,6 +429,24 @@ func _StatusService_Storage_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StatusService_Audits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuditsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatusServiceServer).Audits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatusService_Audits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatusServiceServer).Audits(ctx, req.(*AuditsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StatusService_ServiceDesc is the grpc.ServiceDesc for StatusService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -451,6 +489,10 @@ var StatusService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Storage",
 			Handler:    _StatusService_Storage_Handler,
+		},
+		{
+			MethodName: "Audits",
+			Handler:    _StatusService_Audits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/storage"
@@ -143,7 +144,11 @@ func Setup(ctx context.Context, n *localnet.Node, opts Options) (*Provider, erro
 	}
 	if !opts.SkipGrants {
 		grants := append(append(slices.Clone(chain.RequiredGrants), disputes.VerifierGrants...), storage.RequiredGrants...)
-		for _, msg := range grants {
+		if opts.Set["audits.enabled"] == "true" {
+			grants = append(grants, audits.RequiredGrants...)
+		}
+		slices.Sort(grants)
+		for _, msg := range slices.Compact(grants) {
 			if err := mustTx(ctx, n, opts.Operator, "authz", "grant", p.HotKey, "generic", "--msg-type", msg); err != nil {
 				return nil, err
 			}

@@ -141,43 +141,54 @@ func allWorkersDone(job types.Job) bool {
 // OnCheckpointRejected handles a checkpoint proven wrong: the lease is closed for fraud,
 // everything it has pending (claimed or not) goes back to the job (or to the owner once
 // the job is over), and a live job returns to auction from its last final checkpoint.
-// Slashing is the caller's business (it knows the challenger to reward).
-func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) error {
+// It returns that refund: x/verify compensates the owner in proportion to it. Slashing
+// is the caller's business (it knows the challenger to reward).
+func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.Coin, error) {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	lease, err := k.GetLease(ctx, leaseID)
 	if err != nil {
-		return err
+		return sdk.Coin{}, err
 	}
 	job, err := k.GetJob(ctx, lease.JobId)
 	if err != nil {
-		return err
+		return sdk.Coin{}, err
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {
 		if _, err := k.settleJob(sdkCtx, &job); err != nil {
-			return err
+			return sdk.Coin{}, err
 		}
 		if lease, err = k.GetLease(ctx, leaseID); err != nil {
-			return err
+			return sdk.Coin{}, err
 		}
 		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_FRAUD); err != nil {
-			return err
+			return sdk.Coin{}, err
 		}
 	}
+	refund, err := k.refundPending(sdkCtx, &job, &lease)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	return refund, k.reopenAfterLeaseLoss(sdkCtx, &job)
+}
+
+// refundPending returns everything a lease has pending, claimed by checkpoints or not,
+// to its job: none of it is covered by a checkpoint that will ever be final.
+func (k Keeper) refundPending(ctx sdk.Context, job *types.Job, lease *types.Lease) (sdk.Coin, error) {
 	refund := lease.Pending
 	lease.Pending = sdk.NewCoin(refund.Denom, math.ZeroInt())
 	lease.Committed = lease.Pending
-	if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
-		return err
+	if err := k.Leases.Set(ctx, lease.Id, *lease); err != nil {
+		return sdk.Coin{}, err
 	}
-	if err := k.refundToJob(sdkCtx, &job, refund); err != nil {
-		return err
+	if err := k.refundToJob(ctx, job, refund); err != nil {
+		return sdk.Coin{}, err
 	}
 	if refund.IsPositive() {
-		if err := keeperutil.Emit(sdkCtx, &types.EventPaymentRefunded{LeaseId: lease.Id, JobId: job.Id, Amount: refund}); err != nil {
-			return err
+		if err := keeperutil.Emit(ctx, &types.EventPaymentRefunded{LeaseId: lease.Id, JobId: job.Id, Amount: refund}); err != nil {
+			return sdk.Coin{}, err
 		}
 	}
-	return k.reopenAfterLeaseLoss(sdkCtx, &job)
+	return refund, nil
 }
 
 // closeForNonPerformance runs when a lease reaches its checkpoint deadline without a
@@ -208,11 +219,21 @@ func (k Keeper) closeForNonPerformance(ctx sdk.Context, leaseID uint64) error {
 	if err := k.closeLease(ctx, &job, &lease, types.LEASE_CLOSE_REASON_NON_PERFORMANCE); err != nil {
 		return err
 	}
+	reason := fmt.Sprintf("lease %d missed its checkpoint deadline at height %d", lease.Id, lease.CheckpointDeadline)
+	if err := k.penalizeNonPerformance(ctx, params, lease, reason); err != nil {
+		return err
+	}
+	return k.reopenAfterLeaseLoss(ctx, &job)
+}
+
+// penalizeNonPerformance slashes a provider that did not deliver a lease's checkpoints
+// (non_performance_slash_fraction, to the community pool), jails it and counts the
+// failed lease (closeLease did).
+func (k Keeper) penalizeNonPerformance(ctx sdk.Context, params types.Params, lease types.Lease, reason string) error {
 	provider, err := k.addressCodec.StringToBytes(lease.Provider)
 	if err != nil {
 		return err
 	}
-	reason := fmt.Sprintf("lease %d missed its checkpoint deadline at height %d", lease.Id, lease.CheckpointDeadline)
 	if params.NonPerformanceSlashFraction.IsPositive() {
 		if _, err := k.providerKeeper.Slash(ctx, provider, params.NonPerformanceSlashFraction, reason, nil, math.LegacyZeroDec()); err != nil {
 			return err
@@ -223,5 +244,5 @@ func (k Keeper) closeForNonPerformance(ctx sdk.Context, leaseID uint64) error {
 			return err
 		}
 	}
-	return k.reopenAfterLeaseLoss(ctx, &job)
+	return nil
 }

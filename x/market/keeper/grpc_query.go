@@ -11,7 +11,6 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/query"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -171,7 +170,7 @@ func (q queryServer) Leases(ctx context.Context, req *types.QueryLeasesRequest) 
 		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.Provider, provider, req.Pagination, load)
 	case req.JobId != 0:
 		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.Job, req.JobId, req.Pagination, load)
-	case req.ActiveOnly && !release.Previous:
+	case req.ActiveOnly:
 		leases, pageRes, err = paginateIndex(ctx, q.Keeper.Leases.Indexes.State, int32(types.LEASE_STATE_ACTIVE), req.Pagination, load)
 	default:
 		leases, pageRes, err = query.CollectionFilteredPaginate(ctx, q.Keeper.Leases, req.Pagination,
@@ -211,6 +210,8 @@ func (q queryServer) Escrow(ctx context.Context, req *types.QueryEscrowRequest) 
 		Pending:      sdk.NewInt64Coin(job.Escrow.Denom, 0),
 		Withdrawable: sdk.NewInt64Coin(job.Escrow.Denom, 0),
 		Withdrawn:    sdk.NewInt64Coin(job.Escrow.Denom, 0),
+		AuditFees:    coinOrZero(job.AuditFees, job.Escrow.Denom),
+		Compensation: coinOrZero(job.Compensation, job.Escrow.Denom),
 	}
 	iter, err := q.Keeper.Leases.Indexes.Job.MatchExact(ctx, job.Id)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
@@ -31,14 +32,17 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err != nil {
 		return types.Job{}, err
 	}
+	zero := sdk.NewCoin(params.Denom, math.ZeroInt())
 	job := types.Job{
 		Id:            id,
 		Owner:         msg.Owner,
-		Spec:          msg.Spec,
+		Spec:          msg.Spec.WithAuditDefault(),
 		CreatedHeight: ctx.BlockHeight(),
 		Seed:          k.jobSeed(ctx, id),
 		Escrow:        msg.Deposit,
 		Deposited:     msg.Deposit,
+		AuditFees:     zero,
+		Compensation:  zero,
 	}
 	if err := k.openAuction(ctx, &job, nil); err != nil {
 		return types.Job{}, err

@@ -15,7 +15,6 @@ import (
 	"github.com/cosmos/cosmos-sdk/codec"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -43,10 +42,6 @@ type LeaseIndexes struct {
 
 // IndexesList implements collections.Indexes.
 func (i LeaseIndexes) IndexesList() []collections.Index[uint64, types.Lease] {
-	if release.Previous {
-		// The v1 layout, kept only for the upgrade test's old binary (internal/release).
-		return []collections.Index[uint64, types.Lease]{i.Provider, i.Job}
-	}
 	return []collections.Index[uint64, types.Lease]{i.Provider, i.Job, i.State}
 }
 

@@ -125,7 +125,8 @@ func TestRejectionOfReplacedLeaseKeepsReplacementRunning(t *testing.T) {
 	reopenedBefore := len(typedEvents[*types.EventJobReopened](e))
 
 	// x/verify proves alice's old checkpoint wrong while bob is working.
-	require.NoError(t, e.Market.OnCheckpointRejected(e.Ctx, first.Id))
+	_, err = e.Market.OnCheckpointRejected(e.Ctx, first.Id)
+	require.NoError(t, err)
 
 	job := e.job(jobID)
 	require.Equal(t, types.JOB_STATE_LEASED, job.State, "the job has no vacant worker to auction")
@@ -192,7 +193,8 @@ func TestCancelLeasedJobSettlesByFinality(t *testing.T) {
 			return claim, 0
 		}},
 		{"checkpoint is rejected", func(e *env, leaseID uint64, claim int64) (int64, int64) {
-			require.NoError(e.t, e.Market.OnCheckpointRejected(e.Ctx, leaseID))
+			_, err := e.Market.OnCheckpointRejected(e.Ctx, leaseID)
+			require.NoError(e.t, err)
 			return 0, claim
 		}},
 	}

@@ -165,7 +165,7 @@ func TestCheckpointHooksRejectInactiveOrUnknownLeases(t *testing.T) {
 	e.requireRejected(types.ErrLeaseNotFound, func() error {
 		return e.Market.OnCheckpointFinal(e.Ctx, 99, coin(0), 1, nil, "")
 	})
-	e.requireRejected(types.ErrLeaseNotFound, func() error { return e.Market.OnCheckpointRejected(e.Ctx, 99) })
+	e.requireRejected(types.ErrLeaseNotFound, func() error { _, err := e.Market.OnCheckpointRejected(e.Ctx, 99); return err })
 	_, err := e.msg.CancelJob(e.Ctx, &types.MsgCancelJob{Owner: e.owner.String(), JobId: jobID})
 	require.NoError(t, err)
 	e.requireRejected(types.ErrLeaseNotActive, func() error {
@@ -183,8 +183,11 @@ func TestCheckpointRejectedRefundsAndReopensJob(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, claim.IsPositive())
 	e.advance(4) // more pending that no checkpoint claims
+	pending := e.lease(l.Id).Pending
 
-	require.NoError(t, e.Market.OnCheckpointRejected(e.Ctx, l.Id))
+	refund, err := e.Market.OnCheckpointRejected(e.Ctx, l.Id)
+	require.NoError(t, err)
+	require.True(t, refund.IsGTE(pending) && refund.IsGTE(claim), "the refund %s is all the lease had pending (at least %s)", refund, pending)
 
 	l = e.lease(l.Id)
 	require.Equal(t, types.LEASE_STATE_CLOSED, l.State)

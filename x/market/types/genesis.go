@@ -2,6 +2,7 @@ package types
 
 import (
 	"fmt"
+	sdk "github.com/cosmos/cosmos-sdk/types"
 )
 
 // DefaultGenesis is an empty market with default params.
@@ -29,6 +30,12 @@ func (gs GenesisState) Validate() error {
 		}
 		if j.Escrow.Denom != denom || j.Escrow.IsNegative() || j.Deposited.Denom != denom {
 			return fmt.Errorf("job %d: escrow and deposited must be non-negative %s", j.Id, denom)
+		}
+		// Jobs from before audits existed have neither field (empty denom).
+		for name, c := range map[string]sdk.Coin{"audit_fees": j.AuditFees, "compensation": j.Compensation} {
+			if c.Denom != "" && (c.Denom != denom || c.Amount.IsNil() || c.IsNegative()) {
+				return fmt.Errorf("job %d: %s must be a non-negative %s amount, got %s", j.Id, name, denom, c)
+			}
 		}
 		jobs[j.Id] = j
 	}

@@ -22,6 +22,16 @@ const (
 	MaxGPUsPerWorker    = 64
 	MaxJobDuration      = 90 * 24 * time.Hour
 	nanosPerHour        = int64(time.Hour)
+	// MaxCheckpointInterval bounds checkpoint_every (2^20 steps). A checkpoint spans at
+	// most this many steps, so a dispute over one bisects in at most 20 rounds, which
+	// bounds how long a provider stays convictable after committing (x/verify's
+	// RequiredUnbondingBlocks).
+	MaxCheckpointInterval = 1 << 20
+	// MaxAuditors bounds audit.auditors: each auditor costs a fee and a draw.
+	MaxAuditors = 8
+	// DefaultAuditors is the audit.auditors of an adjudicable job whose spec has no
+	// audit section.
+	DefaultAuditors = 1
 )
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -97,6 +107,19 @@ func (s JobSpec) ValidateStateless() error {
 	if s.CheckpointInterval == 0 || s.CheckpointInterval > s.TotalSteps {
 		return fail("checkpoint_every: must be between 1 and total_steps (%d), got %d", s.TotalSteps, s.CheckpointInterval)
 	}
+	if s.CheckpointInterval > MaxCheckpointInterval {
+		return fail("checkpoint_every: at most %d steps (disputes over longer checkpoints could outlast the unbonding period), got %d",
+			MaxCheckpointInterval, s.CheckpointInterval)
+	}
+	if s.Audit != nil {
+		if s.Audit.Auditors > MaxAuditors {
+			return fail("audit.auditors: at most %d, got %d", MaxAuditors, s.Audit.Auditors)
+		}
+		if s.Audit.Auditors > 0 && !s.Workload.Kind.Adjudicable() {
+			return fail("audit.auditors: %s workloads cannot be re-executed by auditors or adjudicated; use 0 or leave audit out",
+				strings.ToLower(strings.TrimPrefix(s.Workload.Kind.String(), "WORKLOAD_KIND_")))
+		}
+	}
 	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() || s.MaxPricePerGpuHour.Amount.GT(MaxPricePerGPUHour) {
 		return fail("max_price_per_gpu_hour: must be a positive coin of at most %s, got %s", MaxPricePerGPUHour, s.MaxPricePerGpuHour)
 	}
@@ -125,6 +148,35 @@ func (s JobSpec) ValidateWithParams(p Params) error {
 			p.MinBiddingWindowBlocks, p.MaxBiddingWindowBlocks, s.BiddingWindowBlocks)
 	}
 	return nil
+}
+
+// Adjudicable reports whether x/verify's referee can re-execute a step of this
+// workload kind: everything but container workloads.
+func (k WorkloadKind) Adjudicable() bool {
+	return k != WORKLOAD_KIND_CONTAINER && k != WORKLOAD_KIND_UNSPECIFIED
+}
+
+// Auditors is how many auditors x/verify draws for each checkpoint of the job: the spec's
+// audit.auditors, or 0 when the stored spec has no audit section (jobs submitted before
+// audits existed; MsgSubmitJob writes the default into every new spec, WithAuditDefault).
+func (s JobSpec) Auditors() uint32 {
+	if s.Audit == nil {
+		return 0
+	}
+	return s.Audit.Auditors
+}
+
+// WithAuditDefault fills in a missing audit section: DefaultAuditors for adjudicable
+// workloads, none for container workloads.
+func (s JobSpec) WithAuditDefault() JobSpec {
+	if s.Audit == nil {
+		k := uint32(0)
+		if s.Workload.Kind.Adjudicable() {
+			k = DefaultAuditors
+		}
+		s.Audit = &AuditSpec{Auditors: k}
+	}
+	return s
 }
 
 // EffectiveCheckpointDeadline is the number of blocks a lease of this job may go without a checkpoint.

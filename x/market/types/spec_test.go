@@ -97,6 +97,14 @@ func TestValidateStatelessNamesTheField(t *testing.T) {
 		{"negative duration", func(s *types.JobSpec) { s.MaxDuration = -time.Hour }, "max_duration"},
 		{"duration above max", func(s *types.JobSpec) { s.MaxDuration = types.MaxJobDuration + 1 }, "max_duration"},
 		{"zero bidding window", func(s *types.JobSpec) { s.BiddingWindowBlocks = 0 }, "bidding_window_blocks"},
+		{"checkpoint interval above the dispute bound", func(s *types.JobSpec) {
+			s.TotalSteps, s.CheckpointInterval = 2*types.MaxCheckpointInterval, types.MaxCheckpointInterval+1
+		}, "checkpoint_every: at most 1048576"},
+		{"too many auditors", func(s *types.JobSpec) {
+			s.Workload = types.Workload{Kind: types.WORKLOAD_KIND_REFERENCE}
+			s.Audit = &types.AuditSpec{Auditors: types.MaxAuditors + 1}
+		}, "audit.auditors: at most 8"},
+		{"auditors of a container job", func(s *types.JobSpec) { s.Audit = &types.AuditSpec{Auditors: 1} }, "audit.auditors: container workloads"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,4 +215,18 @@ func TestParseWorkloadKind(t *testing.T) {
 		_, err := types.ParseWorkloadKind(in)
 		require.Error(t, err, in)
 	}
+}
+
+func TestAuditDefault(t *testing.T) {
+	container := validSpec()
+	require.Zero(t, container.Auditors(), "a stored spec without audit is not audited")
+	require.Equal(t, &types.AuditSpec{Auditors: 0}, container.WithAuditDefault().Audit, "container jobs cannot be audited")
+	reference := validSpec()
+	reference.Workload = types.Workload{Kind: types.WORKLOAD_KIND_REFERENCE}
+	require.Equal(t, uint32(types.DefaultAuditors), reference.WithAuditDefault().Auditors())
+	reference.Audit = &types.AuditSpec{Auditors: 0}
+	require.Zero(t, reference.WithAuditDefault().Auditors(), "an explicit audit: {auditors: 0} stays")
+	reference.Audit = &types.AuditSpec{Auditors: 3}
+	require.NoError(t, reference.ValidateStateless())
+	require.Equal(t, uint32(3), reference.WithAuditDefault().Auditors())
 }

@@ -31,6 +31,13 @@ type JobSpecFile struct {
 	MaxDuration              *string `json:"max_duration"`
 	BiddingWindowBlocks      *uint64 `json:"bidding_window_blocks"`
 	CheckpointDeadlineBlocks uint64  `json:"checkpoint_deadline_blocks"`
+	// Audit is the optional `audit:` section; absent, the chain applies the default.
+	Audit *AuditFile `json:"audit"`
+}
+
+// AuditFile is the `audit:` section: how many registered verifiers audit each checkpoint.
+type AuditFile struct {
+	Auditors *uint32 `json:"auditors"`
 }
 
 // GPURequirementFile is the `gpu:` section.
@@ -147,6 +154,12 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 	}
 	spec.BiddingWindowBlocks = *f.BiddingWindowBlocks
 	spec.CheckpointDeadlineBlocks = f.CheckpointDeadlineBlocks
+	if f.Audit != nil {
+		if f.Audit.Auditors == nil {
+			return spec, missing("audit.auditors")
+		}
+		spec.Audit = &AuditSpec{Auditors: *f.Audit.Auditors}
+	}
 	return spec, nil
 }
 

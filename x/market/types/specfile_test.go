@@ -141,3 +141,22 @@ func TestParseJobSpecYAMLErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestParseJobSpecYAMLAudit(t *testing.T) {
+	spec, err := types.ParseJobSpecYAML([]byte(minimalYAML + "audit: {auditors: 2}\n"))
+	require.NoError(t, err)
+	require.Equal(t, &types.AuditSpec{Auditors: 2}, spec.Audit)
+	spec, err = types.ParseJobSpecYAML([]byte(minimalYAML))
+	require.NoError(t, err)
+	require.Nil(t, spec.Audit, "absent: the chain applies the default at submission")
+	for yaml, want := range map[string]string{
+		"audit: {}\n":               "audit.auditors: required field is missing",
+		"audit: {auditors: 9}\n":    "audit.auditors: at most 8",
+		"audit: {auditors: -1}\n":   "audit.auditors",
+		"audit: {auditor: 1}\n":     `unknown field "auditor"`,
+		"audit: {auditors: many}\n": "audit.auditors",
+	} {
+		_, err := types.ParseJobSpecYAML([]byte(minimalYAML + yaml))
+		require.ErrorContains(t, err, want, yaml)
+	}
+}

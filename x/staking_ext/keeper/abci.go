@@ -16,6 +16,8 @@ import (
 // from the earliest entry up to the block time and stops after
 // max_unbondings_per_block entries, so a block's cost depends on what is due,
 // never on how long the queue is; entries beyond the cap wait for the next block.
+// An entry is mature once its completion height has been reached too; the walk stops
+// at the first one that is not (see dueUnbondings).
 func (k Keeper) EndBlocker(ctx context.Context) error {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -25,7 +27,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	due, err := k.dueUnbondings(ctx, now, params.MaxUnbondingsPerBlock)
+	due, err := k.dueUnbondings(ctx, now, sdk.UnwrapSDKContext(ctx).BlockHeight(), params.MaxUnbondingsPerBlock)
 	if err != nil {
 		return err
 	}
@@ -38,9 +40,15 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 }
 
 // dueUnbondings lists up to limit ids of unbondings completing at or before
-// now, earliest first (ties by id). It only collects: removing entries while
-// the index iterator is open is not allowed.
-func (k Keeper) dueUnbondings(ctx context.Context, now int64, limit uint32) ([]uint64, error) {
+// now, earliest first (ties by id), stopping at the first whose completion height is
+// above height. Entries are created with completion time = creation time +
+// unbonding_period and completion height = creation height + unbonding_blocks, so
+// while those params stay the same the time order is the height order and nothing
+// behind that entry is mature either; after governance changes one, an entry may wait
+// behind an earlier-timed one for at most unbonding_blocks blocks: a payout can come
+// late, never early. It only collects: removing entries while the index iterator is
+// open is not allowed.
+func (k Keeper) dueUnbondings(ctx context.Context, now, height int64, limit uint32) ([]uint64, error) {
 	iter, err := k.Unbondings.Indexes.CompletionTime.Iterate(ctx, collections.NewPrefixUntilPairRange[int64, uint64](now))
 	if err != nil {
 		return nil, err
@@ -51,6 +59,13 @@ func (k Keeper) dueUnbondings(ctx context.Context, now int64, limit uint32) ([]u
 		id, err := iter.PrimaryKey()
 		if err != nil {
 			return nil, err
+		}
+		unbonding, err := k.Unbondings.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if unbonding.CompletionHeight > height {
+			break
 		}
 		due = append(due, id)
 	}

@@ -13,18 +13,29 @@ import (
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
-func TestUnbondingMaturesAtCompletionTime(t *testing.T) {
+// An unbonding matures once its completion time and its completion height
+// (creation height + unbonding_blocks) have both been reached: the height floor keeps it
+// slashable for every dispute over what its operator committed before, whatever the
+// block time.
+func TestUnbondingMaturesAtCompletionTimeAndHeight(t *testing.T) {
 	f := newFixture(t)
 	operator := f.registerProvider("operator", 10_000_000, 10_000_000)
 	_, err := f.msgServer.Unbond(f.ctx, &types.MsgUnbond{Operator: f.addressText(operator), Amount: udepin(4_000_000)})
 	require.NoError(t, err)
+	created := f.ctx.BlockHeight()
 
-	f.advance(1000, types.DefaultUnbondingPeriod-time.Nanosecond)
+	f.advance(types.DefaultUnbondingBlocks, types.DefaultUnbondingPeriod-time.Nanosecond)
 	require.NoError(t, f.keeper.EndBlocker(f.ctx))
 	require.True(t, f.balance(operator).IsZero(), "one nanosecond early pays nothing")
 	f.requireInvariants()
 
-	f.advance(1, time.Nanosecond)
+	// Time is up, but at fast blocks the height floor is not.
+	f.ctx = f.ctx.WithBlockHeight(created + types.DefaultUnbondingBlocks - 1)
+	f.advance(0, time.Nanosecond)
+	require.NoError(t, f.keeper.EndBlocker(f.ctx))
+	require.True(t, f.balance(operator).IsZero(), "one block below the completion height pays nothing")
+
+	f.advance(1, 0)
 	f.newEvents()
 	require.NoError(t, f.keeper.EndBlocker(f.ctx))
 	require.Equal(t, math.NewInt(4_000_000), f.balance(operator))
@@ -45,6 +56,7 @@ func TestEndBlockPaysAtMostTheCapPerBlock(t *testing.T) {
 	params := types.DefaultParams()
 	params.MaxUnbondingsPerBlock = 2
 	params.UnbondingPeriod = time.Hour
+	params.UnbondingBlocks = 1
 	_, err := f.msgServer.UpdateParams(f.ctx, &types.MsgUpdateParams{Authority: f.authority, Params: params})
 	require.NoError(t, err)
 	alice := f.registerProvider("alice", 10_000_000, 10_000_000)

@@ -29,6 +29,9 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 	for _, unbonding := range gs.Unbondings {
 		backed = backed.Add(unbonding.Amount)
 	}
+	for _, v := range gs.Verifiers {
+		backed = backed.Add(v.Bond)
+	}
 	if balance := k.bankKeeper.GetBalance(ctx, k.moduleAddress, gs.Params.BondDenom); !balance.IsEqual(backed) {
 		return errorsmod.Wrapf(types.ErrInvalidGenesis, "the %s module account holds %s but bonds and unbondings add up to %s",
 			types.ModuleName, balance, backed)
@@ -68,6 +71,25 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			return err
 		}
 	}
+	for _, v := range gs.Verifiers {
+		operator, operatorText, err := keeperutil.ParseAddressCanonical(k.addressCodec, "verifier operator", v.Operator)
+		if err != nil {
+			return err
+		}
+		v.Operator = operatorText
+		if err := k.Verifiers.Set(ctx, operator, v); err != nil {
+			return err
+		}
+	}
+	for _, member := range gs.AuditSet {
+		operator, err := k.addressCodec.StringToBytes(member)
+		if err != nil {
+			return err
+		}
+		if _, err := k.joinAuditSet(ctx, operator); err != nil {
+			return err
+		}
+	}
 	return k.NextUnbondingID.Set(ctx, gs.NextUnbondingId)
 }
 
@@ -93,7 +115,23 @@ func (k Keeper) ExportGenesis(ctx context.Context) (*types.GenesisState, error) 
 	if err != nil {
 		return nil, err
 	}
+	verifiers, err := collectValues(k.Verifiers.Iterate(ctx, nil))
+	if err != nil {
+		return nil, err
+	}
+	members, err := collectValues(k.AuditSet.Iterate(ctx, nil))
+	if err != nil {
+		return nil, err
+	}
+	auditSet := make([]string, len(members))
+	for i, m := range members {
+		if auditSet[i], err = k.addressCodec.BytesToString(m); err != nil {
+			return nil, err
+		}
+	}
 	return &types.GenesisState{
+		Verifiers:       verifiers,
+		AuditSet:        auditSet,
 		Params:          params,
 		Providers:       providers,
 		Locks:           locks,

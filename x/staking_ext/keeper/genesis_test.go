@@ -74,7 +74,7 @@ func TestGenesisRoundTrip(t *testing.T) {
 	require.Len(t, jailed.Providers, 1)
 	// Bank balances are x/bank's genesis, not ours: alice starts with nothing
 	// here and receives both of her unbondings.
-	target.advance(1, types.DefaultUnbondingPeriod)
+	target.advance(types.DefaultUnbondingBlocks+10, types.DefaultUnbondingPeriod)
 	require.NoError(t, target.keeper.EndBlocker(target.ctx))
 	require.Equal(t, math.NewInt(1_000_000+1), target.balance(account("alice")))
 }

@@ -144,3 +144,55 @@ func (q queryServer) operatorArgument(operator string) (sdk.AccAddress, error) {
 func paginationError(err error) error {
 	return status.Errorf(codes.InvalidArgument, "pagination: %s", err)
 }
+
+// Verifier returns one verifier by operator address, with its audit-set position.
+func (q queryServer) Verifier(ctx context.Context, req *types.QueryVerifierRequest) (*types.QueryVerifierResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	operator, err := q.operatorArgument(req.Operator)
+	if err != nil {
+		return nil, err
+	}
+	v, err := q.k.GetVerifier(ctx, operator)
+	if errors.Is(err, types.ErrVerifierNotFound) {
+		return nil, status.Errorf(codes.NotFound, "no verifier is registered by %s", req.Operator)
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	pos, err := q.k.AuditSetPositions.Get(ctx, operator)
+	if err != nil && !errors.Is(err, collections.ErrNotFound) {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &types.QueryVerifierResponse{Verifier: v, Position: pos}, nil
+}
+
+// Verifiers lists verifiers by operator address, or with active_only the audit set in
+// position order (the order a draw reads it in).
+func (q queryServer) Verifiers(ctx context.Context, req *types.QueryVerifiersRequest) (*types.QueryVerifiersResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	size, err := q.k.auditSetSize(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	var (
+		verifiers []types.Verifier
+		page      *query.PageResponse
+	)
+	if req.ActiveOnly {
+		verifiers, page, err = query.CollectionPaginate(ctx, q.k.AuditSet, req.Pagination,
+			func(_ uint64, operator sdk.AccAddress) (types.Verifier, error) {
+				return q.k.Verifiers.Get(ctx, operator)
+			})
+	} else {
+		verifiers, page, err = query.CollectionPaginate(ctx, q.k.Verifiers, req.Pagination,
+			func(_ sdk.AccAddress, v types.Verifier) (types.Verifier, error) { return v, nil })
+	}
+	if err != nil {
+		return nil, paginationError(err)
+	}
+	return &types.QueryVerifiersResponse{Verifiers: verifiers, Pagination: page, SetSize: size}, nil
+}

@@ -25,7 +25,7 @@ func TestModuleBalanceInvariantDetectsUnbackedTokens(t *testing.T) {
 
 	message, broken := keeper.ModuleBalanceInvariant(f.keeper)(f.ctx)
 	require.True(t, broken)
-	require.Contains(t, message, "module account holds 8000001udepin but bonds (8000000) plus unbondings (0) are 8000000udepin")
+	require.Contains(t, message, "module account holds 8000001udepin but provider bonds (8000000), verifier bonds (0) and unbondings (0) are 8000000udepin")
 	_, broken = keeper.AllInvariants(f.keeper)(f.ctx)
 	require.True(t, broken)
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"cosmossdk.io/collections"
+	collcodec "cosmossdk.io/collections/codec"
 	"cosmossdk.io/collections/indexes"
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
@@ -36,6 +37,18 @@ type Keeper struct {
 	Locks           collections.Map[collections.Pair[sdk.AccAddress, string], types.CollateralLock]
 	Unbondings      *collections.IndexedMap[uint64, types.Unbonding, UnbondingIndexes]
 	NextUnbondingID collections.Sequence
+
+	// Verifiers are the registered auditors. The active ones form the audit set, kept
+	// as positions 0..size−1 (AuditSet, with the reverse AuditSetPositions) so that a
+	// draw samples it by position without reading the rest.
+	Verifiers         collections.Map[sdk.AccAddress, types.Verifier]
+	AuditSet          collections.Map[uint64, sdk.AccAddress]
+	AuditSetPositions collections.Map[sdk.AccAddress, uint64]
+	AuditSetSize      collections.Item[uint64]
+
+	// slashWindow is shared by every copy of the keeper: the app fills it in once
+	// x/verify exists (SetSlashWindow).
+	slashWindow *slashWindowHolder
 
 	// providersByStatusPages and unbondingsByOperatorPages read the keys of
 	// the status and operator indexes as plain key sets, because
@@ -130,6 +143,12 @@ func NewKeeper(
 					}),
 			}),
 		NextUnbondingID: collections.NewSequence(sb, types.NextUnbondingIDKey, "next_unbonding_id"),
+
+		Verifiers:         collections.NewMap(sb, types.VerifiersKey, "verifiers", sdk.AccAddressKey, codec.CollValue[types.Verifier](cdc)),
+		AuditSet:          collections.NewMap(sb, types.AuditSetKey, "audit_set", collections.Uint64Key, collcodec.KeyToValueCodec(sdk.AccAddressKey)),
+		AuditSetPositions: collections.NewMap(sb, types.AuditSetPositionsKey, "audit_set_positions", sdk.AccAddressKey, collections.Uint64Value),
+		AuditSetSize:      collections.NewItem(sb, types.AuditSetSizeKey, "audit_set_size", collections.Uint64Value),
+		slashWindow:       &slashWindowHolder{},
 	}
 	schema, err := sb.Build()
 	if err != nil {
@@ -144,6 +163,13 @@ func NewKeeper(
 		collections.PairKeyCodec(sdk.AccAddressKey, collections.Uint64Key))
 	return k
 }
+
+type slashWindowHolder struct{ source types.SlashWindow }
+
+// SetSlashWindow gives the keeper (and every copy of it) x/verify's requirement on
+// unbonding_blocks, which MsgUpdateParams checks. Until it is set, only the module's own
+// rules are checked.
+func (k Keeper) SetSlashWindow(source types.SlashWindow) { k.slashWindow.source = source }
 
 // AddressCodec returns the codec operator addresses are written with.
 func (k Keeper) AddressCodec() address.Codec { return k.addressCodec }

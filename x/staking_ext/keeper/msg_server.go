@@ -74,6 +74,7 @@ func (s msgServer) Unbond(ctx context.Context, msg *types.MsgUnbond) (*types.Msg
 	}
 	return keeperutil.Respond(ctx, &types.MsgUnbondResponse{UnbondingId: unbonding.Id}, &types.EventUnbondingStarted{
 		UnbondingId: unbonding.Id, Operator: operatorText, Amount: unbonding.Amount, CompletionTime: unbonding.CompletionTime,
+		Role: unbonding.Role, CompletionHeight: unbonding.CompletionHeight,
 	})
 }
 
@@ -93,4 +94,55 @@ func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams)
 		return nil, err
 	}
 	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
+}
+
+func (s msgServer) RegisterVerifier(ctx context.Context, msg *types.MsgRegisterVerifier) (*types.MsgRegisterVerifierResponse, error) {
+	operator, operatorText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "operator", msg.Operator)
+	if err != nil {
+		return nil, err
+	}
+	v, pos, err := s.k.registerVerifier(ctx, operator, operatorText, msg.Bond)
+	if err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgRegisterVerifierResponse{}, &types.EventVerifierRegistered{Operator: operatorText, Bond: v.Bond, Position: pos})
+}
+
+func (s msgServer) BondVerifier(ctx context.Context, msg *types.MsgBondVerifier) (*types.MsgBondVerifierResponse, error) {
+	operator, operatorText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "operator", msg.Operator)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.k.bondVerifier(ctx, operator, operatorText, msg.Amount)
+	if err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgBondVerifierResponse{}, &types.EventVerifierBonded{Operator: operatorText, Amount: msg.Amount, Bond: v.Bond})
+}
+
+func (s msgServer) UnbondVerifier(ctx context.Context, msg *types.MsgUnbondVerifier) (*types.MsgUnbondVerifierResponse, error) {
+	operator, operatorText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "operator", msg.Operator)
+	if err != nil {
+		return nil, err
+	}
+	unbonding, err := s.k.unbondVerifier(ctx, operator, operatorText, msg.Amount)
+	if err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgUnbondVerifierResponse{UnbondingId: unbonding.Id}, &types.EventUnbondingStarted{
+		UnbondingId: unbonding.Id, Operator: operatorText, Amount: unbonding.Amount, CompletionTime: unbonding.CompletionTime,
+		Role: unbonding.Role, CompletionHeight: unbonding.CompletionHeight,
+	})
+}
+
+func (s msgServer) ActivateVerifier(ctx context.Context, msg *types.MsgActivateVerifier) (*types.MsgActivateVerifierResponse, error) {
+	operator, operatorText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "operator", msg.Operator)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := s.k.activateVerifier(ctx, operator, operatorText)
+	if err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgActivateVerifierResponse{}, &types.EventVerifierActivated{Operator: operatorText, Position: pos})
 }

@@ -236,11 +236,13 @@ func TestUnbond(t *testing.T) {
 	unbonding, err := f.keeper.Unbondings.Get(f.ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, types.Unbonding{
-		Id:             1,
-		Operator:       f.addressText(operator),
-		Amount:         udepin(3_000_000),
-		CreationHeight: 2,
-		CompletionTime: genesisTime.Add(time.Hour + types.DefaultUnbondingPeriod),
+		Id:               1,
+		Operator:         f.addressText(operator),
+		Amount:           udepin(3_000_000),
+		CreationHeight:   2,
+		CompletionTime:   genesisTime.Add(time.Hour + types.DefaultUnbondingPeriod),
+		Role:             types.UNBONDING_ROLE_PROVIDER,
+		CompletionHeight: 2 + types.DefaultUnbondingBlocks,
 	}, unbonding)
 	require.Equal(t, udepin(7_000_000), f.provider(operator).Bond)
 	require.True(t, f.balance(operator).IsZero(), "nothing is paid before the unbonding period passes")

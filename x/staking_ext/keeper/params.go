@@ -28,6 +28,15 @@ func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) er
 	if err := msg.Params.Validate(); err != nil {
 		return err
 	}
+	if source := k.slashWindow.source; source != nil {
+		required, err := source.RequiredUnbondingBlocks(ctx)
+		if err != nil {
+			return err
+		}
+		if err := msg.Params.ValidateUnbondingCover(required); err != nil {
+			return err
+		}
+	}
 	current, err := k.Params.Get(ctx)
 	if err != nil {
 		return err
@@ -45,7 +54,7 @@ func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) er
 	return k.Params.Set(ctx, msg.Params)
 }
 
-// anythingBonded reports whether any provider or unbonding exists.
+// anythingBonded reports whether any provider, verifier or unbonding exists.
 func (k Keeper) anythingBonded(ctx context.Context) (bool, error) {
 	providers, err := k.Providers.Iterate(ctx, nil)
 	if err != nil {
@@ -53,6 +62,14 @@ func (k Keeper) anythingBonded(ctx context.Context) (bool, error) {
 	}
 	defer providers.Close()
 	if providers.Valid() {
+		return true, nil
+	}
+	verifiers, err := k.Verifiers.Iterate(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer verifiers.Close()
+	if verifiers.Valid() {
 		return true, nil
 	}
 	unbondings, err := k.Unbondings.Iterate(ctx, nil)

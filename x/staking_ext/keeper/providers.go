@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -118,7 +119,9 @@ func (k Keeper) bond(ctx context.Context, operator sdk.AccAddress, operatorText 
 	return provider, nil
 }
 
-// unbond queues free bond for return once unbonding_period has passed (MsgUnbond). Only
+// unbond queues free bond for return once unbonding_period and unbonding_blocks have
+// passed (MsgUnbond). Until then a fraud slash for a checkpoint committed at or before
+// the unbonding's height reaches it (SlashInfraction). Only
 // free bond (bond − locked) can leave, so collateral backing leases and disputes stays.
 // A provider may unbond below min_bond_per_gpu × GPUs; it stays registered but
 // CheckCanBid rejects it until it bonds again. Tombstoned and jailed providers may
@@ -140,6 +143,25 @@ func (k Keeper) unbond(ctx context.Context, operator sdk.AccAddress, operatorTex
 		return types.Unbonding{}, errorsmod.Wrapf(types.ErrInsufficientFreeBond, "cannot unbond %s: free bond is %s (bond %s, locked %s)",
 			amount, free, provider.Bond, provider.Locked)
 	}
+	unbonding, err := k.queueUnbonding(ctx, params, operator, operatorText, amount, types.UNBONDING_ROLE_PROVIDER)
+	if err != nil {
+		return types.Unbonding{}, err
+	}
+	provider.Bond = provider.Bond.Sub(amount)
+	if err := k.Providers.Set(ctx, operator, provider); err != nil {
+		return types.Unbonding{}, err
+	}
+	return unbonding, nil
+}
+
+// queueUnbonding checks that operator may start one more unbonding of amount and queues
+// it: paid out at block time + unbonding_period, but not before creation height +
+// unbonding_blocks, and slashable for infractions of role committed up to its creation
+// height until then. The caller has checked that the role's bond covers amount and
+// takes it off that bond.
+func (k Keeper) queueUnbonding(ctx context.Context, params types.Params, operator sdk.AccAddress, operatorText string,
+	amount sdk.Coin, role types.UnbondingRole,
+) (types.Unbonding, error) {
 	if k.bankKeeper.BlockedAddr(operator) {
 		return types.Unbonding{}, errorsmod.Wrapf(types.ErrBlockedRecipient, "%s may not receive funds, so its unbonding could never be paid out", operatorText)
 	}
@@ -167,12 +189,13 @@ func (k Keeper) unbond(ctx context.Context, operator sdk.AccAddress, operatorTex
 		Amount:         amount,
 		CreationHeight: sdkCtx.BlockHeight(),
 		CompletionTime: completion,
+		Role:           role,
+	}
+	if !release.Previous {
+		// The previous release's layout has no completion height (internal/release).
+		unbonding.CompletionHeight = sdkCtx.BlockHeight() + int64(params.UnbondingBlocks)
 	}
 	if err := k.Unbondings.Set(ctx, id, unbonding); err != nil {
-		return types.Unbonding{}, err
-	}
-	provider.Bond = provider.Bond.Sub(amount)
-	if err := k.Providers.Set(ctx, operator, provider); err != nil {
 		return types.Unbonding{}, err
 	}
 	return unbonding, nil

@@ -90,6 +90,106 @@ func (k Keeper) Slash(
 	return slashed, keeperutil.Emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
 }
 
+// SlashInfraction slashes a provider for an infraction committed at infractionHeight
+// (for fraud, the height its checkpoint was committed): floor(fraction × bond) from the
+// bond and floor(fraction × amount) from every provider unbonding entry the operator
+// began at or after that height, the way x/staking slashes unbonding delegations begun
+// after an infraction. Unbonding after cheating therefore saves nothing. Entries begun
+// before the infraction were not at stake when it was committed and are left alone.
+// The whole amount goes to recipientModule, which distributes it (x/verify pays the
+// challenger, the job owner and the community pool); locks stay as they are;
+// reputation.slashes increments. Checks run before the first write or transfer.
+func (k Keeper) SlashInfraction(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, infractionHeight int64,
+	reason, recipientModule string,
+) (sdk.Coin, error) {
+	if err := checkSlash(fraction, reason, recipientModule); err != nil {
+		return sdk.Coin{}, err
+	}
+	provider, err := k.GetProvider(ctx, operator)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	fromBond := fraction.MulInt(provider.Bond.Amount).TruncateInt()
+	fromUnbonding, err := k.slashUnbondings(ctx, operator, types.UNBONDING_ROLE_PROVIDER, fraction, infractionHeight)
+	if err != nil {
+		return sdk.Coin{}, err
+	}
+	total := sdk.NewCoin(provider.Bond.Denom, fromBond.Add(fromUnbonding))
+	if total.IsPositive() {
+		if err := k.bankKeeper.SendCoinsFromModuleToModule(ctx, types.ModuleName, recipientModule, sdk.NewCoins(total)); err != nil {
+			return sdk.Coin{}, err
+		}
+	}
+	provider.Bond.Amount = provider.Bond.Amount.Sub(fromBond)
+	provider.Reputation.Slashes++
+	if err := k.Providers.Set(ctx, operator, provider); err != nil {
+		return sdk.Coin{}, err
+	}
+	zero := sdk.NewCoin(total.Denom, math.ZeroInt())
+	if err := keeperutil.Emit(ctx, &types.EventProviderSlashed{
+		Operator: provider.Operator, Reason: reason, Fraction: fraction.String(), Amount: total,
+		BeneficiaryAmount: zero, CommunityPoolAmount: zero,
+		FromUnbonding: sdk.NewCoin(total.Denom, fromUnbonding), InfractionHeight: infractionHeight, RecipientModule: recipientModule,
+	}); err != nil {
+		return sdk.Coin{}, err
+	}
+	return total, keeperutil.Emit(ctx, &types.EventReputationChanged{Operator: provider.Operator, Reputation: provider.Reputation})
+}
+
+// checkSlash validates what every infraction slash needs.
+func checkSlash(fraction math.LegacyDec, reason, recipientModule string) error {
+	if fraction.IsNil() || !fraction.IsPositive() || fraction.GT(math.LegacyOneDec()) {
+		return errorsmod.Wrapf(types.ErrInvalidSlash, "fraction must be in (0, 1], got %s", fraction)
+	}
+	if reason == "" {
+		return errorsmod.Wrap(types.ErrInvalidReason, "a slash needs a reason")
+	}
+	if recipientModule == types.ModuleName {
+		return errorsmod.Wrap(types.ErrInvalidSlash, "a slash cannot go back to the bond module itself")
+	}
+	return nil
+}
+
+// slashUnbondings takes floor(fraction × amount) from each of operator's unbonding
+// entries of role created at or after infractionHeight, removes entries it empties, and
+// returns the total taken (still in the module account; the caller moves it). An
+// operator has at most max_unbonding_entries entries, so the cost is bounded.
+func (k Keeper) slashUnbondings(ctx context.Context, operator sdk.AccAddress, role types.UnbondingRole, fraction math.LegacyDec, infractionHeight int64) (math.Int, error) {
+	iter, err := k.Unbondings.Indexes.Operator.MatchExact(ctx, operator)
+	if err != nil {
+		return math.Int{}, err
+	}
+	ids, err := iter.PrimaryKeys()
+	if err != nil {
+		return math.Int{}, err
+	}
+	taken := math.ZeroInt()
+	for _, id := range ids {
+		entry, err := k.Unbondings.Get(ctx, id)
+		if err != nil {
+			return math.Int{}, err
+		}
+		if entry.Role != role || entry.CreationHeight < infractionHeight {
+			continue
+		}
+		cut := fraction.MulInt(entry.Amount.Amount).TruncateInt()
+		if !cut.IsPositive() {
+			continue
+		}
+		taken = taken.Add(cut)
+		entry.Amount.Amount = entry.Amount.Amount.Sub(cut)
+		if entry.Amount.IsZero() {
+			err = k.Unbondings.Remove(ctx, id)
+		} else {
+			err = k.Unbondings.Set(ctx, id, entry)
+		}
+		if err != nil {
+			return math.Int{}, err
+		}
+	}
+	return taken, nil
+}
+
 // Jail stops operator from bidding until at least until, after which it may
 // send MsgUnjail. Jailing a jailed provider keeps the later of the two end
 // times, so a short jail cannot cut a long one short. Jailing a tombstoned

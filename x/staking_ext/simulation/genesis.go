@@ -19,6 +19,7 @@ import (
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/staking_ext/keeper"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
+	verifysim "github.com/depinchain/depinchain/x/verify/simulation"
 )
 
 // GPUClass is a GPU model with its VRAM, as the simulation registers and asks for them.
@@ -37,8 +38,11 @@ var GPUClasses = []GPUClass{
 }
 
 // RandomParams draws valid params in bondDenom. Unbonding periods are hours, not weeks:
-// the simulator advances block time by 1.4 to 2.8 hours per block, so unbondings
-// complete within a short run.
+// the simulator advances block time by 1.4 to 2.8 hours per block. unbonding_blocks is
+// above what x/verify's random params can ask (its challenge window plus its longest
+// dispute), so entries queued during a run stay slashable for its whole length; the
+// genesis entries are created with small completion heights, so that payouts happen in
+// a short run too.
 func RandomParams(r *rand.Rand, bondDenom string) types.Params {
 	return types.Params{
 		BondDenom:             bondDenom,
@@ -47,6 +51,8 @@ func RandomParams(r *rand.Rand, bondDenom string) types.Params {
 		MaxGpuClasses:         uint32(1 + r.Intn(8)),
 		MaxUnbondingsPerBlock: uint32(1 + r.Intn(20)),
 		MaxUnbondingEntries:   uint32(1 + r.Intn(7)),
+		UnbondingBlocks:       verifysim.MaxRequiredUnbondingBlocks + uint64(r.Intn(100)),
+		MinVerifierBond:       math.NewInt(1 + r.Int63n(100_000)),
 	}
 }
 
@@ -113,17 +119,42 @@ func RandomizedGenState(simState *module.SimulationState) {
 			gs.Providers = append(gs.Providers, provider)
 			if unbonding.IsPositive() {
 				gs.Unbondings = append(gs.Unbondings, types.Unbonding{
-					Id:             gs.NextUnbondingId,
-					Operator:       addr,
-					Amount:         sdk.NewCoin(params.BondDenom, unbonding),
-					CreationHeight: 0,
-					CompletionTime: simState.GenTimestamp.Add(time.Duration(1+r.Int63n(24)) * time.Hour).UTC(),
+					Id:               gs.NextUnbondingId,
+					Operator:         addr,
+					Amount:           sdk.NewCoin(params.BondDenom, unbonding),
+					CreationHeight:   0,
+					CompletionTime:   simState.GenTimestamp.Add(time.Duration(1+r.Int63n(24)) * time.Hour).UTC(),
+					CompletionHeight: r.Int63n(20),
 				})
 				gs.NextUnbondingId++
 			}
 			moved := sdk.NewCoins(sdk.NewCoin(params.BondDenom, bond.Add(unbonding)))
 			bankGen.Balances[bi].Coins = bankGen.Balances[bi].Coins.Sub(moved...)
 			moduleTotal = moduleTotal.Add(bond).Add(unbonding)
+		}
+		// About a fifth of the accounts (providers or not) are verifiers, mostly active.
+		for i, acc := range simState.Accounts {
+			if r.Intn(5) != 0 || i >= 60 {
+				continue
+			}
+			addr := acc.Address.String()
+			bi, ok := balances[addr]
+			if !ok {
+				continue
+			}
+			bond := params.MinVerifierBond.Add(math.NewInt(r.Int63n(100_000)))
+			if bond.MulRaw(4).GT(bankGen.Balances[bi].Coins.AmountOf(params.BondDenom)) {
+				continue
+			}
+			v := types.Verifier{Operator: addr, Bond: sdk.NewCoin(params.BondDenom, bond), Status: types.VERIFIER_STATUS_ACTIVE}
+			if r.Intn(6) == 0 {
+				v.Status, v.StatusReason = types.VERIFIER_STATUS_INACTIVE, "missed an audit before genesis"
+			} else {
+				gs.AuditSet = append(gs.AuditSet, addr)
+			}
+			gs.Verifiers = append(gs.Verifiers, v)
+			bankGen.Balances[bi].Coins = bankGen.Balances[bi].Coins.Sub(v.Bond)
+			moduleTotal = moduleTotal.Add(bond)
 		}
 		if moduleTotal.IsPositive() {
 			bankGen.Balances = append(bankGen.Balances, banktypes.Balance{

@@ -41,6 +41,7 @@ func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.Weighte
 	d.Module = types.ModuleName
 	return simutil.WeightedOperations(appParams,
 		SimulateMsgRegisterProvider(d), SimulateMsgUpdateProvider(d), SimulateMsgBond(d), SimulateMsgUnbond(d), SimulateMsgUnjail(d),
+		SimulateMsgRegisterVerifier(d), SimulateMsgBondVerifier(d), SimulateMsgUnbondVerifier(d), SimulateMsgActivateVerifier(d),
 	)
 }
 

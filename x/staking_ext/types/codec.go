@@ -15,6 +15,10 @@ var (
 	_ sdk.Msg = &MsgUnbond{}
 	_ sdk.Msg = &MsgUnjail{}
 	_ sdk.Msg = &MsgUpdateParams{}
+	_ sdk.Msg = &MsgRegisterVerifier{}
+	_ sdk.Msg = &MsgBondVerifier{}
+	_ sdk.Msg = &MsgUnbondVerifier{}
+	_ sdk.Msg = &MsgActivateVerifier{}
 )
 
 // RegisterInterfaces registers the module's messages and its Msg service.
@@ -26,6 +30,10 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 		&MsgUnbond{},
 		&MsgUnjail{},
 		&MsgUpdateParams{},
+		&MsgRegisterVerifier{},
+		&MsgBondVerifier{},
+		&MsgUnbondVerifier{},
+		&MsgActivateVerifier{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }
@@ -40,5 +48,9 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgUnbond{}, "depinchain/x/stakingext/MsgUnbond")
 	legacy.RegisterAminoMsg(cdc, &MsgUnjail{}, "depinchain/x/stakingext/MsgUnjail")
 	legacy.RegisterAminoMsg(cdc, &MsgUpdateParams{}, "depinchain/x/stakingext/MsgUpdateParams")
+	legacy.RegisterAminoMsg(cdc, &MsgRegisterVerifier{}, "depinchain/x/stakingext/MsgRegVerifier")
+	legacy.RegisterAminoMsg(cdc, &MsgBondVerifier{}, "depinchain/x/stakingext/MsgBondVerifier")
+	legacy.RegisterAminoMsg(cdc, &MsgUnbondVerifier{}, "depinchain/x/stakingext/MsgUnbVerifier")
+	legacy.RegisterAminoMsg(cdc, &MsgActivateVerifier{}, "depinchain/x/stakingext/MsgActVerifier")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/stakingext/Params", nil)
 }

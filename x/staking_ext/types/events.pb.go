@@ -242,10 +242,12 @@ func (m *EventBonded) GetBond() types.Coin {
 }
 
 type EventUnbondingStarted struct {
-	UnbondingId    uint64     `protobuf:"varint,1,opt,name=unbonding_id,json=unbondingId,proto3" json:"unbonding_id,omitempty"`
-	Operator       string     `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
-	Amount         types.Coin `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount"`
-	CompletionTime time.Time  `protobuf:"bytes,4,opt,name=completion_time,json=completionTime,proto3,stdtime" json:"completion_time"`
+	UnbondingId      uint64        `protobuf:"varint,1,opt,name=unbonding_id,json=unbondingId,proto3" json:"unbonding_id,omitempty"`
+	Operator         string        `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Amount           types.Coin    `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount"`
+	CompletionTime   time.Time     `protobuf:"bytes,4,opt,name=completion_time,json=completionTime,proto3,stdtime" json:"completion_time"`
+	Role             UnbondingRole `protobuf:"varint,5,opt,name=role,proto3,enum=depinchain.stakingext.v1.UnbondingRole" json:"role,omitempty"`
+	CompletionHeight int64         `protobuf:"varint,6,opt,name=completion_height,json=completionHeight,proto3" json:"completion_height,omitempty"`
 }
 
 func (m *EventUnbondingStarted) Reset()         { *m = EventUnbondingStarted{} }
@@ -307,6 +309,20 @@ func (m *EventUnbondingStarted) GetCompletionTime() time.Time {
 		return m.CompletionTime
 	}
 	return time.Time{}
+}
+
+func (m *EventUnbondingStarted) GetRole() UnbondingRole {
+	if m != nil {
+		return m.Role
+	}
+	return UNBONDING_ROLE_PROVIDER
+}
+
+func (m *EventUnbondingStarted) GetCompletionHeight() int64 {
+	if m != nil {
+		return m.CompletionHeight
+	}
+	return 0
 }
 
 type EventUnbondingCompleted struct {
@@ -497,6 +513,12 @@ type EventProviderSlashed struct {
 	Beneficiary         string     `protobuf:"bytes,5,opt,name=beneficiary,proto3" json:"beneficiary,omitempty"`
 	BeneficiaryAmount   types.Coin `protobuf:"bytes,6,opt,name=beneficiary_amount,json=beneficiaryAmount,proto3" json:"beneficiary_amount"`
 	CommunityPoolAmount types.Coin `protobuf:"bytes,7,opt,name=community_pool_amount,json=communityPoolAmount,proto3" json:"community_pool_amount"`
+	// from_unbonding is the part of amount taken from unbonding entries begun at or after
+	// infraction_height (0 for slashes of the current bond only).
+	FromUnbonding    types.Coin `protobuf:"bytes,8,opt,name=from_unbonding,json=fromUnbonding,proto3" json:"from_unbonding"`
+	InfractionHeight int64      `protobuf:"varint,9,opt,name=infraction_height,json=infractionHeight,proto3" json:"infraction_height,omitempty"`
+	// recipient_module received the whole amount, when the caller distributes it itself.
+	RecipientModule string `protobuf:"bytes,10,opt,name=recipient_module,json=recipientModule,proto3" json:"recipient_module,omitempty"`
 }
 
 func (m *EventProviderSlashed) Reset()         { *m = EventProviderSlashed{} }
@@ -579,6 +601,27 @@ func (m *EventProviderSlashed) GetCommunityPoolAmount() types.Coin {
 		return m.CommunityPoolAmount
 	}
 	return types.Coin{}
+}
+
+func (m *EventProviderSlashed) GetFromUnbonding() types.Coin {
+	if m != nil {
+		return m.FromUnbonding
+	}
+	return types.Coin{}
+}
+
+func (m *EventProviderSlashed) GetInfractionHeight() int64 {
+	if m != nil {
+		return m.InfractionHeight
+	}
+	return 0
+}
+
+func (m *EventProviderSlashed) GetRecipientModule() string {
+	if m != nil {
+		return m.RecipientModule
+	}
+	return ""
 }
 
 type EventProviderJailed struct {
@@ -833,6 +876,436 @@ func (m *EventParamsUpdated) GetParams() Params {
 	return Params{}
 }
 
+type EventVerifierRegistered struct {
+	Operator string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Bond     types.Coin `protobuf:"bytes,2,opt,name=bond,proto3" json:"bond"`
+	Position uint64     `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+}
+
+func (m *EventVerifierRegistered) Reset()         { *m = EventVerifierRegistered{} }
+func (m *EventVerifierRegistered) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierRegistered) ProtoMessage()    {}
+func (*EventVerifierRegistered) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{13}
+}
+func (m *EventVerifierRegistered) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierRegistered) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierRegistered.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierRegistered) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierRegistered.Merge(m, src)
+}
+func (m *EventVerifierRegistered) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierRegistered) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierRegistered.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierRegistered proto.InternalMessageInfo
+
+func (m *EventVerifierRegistered) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierRegistered) GetBond() types.Coin {
+	if m != nil {
+		return m.Bond
+	}
+	return types.Coin{}
+}
+
+func (m *EventVerifierRegistered) GetPosition() uint64 {
+	if m != nil {
+		return m.Position
+	}
+	return 0
+}
+
+type EventVerifierBonded struct {
+	Operator string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Amount   types.Coin `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount"`
+	Bond     types.Coin `protobuf:"bytes,3,opt,name=bond,proto3" json:"bond"`
+}
+
+func (m *EventVerifierBonded) Reset()         { *m = EventVerifierBonded{} }
+func (m *EventVerifierBonded) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierBonded) ProtoMessage()    {}
+func (*EventVerifierBonded) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{14}
+}
+func (m *EventVerifierBonded) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierBonded) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierBonded.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierBonded) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierBonded.Merge(m, src)
+}
+func (m *EventVerifierBonded) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierBonded) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierBonded.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierBonded proto.InternalMessageInfo
+
+func (m *EventVerifierBonded) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierBonded) GetAmount() types.Coin {
+	if m != nil {
+		return m.Amount
+	}
+	return types.Coin{}
+}
+
+func (m *EventVerifierBonded) GetBond() types.Coin {
+	if m != nil {
+		return m.Bond
+	}
+	return types.Coin{}
+}
+
+type EventVerifierActivated struct {
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Position uint64 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+}
+
+func (m *EventVerifierActivated) Reset()         { *m = EventVerifierActivated{} }
+func (m *EventVerifierActivated) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierActivated) ProtoMessage()    {}
+func (*EventVerifierActivated) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{15}
+}
+func (m *EventVerifierActivated) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierActivated) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierActivated.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierActivated) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierActivated.Merge(m, src)
+}
+func (m *EventVerifierActivated) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierActivated) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierActivated.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierActivated proto.InternalMessageInfo
+
+func (m *EventVerifierActivated) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierActivated) GetPosition() uint64 {
+	if m != nil {
+		return m.Position
+	}
+	return 0
+}
+
+type EventVerifierDeactivated struct {
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason   string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (m *EventVerifierDeactivated) Reset()         { *m = EventVerifierDeactivated{} }
+func (m *EventVerifierDeactivated) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierDeactivated) ProtoMessage()    {}
+func (*EventVerifierDeactivated) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{16}
+}
+func (m *EventVerifierDeactivated) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierDeactivated) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierDeactivated.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierDeactivated) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierDeactivated.Merge(m, src)
+}
+func (m *EventVerifierDeactivated) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierDeactivated) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierDeactivated.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierDeactivated proto.InternalMessageInfo
+
+func (m *EventVerifierDeactivated) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierDeactivated) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+type EventVerifierSlashed struct {
+	Operator         string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason           string     `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Fraction         string     `protobuf:"bytes,3,opt,name=fraction,proto3" json:"fraction,omitempty"`
+	Amount           types.Coin `protobuf:"bytes,4,opt,name=amount,proto3" json:"amount"`
+	FromUnbonding    types.Coin `protobuf:"bytes,5,opt,name=from_unbonding,json=fromUnbonding,proto3" json:"from_unbonding"`
+	InfractionHeight int64      `protobuf:"varint,6,opt,name=infraction_height,json=infractionHeight,proto3" json:"infraction_height,omitempty"`
+	// recipient_module received the amount; empty: the community pool did.
+	RecipientModule string `protobuf:"bytes,7,opt,name=recipient_module,json=recipientModule,proto3" json:"recipient_module,omitempty"`
+}
+
+func (m *EventVerifierSlashed) Reset()         { *m = EventVerifierSlashed{} }
+func (m *EventVerifierSlashed) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierSlashed) ProtoMessage()    {}
+func (*EventVerifierSlashed) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{17}
+}
+func (m *EventVerifierSlashed) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierSlashed) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierSlashed.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierSlashed) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierSlashed.Merge(m, src)
+}
+func (m *EventVerifierSlashed) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierSlashed) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierSlashed.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierSlashed proto.InternalMessageInfo
+
+func (m *EventVerifierSlashed) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierSlashed) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+func (m *EventVerifierSlashed) GetFraction() string {
+	if m != nil {
+		return m.Fraction
+	}
+	return ""
+}
+
+func (m *EventVerifierSlashed) GetAmount() types.Coin {
+	if m != nil {
+		return m.Amount
+	}
+	return types.Coin{}
+}
+
+func (m *EventVerifierSlashed) GetFromUnbonding() types.Coin {
+	if m != nil {
+		return m.FromUnbonding
+	}
+	return types.Coin{}
+}
+
+func (m *EventVerifierSlashed) GetInfractionHeight() int64 {
+	if m != nil {
+		return m.InfractionHeight
+	}
+	return 0
+}
+
+func (m *EventVerifierSlashed) GetRecipientModule() string {
+	if m != nil {
+		return m.RecipientModule
+	}
+	return ""
+}
+
+type EventVerifierTombstoned struct {
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason   string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (m *EventVerifierTombstoned) Reset()         { *m = EventVerifierTombstoned{} }
+func (m *EventVerifierTombstoned) String() string { return proto.CompactTextString(m) }
+func (*EventVerifierTombstoned) ProtoMessage()    {}
+func (*EventVerifierTombstoned) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{18}
+}
+func (m *EventVerifierTombstoned) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventVerifierTombstoned) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventVerifierTombstoned.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventVerifierTombstoned) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventVerifierTombstoned.Merge(m, src)
+}
+func (m *EventVerifierTombstoned) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventVerifierTombstoned) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventVerifierTombstoned.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventVerifierTombstoned proto.InternalMessageInfo
+
+func (m *EventVerifierTombstoned) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventVerifierTombstoned) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+// EventAuditRecorded is emitted when x/verify counts an audit in a verifier's record.
+type EventAuditRecorded struct {
+	Operator string      `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Outcome  string      `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Record   AuditRecord `protobuf:"bytes,3,opt,name=record,proto3" json:"record"`
+}
+
+func (m *EventAuditRecorded) Reset()         { *m = EventAuditRecorded{} }
+func (m *EventAuditRecorded) String() string { return proto.CompactTextString(m) }
+func (*EventAuditRecorded) ProtoMessage()    {}
+func (*EventAuditRecorded) Descriptor() ([]byte, []int) {
+	return fileDescriptor_bb813a6f0bf5e5e5, []int{19}
+}
+func (m *EventAuditRecorded) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventAuditRecorded) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventAuditRecorded.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventAuditRecorded) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventAuditRecorded.Merge(m, src)
+}
+func (m *EventAuditRecorded) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventAuditRecorded) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventAuditRecorded.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventAuditRecorded proto.InternalMessageInfo
+
+func (m *EventAuditRecorded) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *EventAuditRecorded) GetOutcome() string {
+	if m != nil {
+		return m.Outcome
+	}
+	return ""
+}
+
+func (m *EventAuditRecorded) GetRecord() AuditRecord {
+	if m != nil {
+		return m.Record
+	}
+	return AuditRecord{}
+}
+
 func init() {
 	proto.RegisterType((*EventProviderRegistered)(nil), "depinchain.stakingext.v1.EventProviderRegistered")
 	proto.RegisterType((*EventProviderUpdated)(nil), "depinchain.stakingext.v1.EventProviderUpdated")
@@ -847,6 +1320,13 @@ func init() {
 	proto.RegisterType((*EventProviderTombstoned)(nil), "depinchain.stakingext.v1.EventProviderTombstoned")
 	proto.RegisterType((*EventReputationChanged)(nil), "depinchain.stakingext.v1.EventReputationChanged")
 	proto.RegisterType((*EventParamsUpdated)(nil), "depinchain.stakingext.v1.EventParamsUpdated")
+	proto.RegisterType((*EventVerifierRegistered)(nil), "depinchain.stakingext.v1.EventVerifierRegistered")
+	proto.RegisterType((*EventVerifierBonded)(nil), "depinchain.stakingext.v1.EventVerifierBonded")
+	proto.RegisterType((*EventVerifierActivated)(nil), "depinchain.stakingext.v1.EventVerifierActivated")
+	proto.RegisterType((*EventVerifierDeactivated)(nil), "depinchain.stakingext.v1.EventVerifierDeactivated")
+	proto.RegisterType((*EventVerifierSlashed)(nil), "depinchain.stakingext.v1.EventVerifierSlashed")
+	proto.RegisterType((*EventVerifierTombstoned)(nil), "depinchain.stakingext.v1.EventVerifierTombstoned")
+	proto.RegisterType((*EventAuditRecorded)(nil), "depinchain.stakingext.v1.EventAuditRecorded")
 }
 
 func init() {
@@ -854,57 +1334,73 @@ func init() {
 }
 
 var fileDescriptor_bb813a6f0bf5e5e5 = []byte{
-	// 799 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xc4, 0x56, 0x4d, 0x6f, 0xe3, 0x44,
-	0x18, 0x8e, 0x9b, 0x6c, 0x76, 0x3b, 0x5e, 0x01, 0xeb, 0xfd, 0xc0, 0xe4, 0x90, 0x06, 0x0b, 0x50,
-	0xe1, 0x60, 0x2b, 0x29, 0x12, 0x37, 0x24, 0x12, 0xad, 0x56, 0xbb, 0x62, 0x57, 0x95, 0xdb, 0x5c,
-	0xb8, 0x44, 0x63, 0x7b, 0xe2, 0x4c, 0x6b, 0xcf, 0x6b, 0x8d, 0xc7, 0x51, 0x73, 0x41, 0xfc, 0x84,
-	0xc2, 0x85, 0xbf, 0xc0, 0x91, 0x7f, 0x41, 0x8f, 0x3d, 0x72, 0x2a, 0xa8, 0x95, 0xe8, 0xdf, 0x40,
-	0x33, 0xfe, 0x88, 0x5b, 0x29, 0x4a, 0x5a, 0x04, 0x5c, 0xac, 0x79, 0x67, 0xde, 0xe7, 0x9d, 0xe7,
-	0x79, 0x66, 0x5e, 0xdb, 0xe8, 0xd3, 0x80, 0x24, 0x94, 0xf9, 0x33, 0x4c, 0x99, 0x93, 0x0a, 0x7c,
-	0x4c, 0x59, 0x48, 0x4e, 0x84, 0x33, 0xef, 0x3b, 0x64, 0x4e, 0x98, 0x48, 0xed, 0x84, 0x83, 0x00,
-	0xc3, 0x5c, 0xa6, 0xd9, 0xcb, 0x34, 0x7b, 0xde, 0xef, 0x3c, 0xc1, 0x31, 0x65, 0xe0, 0xa8, 0x67,
-	0x9e, 0xdc, 0xe9, 0xfa, 0x90, 0xc6, 0x90, 0x3a, 0x1e, 0x4e, 0x89, 0x33, 0xef, 0x7b, 0x44, 0xe0,
-	0xbe, 0xe3, 0x03, 0x65, 0xc5, 0xfa, 0xb3, 0x10, 0x42, 0x50, 0x43, 0x47, 0x8e, 0x8a, 0xd9, 0x9d,
-	0x10, 0x20, 0x8c, 0x88, 0xa3, 0x22, 0x2f, 0x9b, 0x3a, 0x82, 0xc6, 0x24, 0x15, 0x38, 0x4e, 0x8a,
-	0x84, 0xcf, 0x57, 0x52, 0xad, 0x31, 0x52, 0xa9, 0xd6, 0xb5, 0x86, 0x3e, 0x7c, 0x29, 0xf9, 0xef,
-	0x73, 0x98, 0xd3, 0x80, 0x70, 0x97, 0x84, 0x34, 0x15, 0x84, 0x93, 0xc0, 0xe8, 0xa0, 0x47, 0x90,
-	0x10, 0x8e, 0x05, 0x70, 0x53, 0xeb, 0x69, 0xbb, 0xdb, 0x6e, 0x15, 0x1b, 0x26, 0x7a, 0x18, 0x03,
-	0xa3, 0xc7, 0x84, 0x9b, 0x5b, 0x6a, 0xa9, 0x0c, 0x25, 0x8a, 0xb0, 0x20, 0x01, 0xca, 0x84, 0xd9,
-	0xcc, 0x51, 0x65, 0x6c, 0xbc, 0x44, 0xad, 0x30, 0xc9, 0x52, 0xb3, 0xd5, 0x6b, 0xee, 0xea, 0x83,
-	0xcf, 0xec, 0x55, 0x5e, 0xd9, 0xaf, 0xf6, 0xc7, 0xaf, 0x99, 0xa4, 0x05, 0x7c, 0x31, 0xdc, 0x3e,
-	0xbb, 0xd8, 0x69, 0xfc, 0x72, 0xfd, 0xeb, 0x17, 0x9a, 0xab, 0xe0, 0xc6, 0x1e, 0x6a, 0x79, 0xc0,
-	0x02, 0xf3, 0x41, 0x4f, 0xdb, 0xd5, 0x07, 0x1f, 0xd9, 0xb9, 0x8b, 0xb6, 0x74, 0xd1, 0x2e, 0x5c,
-	0xb4, 0x47, 0x40, 0xd9, 0xb0, 0x25, 0x91, 0xae, 0x4a, 0xb6, 0x7e, 0xd3, 0xd0, 0xb3, 0x1b, 0x4a,
-	0xc7, 0x49, 0x80, 0xc5, 0xbf, 0x22, 0xf3, 0x05, 0x6a, 0x73, 0x12, 0x52, 0x60, 0x66, 0x4b, 0xad,
-	0x14, 0x51, 0x25, 0xff, 0xc1, 0x3f, 0x92, 0x6f, 0xfd, 0xac, 0x21, 0x5d, 0x29, 0x19, 0x02, 0x0b,
-	0xd6, 0x08, 0xf8, 0x0a, 0xb5, 0x71, 0x0c, 0x19, 0x13, 0x8a, 0xff, 0x06, 0x66, 0x15, 0xe9, 0x95,
-	0xc7, 0xcd, 0xbb, 0x78, 0x7c, 0xa1, 0xa1, 0xe7, 0x8a, 0xd9, 0x98, 0xc9, 0x98, 0xb2, 0xf0, 0x40,
-	0x60, 0x2e, 0x4d, 0xfe, 0x18, 0x3d, 0xce, 0xca, 0xb9, 0x09, 0x0d, 0x14, 0xcf, 0x96, 0xab, 0x57,
-	0x73, 0xaf, 0x6f, 0xca, 0xd8, 0x5a, 0x29, 0xa3, 0x79, 0x37, 0x19, 0x6f, 0xd1, 0xfb, 0x3e, 0xc4,
-	0x49, 0x44, 0x04, 0x05, 0x36, 0x91, 0x8d, 0xa2, 0xce, 0x44, 0x1f, 0x74, 0xec, 0xbc, 0x8b, 0xec,
-	0xb2, 0x8b, 0xec, 0xc3, 0xb2, 0x8b, 0x86, 0x8f, 0x64, 0x89, 0xd3, 0x3f, 0x76, 0x34, 0xf7, 0xbd,
-	0x25, 0x58, 0x2e, 0x5b, 0x3f, 0x96, 0xed, 0x52, 0x09, 0x1c, 0xe5, 0x09, 0xff, 0x9f, 0x44, 0xeb,
-	0xfb, 0xc2, 0xf3, 0x11, 0x44, 0x11, 0x16, 0x84, 0xe3, 0xe8, 0x5b, 0xf0, 0x8f, 0xd7, 0xdc, 0x8b,
-	0x0f, 0x50, 0x93, 0x93, 0x69, 0x41, 0x42, 0x0e, 0xef, 0xbf, 0xff, 0x0f, 0xa5, 0x27, 0x4b, 0x02,
-	0x63, 0x16, 0xfd, 0xa7, 0x14, 0xfe, 0xda, 0xba, 0xd5, 0xdb, 0x07, 0x11, 0x4e, 0x67, 0x6b, 0xf6,
-	0x57, 0x5d, 0x8a, 0x53, 0x60, 0x05, 0x85, 0x22, 0x92, 0x98, 0x29, 0xc7, 0xbe, 0x3c, 0xf3, 0xb2,
-	0xb3, 0xcb, 0xb8, 0xc6, 0xb0, 0x75, 0xb7, 0x7b, 0xd8, 0x43, 0xba, 0x47, 0x18, 0x99, 0x52, 0x9f,
-	0x62, 0xbe, 0x50, 0x6f, 0xae, 0x6d, 0xb7, 0x3e, 0x65, 0xbc, 0x43, 0x46, 0x2d, 0x9c, 0x14, 0xdb,
-	0xb4, 0x37, 0xdb, 0xe6, 0x49, 0x0d, 0xfa, 0x4d, 0xbe, 0xe3, 0x01, 0x7a, 0xee, 0x43, 0x1c, 0x67,
-	0x8c, 0x8a, 0xc5, 0x24, 0x01, 0x88, 0xca, 0x92, 0x0f, 0x37, 0x2b, 0xf9, 0xb4, 0x42, 0xef, 0x03,
-	0x44, 0x79, 0x51, 0xeb, 0x27, 0x0d, 0x3d, 0xbd, 0x61, 0xf4, 0x1b, 0x4c, 0xa3, 0x7b, 0xfa, 0xfc,
-	0x0a, 0x3d, 0x3e, 0x52, 0xe8, 0x49, 0xc6, 0x04, 0x8d, 0x8a, 0x33, 0xdf, 0xac, 0x2f, 0xf5, 0x1c,
-	0x39, 0x96, 0x40, 0x6b, 0xaf, 0x68, 0x80, 0xea, 0xc5, 0xce, 0x8e, 0xd6, 0xb2, 0xb2, 0xde, 0xde,
-	0xfa, 0xee, 0x1d, 0x42, 0xec, 0xa5, 0x02, 0xd8, 0xfd, 0xc4, 0xc8, 0x26, 0x78, 0xa1, 0xea, 0xb9,
-	0x24, 0xc9, 0x04, 0x96, 0x97, 0x65, 0x34, 0xc3, 0x2c, 0x5c, 0x53, 0xee, 0x0d, 0x42, 0xbc, 0x02,
-	0x14, 0xaf, 0xe8, 0x4f, 0x56, 0x7f, 0x17, 0x96, 0xc5, 0x8b, 0x43, 0xaa, 0xa1, 0xad, 0x43, 0x64,
-	0xe4, 0x8a, 0x30, 0xc7, 0x71, 0x5a, 0x7e, 0xdd, 0xbe, 0x46, 0xed, 0x44, 0x4d, 0xa8, 0xbd, 0xf5,
-	0x41, 0x6f, 0x75, 0xf5, 0x1c, 0x58, 0x5e, 0xdc, 0x1c, 0x35, 0x7c, 0x77, 0x76, 0xd9, 0xd5, 0xce,
-	0x2f, 0xbb, 0xda, 0x9f, 0x97, 0x5d, 0xed, 0xf4, 0xaa, 0xdb, 0x38, 0xbf, 0xea, 0x36, 0x7e, 0xbf,
-	0xea, 0x36, 0xbe, 0xfb, 0x32, 0xa4, 0x62, 0x96, 0x79, 0xb6, 0x0f, 0xb1, 0x53, 0xfb, 0xe1, 0xa8,
-	0x0d, 0x4f, 0xca, 0xff, 0x8d, 0x89, 0xfc, 0xfd, 0x10, 0x8b, 0x84, 0xa4, 0x5e, 0x5b, 0x9d, 0xeb,
-	0xde, 0xdf, 0x01, 0x00, 0x00, 0xff, 0xff, 0x2b, 0x9b, 0x75, 0x35, 0x4f, 0x09, 0x00, 0x00,
+	// 1050 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xcc, 0x57, 0xcf, 0x6f, 0xe3, 0xc4,
+	0x17, 0xaf, 0x93, 0x34, 0x6d, 0x27, 0xfb, 0xed, 0xb6, 0xde, 0x1f, 0x5f, 0xd3, 0x43, 0x1a, 0x2c,
+	0x16, 0xba, 0x20, 0xd9, 0x6a, 0x8b, 0xc4, 0x01, 0x09, 0xa9, 0x2d, 0xcb, 0xb2, 0x2b, 0x5a, 0x55,
+	0x6e, 0xcb, 0x81, 0x4b, 0x34, 0xb1, 0x27, 0xce, 0x6c, 0xed, 0x79, 0x96, 0x3d, 0x8e, 0xb6, 0x17,
+	0xc4, 0x69, 0xaf, 0x2c, 0x5c, 0x38, 0x72, 0xe5, 0xc8, 0x7f, 0xc0, 0x91, 0x1e, 0xf7, 0xc8, 0x09,
+	0x50, 0x7b, 0xd8, 0x7f, 0x03, 0xcd, 0x78, 0xc6, 0x71, 0x0b, 0x51, 0xd2, 0x2e, 0x3f, 0xf6, 0x12,
+	0xf9, 0xcd, 0xcc, 0xe7, 0xcd, 0xe7, 0xbd, 0x79, 0x9f, 0x37, 0x13, 0x74, 0x2f, 0x20, 0x09, 0x65,
+	0xfe, 0x00, 0x53, 0xe6, 0x66, 0x1c, 0x1f, 0x53, 0x16, 0x92, 0xa7, 0xdc, 0x1d, 0xae, 0xbb, 0x64,
+	0x48, 0x18, 0xcf, 0x9c, 0x24, 0x05, 0x0e, 0xa6, 0x35, 0x5a, 0xe6, 0x8c, 0x96, 0x39, 0xc3, 0xf5,
+	0x95, 0x65, 0x1c, 0x53, 0x06, 0xae, 0xfc, 0x2d, 0x16, 0xaf, 0xb4, 0x7d, 0xc8, 0x62, 0xc8, 0xdc,
+	0x1e, 0xce, 0x88, 0x3b, 0x5c, 0xef, 0x11, 0x8e, 0xd7, 0x5d, 0x1f, 0x28, 0x53, 0xf3, 0xb7, 0x43,
+	0x08, 0x41, 0x7e, 0xba, 0xe2, 0x4b, 0x8d, 0xae, 0x86, 0x00, 0x61, 0x44, 0x5c, 0x69, 0xf5, 0xf2,
+	0xbe, 0xcb, 0x69, 0x4c, 0x32, 0x8e, 0xe3, 0x44, 0x2d, 0xb8, 0x3f, 0x96, 0x6a, 0x85, 0x91, 0x5c,
+	0x6a, 0xbf, 0x34, 0xd0, 0xff, 0x1f, 0x08, 0xfe, 0xfb, 0x29, 0x0c, 0x69, 0x40, 0x52, 0x8f, 0x84,
+	0x34, 0xe3, 0x24, 0x25, 0x81, 0xb9, 0x82, 0xe6, 0x21, 0x21, 0x29, 0xe6, 0x90, 0x5a, 0x46, 0xc7,
+	0x58, 0x5b, 0xf0, 0x4a, 0xdb, 0xb4, 0xd0, 0x5c, 0x0c, 0x8c, 0x1e, 0x93, 0xd4, 0xaa, 0xc9, 0x29,
+	0x6d, 0x0a, 0x14, 0x61, 0x41, 0x02, 0x94, 0x71, 0xab, 0x5e, 0xa0, 0xb4, 0x6d, 0x3e, 0x40, 0x8d,
+	0x30, 0xc9, 0x33, 0xab, 0xd1, 0xa9, 0xaf, 0xb5, 0x36, 0xde, 0x76, 0xc6, 0xe5, 0xca, 0x79, 0xb8,
+	0x7f, 0xf4, 0x88, 0x09, 0x5a, 0x90, 0x9e, 0x6c, 0x2f, 0x9c, 0xfe, 0xba, 0x3a, 0xf3, 0xc3, 0xcb,
+	0x1f, 0xdf, 0x35, 0x3c, 0x09, 0x37, 0x37, 0x51, 0xa3, 0x07, 0x2c, 0xb0, 0x66, 0x3b, 0xc6, 0x5a,
+	0x6b, 0xe3, 0x0d, 0xa7, 0xc8, 0xa2, 0x23, 0xb2, 0xe8, 0xa8, 0x2c, 0x3a, 0x3b, 0x40, 0xd9, 0x76,
+	0x43, 0x20, 0x3d, 0xb9, 0xd8, 0xfe, 0xd9, 0x40, 0xb7, 0x2f, 0x44, 0x7a, 0x94, 0x04, 0x98, 0xff,
+	0x23, 0x61, 0xde, 0x45, 0xcd, 0x94, 0x84, 0x14, 0x98, 0xd5, 0x90, 0x33, 0xca, 0x2a, 0xc3, 0x9f,
+	0x7d, 0xa5, 0xf0, 0xed, 0xef, 0x0c, 0xd4, 0x92, 0x91, 0x6c, 0x03, 0x0b, 0x26, 0x04, 0xf0, 0x01,
+	0x6a, 0xe2, 0x18, 0x72, 0xc6, 0x25, 0xff, 0x29, 0x92, 0xa5, 0x96, 0x97, 0x39, 0xae, 0x5f, 0x25,
+	0xc7, 0xa7, 0x35, 0x74, 0x47, 0x32, 0x3b, 0x62, 0xc2, 0xa6, 0x2c, 0x3c, 0xe0, 0x38, 0x15, 0x49,
+	0x7e, 0x13, 0xdd, 0xc8, 0xf5, 0x58, 0x97, 0x06, 0x92, 0x67, 0xc3, 0x6b, 0x95, 0x63, 0x8f, 0x2e,
+	0x86, 0x51, 0x1b, 0x1b, 0x46, 0xfd, 0x6a, 0x61, 0xec, 0xa2, 0x9b, 0x3e, 0xc4, 0x49, 0x44, 0x38,
+	0x05, 0xd6, 0x15, 0x42, 0x91, 0x67, 0xd2, 0xda, 0x58, 0x71, 0x0a, 0x15, 0x39, 0x5a, 0x45, 0xce,
+	0xa1, 0x56, 0xd1, 0xf6, 0xbc, 0x70, 0xf1, 0xfc, 0xb7, 0x55, 0xc3, 0x5b, 0x1c, 0x81, 0xc5, 0xb4,
+	0xf9, 0x21, 0x6a, 0xa4, 0x10, 0x11, 0x59, 0x79, 0x8b, 0x1b, 0xef, 0x8c, 0x3f, 0xc1, 0x32, 0x01,
+	0x1e, 0x44, 0xc4, 0x93, 0x20, 0xf3, 0x3d, 0xb4, 0x5c, 0xe1, 0x32, 0x20, 0x34, 0x1c, 0x70, 0xab,
+	0xd9, 0x31, 0xd6, 0xea, 0xde, 0xd2, 0x68, 0xe2, 0x53, 0x39, 0x6e, 0x7f, 0xa3, 0x85, 0x59, 0x7a,
+	0xda, 0x29, 0x96, 0xfc, 0x77, 0xc9, 0xb4, 0xbf, 0x54, 0xa7, 0xbb, 0x03, 0x51, 0x84, 0x39, 0x49,
+	0x71, 0xf4, 0x19, 0xf8, 0xc7, 0x13, 0x2a, 0x70, 0x09, 0xd5, 0x53, 0xd2, 0x57, 0x24, 0xc4, 0xe7,
+	0xf5, 0xf7, 0xff, 0x4a, 0xe7, 0x64, 0x44, 0xe0, 0x88, 0x45, 0xff, 0x2a, 0x85, 0x67, 0x8d, 0x4b,
+	0x5d, 0xe4, 0x20, 0xc2, 0xd9, 0x60, 0xc2, 0xfe, 0xb2, 0x1f, 0xe0, 0x0c, 0x98, 0xa2, 0xa0, 0x2c,
+	0x81, 0xe9, 0xa7, 0xd8, 0x17, 0xa7, 0xae, 0x7b, 0x88, 0xb6, 0x2b, 0x0c, 0x1b, 0x57, 0xab, 0xf8,
+	0x0e, 0x6a, 0xf5, 0x08, 0x23, 0x7d, 0xea, 0x53, 0x9c, 0x9e, 0xc8, 0x4a, 0x5d, 0xf0, 0xaa, 0x43,
+	0xe6, 0x1e, 0x32, 0x2b, 0x66, 0x57, 0x6d, 0xd3, 0x9c, 0x6e, 0x9b, 0xe5, 0x0a, 0x74, 0xab, 0xd8,
+	0xf1, 0x00, 0xdd, 0xf1, 0x21, 0x8e, 0x73, 0x46, 0xf9, 0x49, 0x37, 0x01, 0x88, 0xb4, 0xcb, 0xb9,
+	0xe9, 0x5c, 0xde, 0x2a, 0xd1, 0xfb, 0x00, 0x91, 0x72, 0xfa, 0x09, 0x5a, 0xec, 0xa7, 0x10, 0x77,
+	0xcb, 0xa2, 0xb6, 0xe6, 0xa7, 0xf3, 0xf6, 0x3f, 0x01, 0x2b, 0x45, 0x23, 0x44, 0x47, 0x99, 0xce,
+	0xaa, 0x16, 0xdd, 0x42, 0x21, 0xba, 0xd1, 0x44, 0x21, 0x3a, 0xf3, 0x3e, 0x5a, 0x4a, 0x89, 0x4f,
+	0x13, 0x4a, 0x18, 0xef, 0xc6, 0x10, 0xe4, 0x11, 0xb1, 0x90, 0x4c, 0xe0, 0xcd, 0x72, 0x7c, 0x57,
+	0x0e, 0xdb, 0xdf, 0x1a, 0xe8, 0xd6, 0x85, 0x42, 0x78, 0x8c, 0x69, 0x74, 0xcd, 0x3a, 0x78, 0x88,
+	0x6e, 0x3c, 0x91, 0xe8, 0x6e, 0xce, 0x38, 0x8d, 0x54, 0x4d, 0x4e, 0xd7, 0xa1, 0x5a, 0x05, 0xf2,
+	0x48, 0x00, 0xed, 0x4d, 0x25, 0xd0, 0xf2, 0x8a, 0x63, 0x4f, 0x26, 0xb2, 0xb2, 0x77, 0x2f, 0xbd,
+	0x00, 0x0e, 0x21, 0xee, 0x65, 0x1c, 0xd8, 0xf5, 0x82, 0x11, 0x22, 0xbd, 0x2b, 0xfd, 0x79, 0x24,
+	0xc9, 0x39, 0x16, 0xd9, 0xdd, 0x19, 0x60, 0x16, 0x4e, 0x70, 0xf7, 0x18, 0xa1, 0xb4, 0x04, 0xa8,
+	0xcb, 0xea, 0xad, 0xf1, 0xfd, 0x75, 0xe4, 0x5c, 0x1d, 0x7b, 0x05, 0x6d, 0x1f, 0x22, 0xb3, 0x88,
+	0x08, 0xa7, 0x38, 0xce, 0xf4, 0x3d, 0xff, 0x11, 0x6a, 0x26, 0x72, 0x40, 0xee, 0xdd, 0xda, 0xe8,
+	0x8c, 0xf7, 0x5e, 0x00, 0xb5, 0xb0, 0x0a, 0x94, 0xfd, 0x4c, 0x77, 0x9f, 0xcf, 0x49, 0x4a, 0xfb,
+	0x74, 0xea, 0xa7, 0x92, 0xbe, 0x49, 0x6b, 0x57, 0xb8, 0x49, 0x85, 0xc3, 0x04, 0x32, 0x5a, 0xb6,
+	0x86, 0x86, 0x57, 0xda, 0xf6, 0xf7, 0xba, 0xf4, 0x34, 0x91, 0xd7, 0xee, 0x1d, 0xb0, 0xaf, 0x4a,
+	0x40, 0x13, 0xdc, 0xf2, 0x39, 0x1d, 0x4e, 0x7c, 0x6c, 0x55, 0x63, 0xae, 0x5d, 0x8a, 0x79, 0x0f,
+	0x59, 0x17, 0x3c, 0x7e, 0x4c, 0xf0, 0x54, 0x3e, 0xc7, 0x55, 0xe9, 0x4f, 0x35, 0xd5, 0xc7, 0xb5,
+	0xc3, 0xd7, 0xae, 0x8f, 0xff, 0xb9, 0x01, 0xce, 0xfe, 0x7d, 0x0d, 0xb0, 0x79, 0x85, 0x06, 0x38,
+	0xf7, 0xd7, 0x0d, 0x70, 0xf7, 0x92, 0x1a, 0x5e, 0xb1, 0x6d, 0x7c, 0x6d, 0x28, 0xd1, 0x6e, 0xe5,
+	0x01, 0xe5, 0x1e, 0xf1, 0x21, 0x0d, 0x26, 0x3f, 0xce, 0x21, 0xe7, 0x3e, 0xc4, 0x44, 0x3f, 0xce,
+	0x95, 0x69, 0xee, 0x88, 0x4d, 0x84, 0x07, 0x55, 0xb6, 0xf7, 0xc6, 0x4b, 0xbd, 0xb2, 0x9d, 0x3e,
+	0x80, 0x02, 0xba, 0xbd, 0x77, 0x7a, 0xd6, 0x36, 0x5e, 0x9c, 0xb5, 0x8d, 0xdf, 0xcf, 0xda, 0xc6,
+	0xf3, 0xf3, 0xf6, 0xcc, 0x8b, 0xf3, 0xf6, 0xcc, 0x2f, 0xe7, 0xed, 0x99, 0x2f, 0xde, 0x0f, 0x29,
+	0x1f, 0xe4, 0x3d, 0xc7, 0x87, 0xd8, 0xad, 0xfc, 0xd5, 0xaa, 0x7c, 0x3e, 0xd5, 0xff, 0xb4, 0xba,
+	0xe2, 0x8f, 0x17, 0x3f, 0x49, 0x48, 0xd6, 0x6b, 0xca, 0x3e, 0xbe, 0xf9, 0x47, 0x00, 0x00, 0x00,
+	0xff, 0xff, 0x36, 0xe1, 0xf6, 0xeb, 0x49, 0x0e, 0x00, 0x00,
 }
 
 func (m *EventProviderRegistered) Marshal() (dAtA []byte, err error) {
@@ -1110,6 +1606,16 @@ func (m *EventUnbondingStarted) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.CompletionHeight != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.CompletionHeight))
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.Role != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Role))
+		i--
+		dAtA[i] = 0x28
+	}
 	n4, err4 := github_com_cosmos_gogoproto_types.StdTimeMarshalTo(m.CompletionTime, dAtA[i-github_com_cosmos_gogoproto_types.SizeOfStdTime(m.CompletionTime):])
 	if err4 != nil {
 		return 0, err4
@@ -1302,6 +1808,28 @@ func (m *EventProviderSlashed) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if len(m.RecipientModule) > 0 {
+		i -= len(m.RecipientModule)
+		copy(dAtA[i:], m.RecipientModule)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.RecipientModule)))
+		i--
+		dAtA[i] = 0x52
+	}
+	if m.InfractionHeight != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.InfractionHeight))
+		i--
+		dAtA[i] = 0x48
+	}
+	{
+		size, err := m.FromUnbonding.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x42
 	{
 		size, err := m.CommunityPoolAmount.MarshalToSizedBuffer(dAtA[:i])
 		if err != nil {
@@ -1383,12 +1911,12 @@ func (m *EventProviderJailed) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
-	n12, err12 := github_com_cosmos_gogoproto_types.StdTimeMarshalTo(m.JailedUntil, dAtA[i-github_com_cosmos_gogoproto_types.SizeOfStdTime(m.JailedUntil):])
-	if err12 != nil {
-		return 0, err12
+	n13, err13 := github_com_cosmos_gogoproto_types.StdTimeMarshalTo(m.JailedUntil, dAtA[i-github_com_cosmos_gogoproto_types.SizeOfStdTime(m.JailedUntil):])
+	if err13 != nil {
+		return 0, err13
 	}
-	i -= n12
-	i = encodeVarintEvents(dAtA, i, uint64(n12))
+	i -= n13
+	i = encodeVarintEvents(dAtA, i, uint64(n13))
 	i--
 	dAtA[i] = 0x1a
 	if len(m.Reason) > 0 {
@@ -1548,6 +2076,333 @@ func (m *EventParamsUpdated) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *EventVerifierRegistered) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierRegistered) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierRegistered) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Position != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Position))
+		i--
+		dAtA[i] = 0x18
+	}
+	{
+		size, err := m.Bond.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x12
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventVerifierBonded) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierBonded) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierBonded) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Bond.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x1a
+	{
+		size, err := m.Amount.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x12
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventVerifierActivated) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierActivated) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierActivated) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Position != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Position))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventVerifierDeactivated) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierDeactivated) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierDeactivated) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventVerifierSlashed) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierSlashed) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierSlashed) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.RecipientModule) > 0 {
+		i -= len(m.RecipientModule)
+		copy(dAtA[i:], m.RecipientModule)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.RecipientModule)))
+		i--
+		dAtA[i] = 0x3a
+	}
+	if m.InfractionHeight != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.InfractionHeight))
+		i--
+		dAtA[i] = 0x30
+	}
+	{
+		size, err := m.FromUnbonding.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x2a
+	{
+		size, err := m.Amount.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x22
+	if len(m.Fraction) > 0 {
+		i -= len(m.Fraction)
+		copy(dAtA[i:], m.Fraction)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Fraction)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventVerifierTombstoned) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventVerifierTombstoned) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventVerifierTombstoned) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventAuditRecorded) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventAuditRecorded) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventAuditRecorded) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Record.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x1a
+	if len(m.Outcome) > 0 {
+		i -= len(m.Outcome)
+		copy(dAtA[i:], m.Outcome)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Outcome)))
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintEvents(dAtA []byte, offset int, v uint64) int {
 	offset -= sovEvents(v)
 	base := offset
@@ -1653,6 +2508,12 @@ func (m *EventUnbondingStarted) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	l = github_com_cosmos_gogoproto_types.SizeOfStdTime(m.CompletionTime)
 	n += 1 + l + sovEvents(uint64(l))
+	if m.Role != 0 {
+		n += 1 + sovEvents(uint64(m.Role))
+	}
+	if m.CompletionHeight != 0 {
+		n += 1 + sovEvents(uint64(m.CompletionHeight))
+	}
 	return n
 }
 
@@ -1740,6 +2601,15 @@ func (m *EventProviderSlashed) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	l = m.CommunityPoolAmount.Size()
 	n += 1 + l + sovEvents(uint64(l))
+	l = m.FromUnbonding.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	if m.InfractionHeight != 0 {
+		n += 1 + sovEvents(uint64(m.InfractionHeight))
+	}
+	l = len(m.RecipientModule)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
 	return n
 }
 
@@ -1814,6 +2684,142 @@ func (m *EventParamsUpdated) Size() (n int) {
 	var l int
 	_ = l
 	l = m.Params.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventVerifierRegistered) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Bond.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	if m.Position != 0 {
+		n += 1 + sovEvents(uint64(m.Position))
+	}
+	return n
+}
+
+func (m *EventVerifierBonded) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Amount.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.Bond.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventVerifierActivated) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.Position != 0 {
+		n += 1 + sovEvents(uint64(m.Position))
+	}
+	return n
+}
+
+func (m *EventVerifierDeactivated) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventVerifierSlashed) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Fraction)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Amount.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.FromUnbonding.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	if m.InfractionHeight != 0 {
+		n += 1 + sovEvents(uint64(m.InfractionHeight))
+	}
+	l = len(m.RecipientModule)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventVerifierTombstoned) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventAuditRecorded) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Outcome)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Record.Size()
 	n += 1 + l + sovEvents(uint64(l))
 	return n
 }
@@ -2543,6 +3549,44 @@ func (m *EventUnbondingStarted) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Role", wireType)
+			}
+			m.Role = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Role |= UnbondingRole(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CompletionHeight", wireType)
+			}
+			m.CompletionHeight = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CompletionHeight |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipEvents(dAtA[iNdEx:])
@@ -3248,6 +4292,90 @@ func (m *EventProviderSlashed) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field FromUnbonding", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.FromUnbonding.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field InfractionHeight", wireType)
+			}
+			m.InfractionHeight = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.InfractionHeight |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RecipientModule", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.RecipientModule = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := skipEvents(dAtA[iNdEx:])
@@ -3786,6 +4914,1027 @@ func (m *EventParamsUpdated) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if err := m.Params.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierRegistered) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierRegistered: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierRegistered: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Bond", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Bond.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Position", wireType)
+			}
+			m.Position = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Position |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierBonded) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierBonded: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierBonded: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Amount", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Amount.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Bond", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Bond.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierActivated) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierActivated: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierActivated: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Position", wireType)
+			}
+			m.Position = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Position |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierDeactivated) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierDeactivated: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierDeactivated: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierSlashed) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierSlashed: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierSlashed: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Fraction", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Fraction = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Amount", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Amount.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field FromUnbonding", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.FromUnbonding.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field InfractionHeight", wireType)
+			}
+			m.InfractionHeight = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.InfractionHeight |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RecipientModule", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.RecipientModule = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventVerifierTombstoned) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventVerifierTombstoned: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventVerifierTombstoned: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventAuditRecorded) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventAuditRecorded: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventAuditRecorded: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Outcome", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Outcome = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Record", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Record.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -95,6 +95,58 @@ func (gs GenesisState) Validate(addressCodec address.Codec) error {
 		if _, err := CompletionTimeKey(unbonding.CompletionTime); err != nil {
 			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: %s", i, err)
 		}
+		if unbonding.CompletionHeight < 0 || unbonding.CreationHeight < 0 {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: negative creation or completion height", i)
+		}
+		if _, ok := UnbondingRole_name[int32(unbonding.Role)]; !ok {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "unbondings[%d]: unknown role %d", i, unbonding.Role)
+		}
+	}
+	return gs.validateVerifiers(addressCodec)
+}
+
+// validateVerifiers checks the verifier records and the audit set: one record per
+// operator with a valid bond and status, and the set lists every ACTIVE verifier exactly
+// once and nothing else.
+func (gs GenesisState) validateVerifiers(addressCodec address.Codec) error {
+	active := map[string]bool{}
+	seen := map[string]bool{}
+	for i, v := range gs.Verifiers {
+		operator, err := addressCodec.StringToBytes(v.Operator)
+		if err != nil {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "verifiers[%d]: operator %q: %s", i, v.Operator, err)
+		}
+		if seen[string(operator)] {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "verifiers[%d]: operator %s is registered twice", i, v.Operator)
+		}
+		seen[string(operator)] = true
+		if err := ValidateNonNegativeAmount("bond", v.Bond, gs.Params.BondDenom); err != nil {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "verifiers[%d]: %s", i, err)
+		}
+		switch v.Status {
+		case VERIFIER_STATUS_ACTIVE:
+			active[string(operator)] = true
+		case VERIFIER_STATUS_INACTIVE, VERIFIER_STATUS_TOMBSTONED:
+		default:
+			return errorsmod.Wrapf(ErrInvalidGenesis, "verifiers[%d]: status %s is not a verifier status", i, v.Status)
+		}
+	}
+	inSet := map[string]bool{}
+	for i, member := range gs.AuditSet {
+		operator, err := addressCodec.StringToBytes(member)
+		if err != nil {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "audit_set[%d]: %q: %s", i, member, err)
+		}
+		if !active[string(operator)] {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "audit_set[%d]: %s is not an active verifier", i, member)
+		}
+		if inSet[string(operator)] {
+			return errorsmod.Wrapf(ErrInvalidGenesis, "audit_set[%d]: %s is listed twice", i, member)
+		}
+		inSet[string(operator)] = true
+	}
+	if len(inSet) != len(active) {
+		return errorsmod.Wrapf(ErrInvalidGenesis, "audit_set lists %d verifiers but %d are active", len(inSet), len(active))
 	}
 	return nil
 }

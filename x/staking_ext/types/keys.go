@@ -27,3 +27,11 @@ var (
 	UnbondingsByOperatorKey   = collections.NewPrefix(6)
 	NextUnbondingIDKey        = collections.NewPrefix(7)
 )
+
+// Prefixes of the verifier registry (consensus version 2).
+var (
+	VerifiersKey         = collections.NewPrefix(8)
+	AuditSetKey          = collections.NewPrefix(9)
+	AuditSetPositionsKey = collections.NewPrefix(10)
+	AuditSetSizeKey      = collections.NewPrefix(11)
+)

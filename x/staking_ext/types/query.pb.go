@@ -512,6 +512,217 @@ func (m *QueryLocksResponse) GetPagination() *query.PageResponse {
 	return nil
 }
 
+type QueryVerifierRequest struct {
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+}
+
+func (m *QueryVerifierRequest) Reset()         { *m = QueryVerifierRequest{} }
+func (m *QueryVerifierRequest) String() string { return proto.CompactTextString(m) }
+func (*QueryVerifierRequest) ProtoMessage()    {}
+func (*QueryVerifierRequest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_1d49655fab4ae83c, []int{10}
+}
+func (m *QueryVerifierRequest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryVerifierRequest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryVerifierRequest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryVerifierRequest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryVerifierRequest.Merge(m, src)
+}
+func (m *QueryVerifierRequest) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryVerifierRequest) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryVerifierRequest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryVerifierRequest proto.InternalMessageInfo
+
+func (m *QueryVerifierRequest) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+type QueryVerifierResponse struct {
+	Verifier Verifier `protobuf:"bytes,1,opt,name=verifier,proto3" json:"verifier"`
+	// position is the verifier's place in the audit set; meaningful only while it is ACTIVE.
+	Position uint64 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+}
+
+func (m *QueryVerifierResponse) Reset()         { *m = QueryVerifierResponse{} }
+func (m *QueryVerifierResponse) String() string { return proto.CompactTextString(m) }
+func (*QueryVerifierResponse) ProtoMessage()    {}
+func (*QueryVerifierResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_1d49655fab4ae83c, []int{11}
+}
+func (m *QueryVerifierResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryVerifierResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryVerifierResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryVerifierResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryVerifierResponse.Merge(m, src)
+}
+func (m *QueryVerifierResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryVerifierResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryVerifierResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryVerifierResponse proto.InternalMessageInfo
+
+func (m *QueryVerifierResponse) GetVerifier() Verifier {
+	if m != nil {
+		return m.Verifier
+	}
+	return Verifier{}
+}
+
+func (m *QueryVerifierResponse) GetPosition() uint64 {
+	if m != nil {
+		return m.Position
+	}
+	return 0
+}
+
+type QueryVerifiersRequest struct {
+	// active_only lists the audit set, in position order.
+	ActiveOnly bool               `protobuf:"varint,1,opt,name=active_only,json=activeOnly,proto3" json:"active_only,omitempty"`
+	Pagination *query.PageRequest `protobuf:"bytes,2,opt,name=pagination,proto3" json:"pagination,omitempty"`
+}
+
+func (m *QueryVerifiersRequest) Reset()         { *m = QueryVerifiersRequest{} }
+func (m *QueryVerifiersRequest) String() string { return proto.CompactTextString(m) }
+func (*QueryVerifiersRequest) ProtoMessage()    {}
+func (*QueryVerifiersRequest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_1d49655fab4ae83c, []int{12}
+}
+func (m *QueryVerifiersRequest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryVerifiersRequest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryVerifiersRequest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryVerifiersRequest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryVerifiersRequest.Merge(m, src)
+}
+func (m *QueryVerifiersRequest) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryVerifiersRequest) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryVerifiersRequest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryVerifiersRequest proto.InternalMessageInfo
+
+func (m *QueryVerifiersRequest) GetActiveOnly() bool {
+	if m != nil {
+		return m.ActiveOnly
+	}
+	return false
+}
+
+func (m *QueryVerifiersRequest) GetPagination() *query.PageRequest {
+	if m != nil {
+		return m.Pagination
+	}
+	return nil
+}
+
+type QueryVerifiersResponse struct {
+	Verifiers  []Verifier          `protobuf:"bytes,1,rep,name=verifiers,proto3" json:"verifiers"`
+	Pagination *query.PageResponse `protobuf:"bytes,2,opt,name=pagination,proto3" json:"pagination,omitempty"`
+	// set_size is how many verifiers the audit set holds.
+	SetSize uint64 `protobuf:"varint,3,opt,name=set_size,json=setSize,proto3" json:"set_size,omitempty"`
+}
+
+func (m *QueryVerifiersResponse) Reset()         { *m = QueryVerifiersResponse{} }
+func (m *QueryVerifiersResponse) String() string { return proto.CompactTextString(m) }
+func (*QueryVerifiersResponse) ProtoMessage()    {}
+func (*QueryVerifiersResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_1d49655fab4ae83c, []int{13}
+}
+func (m *QueryVerifiersResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryVerifiersResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryVerifiersResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryVerifiersResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryVerifiersResponse.Merge(m, src)
+}
+func (m *QueryVerifiersResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryVerifiersResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryVerifiersResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryVerifiersResponse proto.InternalMessageInfo
+
+func (m *QueryVerifiersResponse) GetVerifiers() []Verifier {
+	if m != nil {
+		return m.Verifiers
+	}
+	return nil
+}
+
+func (m *QueryVerifiersResponse) GetPagination() *query.PageResponse {
+	if m != nil {
+		return m.Pagination
+	}
+	return nil
+}
+
+func (m *QueryVerifiersResponse) GetSetSize() uint64 {
+	if m != nil {
+		return m.SetSize
+	}
+	return 0
+}
+
 func init() {
 	proto.RegisterType((*QueryParamsRequest)(nil), "depinchain.stakingext.v1.QueryParamsRequest")
 	proto.RegisterType((*QueryParamsResponse)(nil), "depinchain.stakingext.v1.QueryParamsResponse")
@@ -523,6 +734,10 @@ func init() {
 	proto.RegisterType((*QueryUnbondingsResponse)(nil), "depinchain.stakingext.v1.QueryUnbondingsResponse")
 	proto.RegisterType((*QueryLocksRequest)(nil), "depinchain.stakingext.v1.QueryLocksRequest")
 	proto.RegisterType((*QueryLocksResponse)(nil), "depinchain.stakingext.v1.QueryLocksResponse")
+	proto.RegisterType((*QueryVerifierRequest)(nil), "depinchain.stakingext.v1.QueryVerifierRequest")
+	proto.RegisterType((*QueryVerifierResponse)(nil), "depinchain.stakingext.v1.QueryVerifierResponse")
+	proto.RegisterType((*QueryVerifiersRequest)(nil), "depinchain.stakingext.v1.QueryVerifiersRequest")
+	proto.RegisterType((*QueryVerifiersResponse)(nil), "depinchain.stakingext.v1.QueryVerifiersResponse")
 }
 
 func init() {
@@ -530,51 +745,61 @@ func init() {
 }
 
 var fileDescriptor_1d49655fab4ae83c = []byte{
-	// 701 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x96, 0xcf, 0x6b, 0x13, 0x41,
-	0x14, 0xc7, 0x33, 0xd5, 0x86, 0xe6, 0x09, 0x42, 0xc7, 0xaa, 0x65, 0x91, 0x58, 0xb6, 0xfe, 0xa8,
-	0x6d, 0xdd, 0x69, 0x62, 0x29, 0x88, 0x1e, 0xb4, 0x95, 0x8a, 0x20, 0x52, 0x23, 0x5e, 0x0a, 0x22,
-	0x93, 0x74, 0xd8, 0x2e, 0x4d, 0x76, 0xb6, 0xbb, 0x93, 0xd8, 0xa2, 0x5e, 0xfc, 0x07, 0x14, 0x3c,
-	0x7a, 0x51, 0x7a, 0xd1, 0x83, 0xe0, 0x41, 0xf0, 0x5f, 0xe8, 0xb1, 0xe0, 0xc5, 0x93, 0x48, 0x2b,
-	0xf8, 0x6f, 0xc8, 0xce, 0xbe, 0xdd, 0x6c, 0x5b, 0xd3, 0x6c, 0x20, 0x78, 0x09, 0x9b, 0xc9, 0xfb,
-	0xbe, 0xf7, 0x99, 0xef, 0xbe, 0xf7, 0x08, 0x5c, 0x58, 0x11, 0x9e, 0xe3, 0xd6, 0x56, 0xb9, 0xe3,
-	0xb2, 0x40, 0xf1, 0x35, 0xc7, 0xb5, 0xc5, 0x86, 0x62, 0xad, 0x12, 0x5b, 0x6f, 0x0a, 0x7f, 0xd3,
-	0xf2, 0x7c, 0xa9, 0x24, 0x1d, 0x6d, 0x47, 0x59, 0xed, 0x28, 0xab, 0x55, 0x32, 0x86, 0x79, 0xc3,
-	0x71, 0x25, 0xd3, 0x9f, 0x51, 0xb0, 0x31, 0x59, 0x93, 0x41, 0x43, 0x06, 0xac, 0xca, 0x03, 0x11,
-	0x65, 0x61, 0xad, 0x52, 0x55, 0x28, 0x5e, 0x62, 0x1e, 0xb7, 0x1d, 0x97, 0x2b, 0x47, 0xba, 0x18,
-	0x3b, 0x62, 0x4b, 0x5b, 0xea, 0x47, 0x16, 0x3e, 0xe1, 0xe9, 0x39, 0x5b, 0x4a, 0xbb, 0x2e, 0x18,
-	0xf7, 0x1c, 0xc6, 0x5d, 0x57, 0x2a, 0x2d, 0x09, 0xf0, 0xd7, 0x2b, 0x1d, 0x91, 0x53, 0x68, 0x3a,
-	0xd4, 0x1c, 0x01, 0xfa, 0x30, 0x04, 0x58, 0xe2, 0x3e, 0x6f, 0x04, 0x15, 0xb1, 0xde, 0x14, 0x81,
-	0x32, 0x97, 0xe1, 0xd4, 0xbe, 0xd3, 0xc0, 0x93, 0x6e, 0x20, 0xe8, 0x02, 0xe4, 0x3d, 0x7d, 0x32,
-	0x4a, 0xc6, 0xc8, 0xc4, 0x89, 0xf2, 0x98, 0xd5, 0xe9, 0xd6, 0x56, 0xa4, 0x9c, 0x2f, 0x6c, 0xff,
-	0x3c, 0x9f, 0xfb, 0xf8, 0xe7, 0xcb, 0x24, 0xa9, 0xa0, 0xd4, 0x2c, 0xc3, 0x48, 0x94, 0xdb, 0x97,
-	0x2d, 0x67, 0x45, 0xf8, 0x58, 0x93, 0x1a, 0x30, 0x24, 0x3d, 0xe1, 0x73, 0x25, 0x7d, 0x9d, 0xbe,
-	0x50, 0x49, 0xbe, 0x9b, 0x4f, 0xe0, 0xf4, 0x01, 0x0d, 0x12, 0xdd, 0x81, 0x21, 0x0f, 0xcf, 0x90,
-	0xc9, 0x3c, 0x82, 0x09, 0x23, 0xe7, 0x8f, 0x87, 0x54, 0x95, 0x44, 0x69, 0x7e, 0x20, 0x07, 0xf2,
-	0xc7, 0x46, 0xd0, 0x5b, 0x90, 0x0f, 0x14, 0x57, 0xcd, 0xe8, 0xc6, 0x27, 0xcb, 0x13, 0xdd, 0xb3,
-	0x3f, 0xd2, 0xf1, 0x15, 0xd4, 0xd1, 0x45, 0x80, 0xf6, 0x3b, 0x1d, 0x1d, 0xd0, 0x8c, 0x97, 0xac,
-	0xa8, 0x01, 0xac, 0xb0, 0x01, 0xac, 0xa8, 0x8d, 0xb0, 0x01, 0xac, 0x25, 0x6e, 0x0b, 0xac, 0x5e,
-	0x49, 0x29, 0xcd, 0x4f, 0x04, 0xce, 0x1c, 0x64, 0x44, 0x13, 0x16, 0xa1, 0x10, 0x5f, 0x25, 0xe4,
-	0x3c, 0xd6, 0x93, 0x0b, 0x6d, 0x29, 0xbd, 0xfb, 0x0f, 0xd4, 0xcb, 0x5d, 0x51, 0x23, 0x88, 0x7d,
-	0xac, 0x2f, 0x10, 0xf5, 0xb1, 0x5b, 0x95, 0xee, 0x8a, 0xe3, 0xda, 0x41, 0x86, 0x97, 0xdc, 0x37,
-	0xa7, 0x3e, 0x13, 0x38, 0x7b, 0xa8, 0x3c, 0x5a, 0x75, 0x0f, 0xa0, 0x99, 0x9c, 0xa2, 0x57, 0xe3,
-	0x9d, 0xbd, 0x4a, 0x32, 0xa0, 0x59, 0x29, 0x71, 0xff, 0xdc, 0x7a, 0x06, 0xc3, 0x1a, 0xf7, 0xbe,
-	0xac, 0xad, 0xfd, 0x57, 0xa3, 0xb6, 0x08, 0x0e, 0x3f, 0x56, 0x4e, 0x66, 0x6a, 0xb0, 0x1e, 0x1e,
-	0xa0, 0x3d, 0x47, 0xb4, 0xfc, 0x82, 0xac, 0xd7, 0xb9, 0x12, 0x3e, 0xaf, 0x87, 0x19, 0xd0, 0xa3,
-	0x48, 0xdc, 0x37, 0x7b, 0xca, 0xdf, 0xf2, 0x30, 0xa8, 0x29, 0xe9, 0x6b, 0x02, 0xf9, 0x68, 0xaf,
-	0xd0, 0xe9, 0xce, 0x50, 0x87, 0xd7, 0x99, 0x71, 0x35, 0x63, 0x74, 0x54, 0xdd, 0x9c, 0x78, 0xf5,
-	0xfd, 0xf7, 0xdb, 0x01, 0x93, 0x8e, 0xb1, 0x8e, 0x7b, 0x34, 0xda, 0x65, 0x74, 0x8b, 0xc0, 0x50,
-	0x3c, 0x4f, 0xd4, 0xea, 0x56, 0x65, 0xff, 0xc2, 0x33, 0x58, 0xe6, 0x78, 0xe4, 0x9a, 0xd3, 0x5c,
-	0x33, 0xd4, 0x3a, 0x82, 0x2b, 0x1e, 0x66, 0xf6, 0x3c, 0x6e, 0x97, 0x97, 0xf4, 0x1d, 0x81, 0x42,
-	0xb2, 0x35, 0x68, 0xd6, 0xb2, 0x89, 0x7b, 0x33, 0xd9, 0x05, 0x08, 0x3a, 0xa5, 0x41, 0x2f, 0xd2,
-	0xf1, 0x0c, 0xa0, 0xf4, 0x2b, 0x01, 0x68, 0x4f, 0x2a, 0xed, 0x56, 0xed, 0xd0, 0x4e, 0x31, 0x4a,
-	0x3d, 0x28, 0x10, 0xf0, 0xb6, 0x06, 0xbc, 0x41, 0xaf, 0xf7, 0xe6, 0x24, 0x4b, 0x8d, 0xff, 0x7b,
-	0x02, 0x83, 0x7a, 0x6e, 0xe8, 0x54, 0x97, 0xfa, 0xe9, 0xb9, 0x36, 0xa6, 0xb3, 0x05, 0x23, 0xe7,
-	0x4d, 0xcd, 0x39, 0x47, 0x67, 0x7b, 0xe4, 0xd4, 0x23, 0x38, 0xff, 0x60, 0x7b, 0xb7, 0x48, 0x76,
-	0x76, 0x8b, 0xe4, 0xd7, 0x6e, 0x91, 0xbc, 0xd9, 0x2b, 0xe6, 0x76, 0xf6, 0x8a, 0xb9, 0x1f, 0x7b,
-	0xc5, 0xdc, 0xf2, 0xac, 0xed, 0xa8, 0xd5, 0x66, 0xd5, 0xaa, 0xc9, 0x46, 0x3a, 0x73, 0xea, 0x71,
-	0x23, 0x2e, 0xf3, 0x34, 0xac, 0xa3, 0x36, 0x3d, 0x11, 0x54, 0xf3, 0xfa, 0x2f, 0xc3, 0xb5, 0xbf,
-	0x01, 0x00, 0x00, 0xff, 0xff, 0x18, 0x6e, 0x95, 0xd9, 0x12, 0x09, 0x00, 0x00,
+	// 859 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x56, 0x4d, 0x6b, 0x1b, 0x47,
+	0x18, 0xd6, 0xf8, 0x43, 0x95, 0xc6, 0x50, 0xf0, 0xd4, 0x6d, 0x55, 0x51, 0x64, 0xb3, 0xee, 0x87,
+	0x6b, 0xbb, 0xbb, 0x96, 0x6a, 0x0c, 0xa5, 0x3d, 0xb4, 0x76, 0x71, 0x29, 0x94, 0xd6, 0x59, 0x93,
+	0x1c, 0x0c, 0xc1, 0x8c, 0xe4, 0xc9, 0x7a, 0xb0, 0xb4, 0xb3, 0xde, 0x19, 0x29, 0x96, 0x93, 0x40,
+	0xc8, 0x1f, 0x48, 0x20, 0xc7, 0x5c, 0x12, 0x7c, 0x49, 0x0e, 0x81, 0x1c, 0xf2, 0x13, 0x72, 0xf0,
+	0xd1, 0x90, 0x4b, 0x4e, 0x21, 0xd8, 0x81, 0xfc, 0x88, 0x5c, 0xc2, 0xce, 0xce, 0x7e, 0x78, 0x15,
+	0x79, 0x57, 0x20, 0x72, 0x31, 0xb3, 0xaf, 0xdf, 0xe7, 0x7d, 0x9f, 0x79, 0xe6, 0x9d, 0x67, 0x04,
+	0xbf, 0xdb, 0x21, 0x0e, 0xb5, 0x1b, 0xbb, 0x98, 0xda, 0x06, 0x17, 0x78, 0x8f, 0xda, 0x16, 0x39,
+	0x10, 0x46, 0xa7, 0x6a, 0xec, 0xb7, 0x89, 0xdb, 0xd5, 0x1d, 0x97, 0x09, 0x86, 0x4a, 0x51, 0x96,
+	0x1e, 0x65, 0xe9, 0x9d, 0x6a, 0x79, 0x12, 0xb7, 0xa8, 0xcd, 0x0c, 0xf9, 0xd7, 0x4f, 0x2e, 0xcf,
+	0x37, 0x18, 0x6f, 0x31, 0x6e, 0xd4, 0x31, 0x27, 0x7e, 0x15, 0xa3, 0x53, 0xad, 0x13, 0x81, 0xab,
+	0x86, 0x83, 0x2d, 0x6a, 0x63, 0x41, 0x99, 0xad, 0x72, 0xa7, 0x2c, 0x66, 0x31, 0xb9, 0x34, 0xbc,
+	0x95, 0x8a, 0x7e, 0x6b, 0x31, 0x66, 0x35, 0x89, 0x81, 0x1d, 0x6a, 0x60, 0xdb, 0x66, 0x42, 0x42,
+	0xb8, 0xfa, 0xef, 0x4f, 0x7d, 0x29, 0xc7, 0xa8, 0xc9, 0x54, 0x6d, 0x0a, 0xa2, 0x4b, 0x1e, 0x81,
+	0x0d, 0xec, 0xe2, 0x16, 0x37, 0xc9, 0x7e, 0x9b, 0x70, 0xa1, 0x6d, 0xc1, 0x2f, 0xce, 0x45, 0xb9,
+	0xc3, 0x6c, 0x4e, 0xd0, 0x1a, 0xcc, 0x3b, 0x32, 0x52, 0x02, 0x33, 0x60, 0x6e, 0xa2, 0x36, 0xa3,
+	0xf7, 0xdb, 0xb5, 0xee, 0x23, 0x57, 0x8b, 0xc7, 0xaf, 0xa7, 0x73, 0x8f, 0xdf, 0x3d, 0x9b, 0x07,
+	0xa6, 0x82, 0x6a, 0x35, 0x38, 0xe5, 0xd7, 0x76, 0x59, 0x87, 0xee, 0x10, 0x57, 0xf5, 0x44, 0x65,
+	0x58, 0x60, 0x0e, 0x71, 0xb1, 0x60, 0xae, 0x2c, 0x5f, 0x34, 0xc3, 0x6f, 0xed, 0x2a, 0xfc, 0x32,
+	0x81, 0x51, 0x8c, 0xfe, 0x82, 0x05, 0x47, 0xc5, 0x14, 0x27, 0xed, 0x02, 0x4e, 0x2a, 0x73, 0x75,
+	0xcc, 0x63, 0x65, 0x86, 0x48, 0xed, 0x11, 0x48, 0xd4, 0x0f, 0x84, 0x40, 0x7f, 0xc0, 0x3c, 0x17,
+	0x58, 0xb4, 0xfd, 0x1d, 0x7f, 0x5e, 0x9b, 0x4b, 0xaf, 0xbe, 0x29, 0xf3, 0x4d, 0x85, 0x43, 0xeb,
+	0x10, 0x46, 0x67, 0x5a, 0x1a, 0x91, 0x1c, 0x7f, 0xd0, 0xfd, 0x01, 0xd0, 0xbd, 0x01, 0xd0, 0xfd,
+	0x31, 0x52, 0x03, 0xa0, 0x6f, 0x60, 0x8b, 0xa8, 0xee, 0x66, 0x0c, 0xa9, 0x3d, 0x01, 0xf0, 0xab,
+	0x24, 0x47, 0x25, 0xc2, 0x3a, 0x2c, 0x06, 0x5b, 0xf1, 0x78, 0x8e, 0x0e, 0xa4, 0x42, 0x04, 0x45,
+	0x7f, 0x7f, 0x84, 0xea, 0x8f, 0xa9, 0x54, 0x7d, 0x12, 0xe7, 0xb8, 0xde, 0x54, 0x54, 0x2f, 0xdb,
+	0x75, 0x66, 0xef, 0x50, 0xdb, 0xe2, 0x19, 0x0e, 0x79, 0x68, 0x4a, 0x3d, 0x05, 0xf0, 0xeb, 0x9e,
+	0xf6, 0x4a, 0xaa, 0x7f, 0x20, 0x6c, 0x87, 0x51, 0xa5, 0xd5, 0x6c, 0x7f, 0xad, 0xc2, 0x0a, 0x4a,
+	0xac, 0x18, 0x78, 0x78, 0x6a, 0x5d, 0x87, 0x93, 0x92, 0xee, 0xbf, 0xac, 0xb1, 0xf7, 0x49, 0x85,
+	0x3a, 0x02, 0xea, 0xf2, 0xab, 0xce, 0xe1, 0x9d, 0x1a, 0x6f, 0x7a, 0x01, 0x25, 0xcf, 0x05, 0x23,
+	0xbf, 0xc6, 0x9a, 0x4d, 0x2c, 0x88, 0x8b, 0x9b, 0x5e, 0x05, 0xa5, 0x91, 0x0f, 0x1e, 0x9e, 0x3c,
+	0x81, 0x5f, 0x5c, 0x21, 0x2e, 0xbd, 0x46, 0xb3, 0xf9, 0x45, 0x57, 0xdd, 0xe7, 0x08, 0x13, 0xf9,
+	0x45, 0x47, 0xc5, 0xd2, 0xfd, 0x22, 0x40, 0x07, 0x7e, 0x11, 0x20, 0xbd, 0xd6, 0x0e, 0xe3, 0x34,
+	0xdc, 0xd9, 0x98, 0x19, 0x7e, 0x6b, 0xb7, 0x41, 0xa2, 0x77, 0x78, 0xa4, 0xd3, 0x70, 0x02, 0x37,
+	0x04, 0xed, 0x90, 0x6d, 0x66, 0x37, 0xbb, 0xb2, 0x7d, 0xc1, 0x84, 0x7e, 0xe8, 0x7f, 0xbb, 0xd9,
+	0x1d, 0xda, 0xb9, 0xbe, 0x08, 0xac, 0x22, 0x46, 0x21, 0xb2, 0x8a, 0x60, 0x17, 0x19, 0xac, 0x22,
+	0x21, 0x40, 0x04, 0x1d, 0xda, 0xe9, 0xa2, 0x6f, 0x60, 0x81, 0x13, 0xb1, 0xcd, 0xe9, 0x21, 0x29,
+	0x8d, 0x4a, 0x29, 0x3f, 0xe3, 0x44, 0x6c, 0xd2, 0x43, 0x52, 0x7b, 0x5f, 0x80, 0xe3, 0x72, 0x1b,
+	0xe8, 0x2e, 0x80, 0x79, 0xff, 0x41, 0x41, 0x8b, 0xfd, 0xd9, 0xf6, 0xbe, 0x63, 0xe5, 0x9f, 0x33,
+	0x66, 0xfb, 0xc4, 0xb4, 0xb9, 0x3b, 0x2f, 0xdf, 0xde, 0x1f, 0xd1, 0xd0, 0x8c, 0xd1, 0xf7, 0x01,
+	0xf5, 0x1f, 0x31, 0x74, 0x04, 0x60, 0x21, 0x30, 0x52, 0xa4, 0xa7, 0x75, 0x39, 0xff, 0xd2, 0x95,
+	0x8d, 0xcc, 0xf9, 0x8a, 0xd7, 0x8a, 0xe4, 0xb5, 0x84, 0xf4, 0x0b, 0x78, 0x05, 0x2e, 0x6e, 0xdc,
+	0x08, 0x6e, 0xc1, 0x2d, 0xf4, 0x00, 0xc0, 0x62, 0xf8, 0x5c, 0xa0, 0xac, 0x6d, 0x43, 0xf5, 0x96,
+	0xb2, 0x03, 0x14, 0xd1, 0x05, 0x49, 0xf4, 0x7b, 0x34, 0x9b, 0x81, 0x28, 0x7a, 0x0e, 0x20, 0x8c,
+	0x2c, 0x1a, 0xa5, 0x75, 0xeb, 0x79, 0x4c, 0xca, 0xd5, 0x01, 0x10, 0x8a, 0xe0, 0x9f, 0x92, 0xe0,
+	0x6f, 0xe8, 0xd7, 0xc1, 0x94, 0x34, 0x62, 0xbe, 0xff, 0x10, 0xc0, 0x71, 0x69, 0x98, 0x68, 0x21,
+	0xa5, 0x7f, 0xdc, 0xd0, 0xcb, 0x8b, 0xd9, 0x92, 0x15, 0xcf, 0xdf, 0x25, 0xcf, 0x15, 0xb4, 0x3c,
+	0x20, 0x4f, 0xdf, 0x7b, 0xbd, 0xe9, 0x0c, 0xee, 0x6e, 0xea, 0x74, 0x26, 0x7c, 0x35, 0x75, 0x3a,
+	0x93, 0x9e, 0x9a, 0x65, 0x3a, 0x43, 0xe3, 0x48, 0x4e, 0x67, 0xe8, 0x50, 0x28, 0x6b, 0xdb, 0xcc,
+	0xd3, 0xd9, 0x63, 0x7e, 0x59, 0xa6, 0x33, 0x24, 0xba, 0xfa, 0xdf, 0xf1, 0x69, 0x05, 0x9c, 0x9c,
+	0x56, 0xc0, 0x9b, 0xd3, 0x0a, 0xb8, 0x77, 0x56, 0xc9, 0x9d, 0x9c, 0x55, 0x72, 0xaf, 0xce, 0x2a,
+	0xb9, 0xad, 0x65, 0x8b, 0x8a, 0xdd, 0x76, 0x5d, 0x6f, 0xb0, 0x56, 0xbc, 0x50, 0x6c, 0x79, 0x10,
+	0x54, 0xdd, 0xf6, 0xca, 0x8a, 0xae, 0x43, 0x78, 0x3d, 0x2f, 0x7f, 0x6f, 0xff, 0xf2, 0x21, 0x00,
+	0x00, 0xff, 0xff, 0x9f, 0xe9, 0x35, 0x71, 0x4f, 0x0c, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -597,6 +822,9 @@ type QueryClient interface {
 	Unbondings(ctx context.Context, in *QueryUnbondingsRequest, opts ...grpc.CallOption) (*QueryUnbondingsResponse, error)
 	// Locks lists the collateral locks held against one operator's bond.
 	Locks(ctx context.Context, in *QueryLocksRequest, opts ...grpc.CallOption) (*QueryLocksResponse, error)
+	Verifier(ctx context.Context, in *QueryVerifierRequest, opts ...grpc.CallOption) (*QueryVerifierResponse, error)
+	// Verifiers lists verifiers by operator, or with active_only the audit set in position order.
+	Verifiers(ctx context.Context, in *QueryVerifiersRequest, opts ...grpc.CallOption) (*QueryVerifiersResponse, error)
 }
 
 type queryClient struct {
@@ -652,6 +880,24 @@ func (c *queryClient) Locks(ctx context.Context, in *QueryLocksRequest, opts ...
 	return out, nil
 }
 
+func (c *queryClient) Verifier(ctx context.Context, in *QueryVerifierRequest, opts ...grpc.CallOption) (*QueryVerifierResponse, error) {
+	out := new(QueryVerifierResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Query/Verifier", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queryClient) Verifiers(ctx context.Context, in *QueryVerifiersRequest, opts ...grpc.CallOption) (*QueryVerifiersResponse, error) {
+	out := new(QueryVerifiersResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Query/Verifiers", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServer is the server API for Query service.
 type QueryServer interface {
 	Params(context.Context, *QueryParamsRequest) (*QueryParamsResponse, error)
@@ -662,6 +908,9 @@ type QueryServer interface {
 	Unbondings(context.Context, *QueryUnbondingsRequest) (*QueryUnbondingsResponse, error)
 	// Locks lists the collateral locks held against one operator's bond.
 	Locks(context.Context, *QueryLocksRequest) (*QueryLocksResponse, error)
+	Verifier(context.Context, *QueryVerifierRequest) (*QueryVerifierResponse, error)
+	// Verifiers lists verifiers by operator, or with active_only the audit set in position order.
+	Verifiers(context.Context, *QueryVerifiersRequest) (*QueryVerifiersResponse, error)
 }
 
 // UnimplementedQueryServer can be embedded to have forward compatible implementations.
@@ -682,6 +931,12 @@ func (*UnimplementedQueryServer) Unbondings(ctx context.Context, req *QueryUnbon
 }
 func (*UnimplementedQueryServer) Locks(ctx context.Context, req *QueryLocksRequest) (*QueryLocksResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Locks not implemented")
+}
+func (*UnimplementedQueryServer) Verifier(ctx context.Context, req *QueryVerifierRequest) (*QueryVerifierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Verifier not implemented")
+}
+func (*UnimplementedQueryServer) Verifiers(ctx context.Context, req *QueryVerifiersRequest) (*QueryVerifiersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Verifiers not implemented")
 }
 
 func RegisterQueryServer(s grpc1.Server, srv QueryServer) {
@@ -778,6 +1033,42 @@ func _Query_Locks_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Query_Verifier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryVerifierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServer).Verifier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Query/Verifier",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServer).Verifier(ctx, req.(*QueryVerifierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Query_Verifiers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryVerifiersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServer).Verifiers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Query/Verifiers",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServer).Verifiers(ctx, req.(*QueryVerifiersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var Query_serviceDesc = _Query_serviceDesc
 var _Query_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "depinchain.stakingext.v1.Query",
@@ -802,6 +1093,14 @@ var _Query_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Locks",
 			Handler:    _Query_Locks_Handler,
+		},
+		{
+			MethodName: "Verifier",
+			Handler:    _Query_Verifier_Handler,
+		},
+		{
+			MethodName: "Verifiers",
+			Handler:    _Query_Verifiers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -1198,6 +1497,173 @@ func (m *QueryLocksResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *QueryVerifierRequest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryVerifierRequest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryVerifierRequest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintQuery(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryVerifierResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryVerifierResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryVerifierResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Position != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.Position))
+		i--
+		dAtA[i] = 0x10
+	}
+	{
+		size, err := m.Verifier.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintQuery(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0xa
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryVerifiersRequest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryVerifiersRequest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryVerifiersRequest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Pagination != nil {
+		{
+			size, err := m.Pagination.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintQuery(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	if m.ActiveOnly {
+		i--
+		if m.ActiveOnly {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryVerifiersResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryVerifiersResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryVerifiersResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.SetSize != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.SetSize))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Pagination != nil {
+		{
+			size, err := m.Pagination.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintQuery(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Verifiers) > 0 {
+		for iNdEx := len(m.Verifiers) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Verifiers[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintQuery(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0xa
+		}
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintQuery(dAtA []byte, offset int, v uint64) int {
 	offset -= sovQuery(v)
 	base := offset
@@ -1356,6 +1822,71 @@ func (m *QueryLocksResponse) Size() (n int) {
 	if m.Pagination != nil {
 		l = m.Pagination.Size()
 		n += 1 + l + sovQuery(uint64(l))
+	}
+	return n
+}
+
+func (m *QueryVerifierRequest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovQuery(uint64(l))
+	}
+	return n
+}
+
+func (m *QueryVerifierResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = m.Verifier.Size()
+	n += 1 + l + sovQuery(uint64(l))
+	if m.Position != 0 {
+		n += 1 + sovQuery(uint64(m.Position))
+	}
+	return n
+}
+
+func (m *QueryVerifiersRequest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.ActiveOnly {
+		n += 2
+	}
+	if m.Pagination != nil {
+		l = m.Pagination.Size()
+		n += 1 + l + sovQuery(uint64(l))
+	}
+	return n
+}
+
+func (m *QueryVerifiersResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if len(m.Verifiers) > 0 {
+		for _, e := range m.Verifiers {
+			l = e.Size()
+			n += 1 + l + sovQuery(uint64(l))
+		}
+	}
+	if m.Pagination != nil {
+		l = m.Pagination.Size()
+		n += 1 + l + sovQuery(uint64(l))
+	}
+	if m.SetSize != 0 {
+		n += 1 + sovQuery(uint64(m.SetSize))
 	}
 	return n
 }
@@ -2344,6 +2875,435 @@ func (m *QueryLocksResponse) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryVerifierRequest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryVerifierRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryVerifierRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryVerifierResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryVerifierResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryVerifierResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Verifier", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Verifier.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Position", wireType)
+			}
+			m.Position = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Position |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryVerifiersRequest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryVerifiersRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryVerifiersRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ActiveOnly", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ActiveOnly = bool(v != 0)
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Pagination", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Pagination == nil {
+				m.Pagination = &query.PageRequest{}
+			}
+			if err := m.Pagination.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryVerifiersResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryVerifiersResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryVerifiersResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Verifiers", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Verifiers = append(m.Verifiers, Verifier{})
+			if err := m.Verifiers[len(m.Verifiers)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Pagination", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Pagination == nil {
+				m.Pagination = &query.PageResponse{}
+			}
+			if err := m.Pagination.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SetSize", wireType)
+			}
+			m.SetSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SetSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipQuery(dAtA[iNdEx:])

@@ -616,6 +616,358 @@ func (m *MsgUpdateParamsResponse) XXX_DiscardUnknown() {
 
 var xxx_messageInfo_MsgUpdateParamsResponse proto.InternalMessageInfo
 
+type MsgRegisterVerifier struct {
+	Operator string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Bond     types.Coin `protobuf:"bytes,2,opt,name=bond,proto3" json:"bond"`
+}
+
+func (m *MsgRegisterVerifier) Reset()         { *m = MsgRegisterVerifier{} }
+func (m *MsgRegisterVerifier) String() string { return proto.CompactTextString(m) }
+func (*MsgRegisterVerifier) ProtoMessage()    {}
+func (*MsgRegisterVerifier) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{12}
+}
+func (m *MsgRegisterVerifier) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRegisterVerifier) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRegisterVerifier.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRegisterVerifier) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRegisterVerifier.Merge(m, src)
+}
+func (m *MsgRegisterVerifier) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRegisterVerifier) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRegisterVerifier.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRegisterVerifier proto.InternalMessageInfo
+
+func (m *MsgRegisterVerifier) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *MsgRegisterVerifier) GetBond() types.Coin {
+	if m != nil {
+		return m.Bond
+	}
+	return types.Coin{}
+}
+
+type MsgRegisterVerifierResponse struct {
+}
+
+func (m *MsgRegisterVerifierResponse) Reset()         { *m = MsgRegisterVerifierResponse{} }
+func (m *MsgRegisterVerifierResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgRegisterVerifierResponse) ProtoMessage()    {}
+func (*MsgRegisterVerifierResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{13}
+}
+func (m *MsgRegisterVerifierResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRegisterVerifierResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRegisterVerifierResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRegisterVerifierResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRegisterVerifierResponse.Merge(m, src)
+}
+func (m *MsgRegisterVerifierResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRegisterVerifierResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRegisterVerifierResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRegisterVerifierResponse proto.InternalMessageInfo
+
+type MsgBondVerifier struct {
+	Operator string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Amount   types.Coin `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount"`
+}
+
+func (m *MsgBondVerifier) Reset()         { *m = MsgBondVerifier{} }
+func (m *MsgBondVerifier) String() string { return proto.CompactTextString(m) }
+func (*MsgBondVerifier) ProtoMessage()    {}
+func (*MsgBondVerifier) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{14}
+}
+func (m *MsgBondVerifier) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgBondVerifier) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgBondVerifier.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgBondVerifier) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgBondVerifier.Merge(m, src)
+}
+func (m *MsgBondVerifier) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgBondVerifier) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgBondVerifier.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgBondVerifier proto.InternalMessageInfo
+
+func (m *MsgBondVerifier) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *MsgBondVerifier) GetAmount() types.Coin {
+	if m != nil {
+		return m.Amount
+	}
+	return types.Coin{}
+}
+
+type MsgBondVerifierResponse struct {
+}
+
+func (m *MsgBondVerifierResponse) Reset()         { *m = MsgBondVerifierResponse{} }
+func (m *MsgBondVerifierResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgBondVerifierResponse) ProtoMessage()    {}
+func (*MsgBondVerifierResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{15}
+}
+func (m *MsgBondVerifierResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgBondVerifierResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgBondVerifierResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgBondVerifierResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgBondVerifierResponse.Merge(m, src)
+}
+func (m *MsgBondVerifierResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgBondVerifierResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgBondVerifierResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgBondVerifierResponse proto.InternalMessageInfo
+
+type MsgUnbondVerifier struct {
+	Operator string     `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	Amount   types.Coin `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount"`
+}
+
+func (m *MsgUnbondVerifier) Reset()         { *m = MsgUnbondVerifier{} }
+func (m *MsgUnbondVerifier) String() string { return proto.CompactTextString(m) }
+func (*MsgUnbondVerifier) ProtoMessage()    {}
+func (*MsgUnbondVerifier) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{16}
+}
+func (m *MsgUnbondVerifier) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgUnbondVerifier) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgUnbondVerifier.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgUnbondVerifier) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgUnbondVerifier.Merge(m, src)
+}
+func (m *MsgUnbondVerifier) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgUnbondVerifier) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgUnbondVerifier.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgUnbondVerifier proto.InternalMessageInfo
+
+func (m *MsgUnbondVerifier) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+func (m *MsgUnbondVerifier) GetAmount() types.Coin {
+	if m != nil {
+		return m.Amount
+	}
+	return types.Coin{}
+}
+
+type MsgUnbondVerifierResponse struct {
+	UnbondingId uint64 `protobuf:"varint,1,opt,name=unbonding_id,json=unbondingId,proto3" json:"unbonding_id,omitempty"`
+}
+
+func (m *MsgUnbondVerifierResponse) Reset()         { *m = MsgUnbondVerifierResponse{} }
+func (m *MsgUnbondVerifierResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgUnbondVerifierResponse) ProtoMessage()    {}
+func (*MsgUnbondVerifierResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{17}
+}
+func (m *MsgUnbondVerifierResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgUnbondVerifierResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgUnbondVerifierResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgUnbondVerifierResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgUnbondVerifierResponse.Merge(m, src)
+}
+func (m *MsgUnbondVerifierResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgUnbondVerifierResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgUnbondVerifierResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgUnbondVerifierResponse proto.InternalMessageInfo
+
+func (m *MsgUnbondVerifierResponse) GetUnbondingId() uint64 {
+	if m != nil {
+		return m.UnbondingId
+	}
+	return 0
+}
+
+type MsgActivateVerifier struct {
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+}
+
+func (m *MsgActivateVerifier) Reset()         { *m = MsgActivateVerifier{} }
+func (m *MsgActivateVerifier) String() string { return proto.CompactTextString(m) }
+func (*MsgActivateVerifier) ProtoMessage()    {}
+func (*MsgActivateVerifier) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{18}
+}
+func (m *MsgActivateVerifier) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgActivateVerifier) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgActivateVerifier.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgActivateVerifier) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgActivateVerifier.Merge(m, src)
+}
+func (m *MsgActivateVerifier) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgActivateVerifier) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgActivateVerifier.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgActivateVerifier proto.InternalMessageInfo
+
+func (m *MsgActivateVerifier) GetOperator() string {
+	if m != nil {
+		return m.Operator
+	}
+	return ""
+}
+
+type MsgActivateVerifierResponse struct {
+}
+
+func (m *MsgActivateVerifierResponse) Reset()         { *m = MsgActivateVerifierResponse{} }
+func (m *MsgActivateVerifierResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgActivateVerifierResponse) ProtoMessage()    {}
+func (*MsgActivateVerifierResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_f7eda2247348b958, []int{19}
+}
+func (m *MsgActivateVerifierResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgActivateVerifierResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgActivateVerifierResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgActivateVerifierResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgActivateVerifierResponse.Merge(m, src)
+}
+func (m *MsgActivateVerifierResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgActivateVerifierResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgActivateVerifierResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgActivateVerifierResponse proto.InternalMessageInfo
+
 func init() {
 	proto.RegisterType((*MsgRegisterProvider)(nil), "depinchain.stakingext.v1.MsgRegisterProvider")
 	proto.RegisterType((*MsgRegisterProviderResponse)(nil), "depinchain.stakingext.v1.MsgRegisterProviderResponse")
@@ -629,60 +981,78 @@ func init() {
 	proto.RegisterType((*MsgUnjailResponse)(nil), "depinchain.stakingext.v1.MsgUnjailResponse")
 	proto.RegisterType((*MsgUpdateParams)(nil), "depinchain.stakingext.v1.MsgUpdateParams")
 	proto.RegisterType((*MsgUpdateParamsResponse)(nil), "depinchain.stakingext.v1.MsgUpdateParamsResponse")
+	proto.RegisterType((*MsgRegisterVerifier)(nil), "depinchain.stakingext.v1.MsgRegisterVerifier")
+	proto.RegisterType((*MsgRegisterVerifierResponse)(nil), "depinchain.stakingext.v1.MsgRegisterVerifierResponse")
+	proto.RegisterType((*MsgBondVerifier)(nil), "depinchain.stakingext.v1.MsgBondVerifier")
+	proto.RegisterType((*MsgBondVerifierResponse)(nil), "depinchain.stakingext.v1.MsgBondVerifierResponse")
+	proto.RegisterType((*MsgUnbondVerifier)(nil), "depinchain.stakingext.v1.MsgUnbondVerifier")
+	proto.RegisterType((*MsgUnbondVerifierResponse)(nil), "depinchain.stakingext.v1.MsgUnbondVerifierResponse")
+	proto.RegisterType((*MsgActivateVerifier)(nil), "depinchain.stakingext.v1.MsgActivateVerifier")
+	proto.RegisterType((*MsgActivateVerifierResponse)(nil), "depinchain.stakingext.v1.MsgActivateVerifierResponse")
 }
 
 func init() { proto.RegisterFile("depinchain/stakingext/v1/tx.proto", fileDescriptor_f7eda2247348b958) }
 
 var fileDescriptor_f7eda2247348b958 = []byte{
-	// 759 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xdc, 0x56, 0xbd, 0x4e, 0x1b, 0x4b,
-	0x14, 0xf6, 0x82, 0x31, 0x78, 0x40, 0xf7, 0x5e, 0x16, 0x74, 0x59, 0x2f, 0x8a, 0xb1, 0x37, 0x12,
-	0xe1, 0x47, 0xec, 0xca, 0x40, 0x10, 0xb2, 0xd2, 0xc4, 0x28, 0x8a, 0x28, 0x1c, 0x21, 0x27, 0x34,
-	0x34, 0x68, 0xed, 0x1d, 0x2d, 0x13, 0xd8, 0x99, 0xd5, 0xce, 0xd8, 0x32, 0x5d, 0x94, 0x32, 0x55,
-	0xca, 0x3c, 0x42, 0x4a, 0x17, 0x3c, 0x04, 0x4a, 0x85, 0xa2, 0x14, 0xa9, 0xa2, 0x08, 0x0a, 0xde,
-	0x20, 0x75, 0x34, 0xb3, 0xe3, 0xb5, 0x8d, 0xf1, 0x1f, 0x4d, 0xa4, 0x34, 0xd6, 0x9e, 0x39, 0xdf,
-	0xf9, 0xf9, 0xbe, 0x73, 0x66, 0x64, 0x90, 0x75, 0xa0, 0x8f, 0x70, 0xe5, 0xc4, 0x46, 0xd8, 0xa2,
-	0xcc, 0x3e, 0x45, 0xd8, 0x85, 0x75, 0x66, 0xd5, 0x72, 0x16, 0xab, 0x9b, 0x7e, 0x40, 0x18, 0x51,
-	0xb5, 0x16, 0xc4, 0x6c, 0x41, 0xcc, 0x5a, 0x4e, 0x9f, 0xb5, 0x3d, 0x84, 0x89, 0x25, 0x7e, 0x43,
-	0xb0, 0x9e, 0xae, 0x10, 0xea, 0x11, 0x6a, 0x95, 0x6d, 0x0a, 0xad, 0x5a, 0xae, 0x0c, 0x99, 0x9d,
-	0xb3, 0x2a, 0x04, 0x61, 0xe9, 0x5f, 0x90, 0x7e, 0x8f, 0xba, 0xbc, 0x88, 0x47, 0x5d, 0xe9, 0x48,
-	0x85, 0x8e, 0x63, 0x61, 0x59, 0xa1, 0x21, 0x5d, 0xf3, 0x2e, 0x71, 0x49, 0x78, 0xce, 0xbf, 0xe4,
-	0xe9, 0x6a, 0xcf, 0xce, 0xdb, 0x9a, 0x14, 0x50, 0xe3, 0xdb, 0x18, 0x98, 0x2b, 0x52, 0xb7, 0x04,
-	0x5d, 0x44, 0x19, 0x0c, 0x0e, 0x02, 0x52, 0x43, 0x0e, 0x0c, 0xd4, 0x6d, 0x30, 0x45, 0x7c, 0x18,
-	0xd8, 0x8c, 0x04, 0x9a, 0x92, 0x51, 0x56, 0x92, 0x05, 0xed, 0xeb, 0xc5, 0xc6, 0xbc, 0x2c, 0xfe,
-	0xdc, 0x71, 0x02, 0x48, 0xe9, 0x6b, 0x16, 0x20, 0xec, 0x96, 0x22, 0xa4, 0xaa, 0x81, 0x49, 0x8f,
-	0x60, 0x74, 0x0a, 0x03, 0x6d, 0x8c, 0x07, 0x95, 0x9a, 0xa6, 0xaa, 0x83, 0x29, 0x88, 0x1d, 0x9f,
-	0x20, 0xcc, 0xb4, 0x71, 0xe1, 0x8a, 0x6c, 0xf5, 0x7f, 0x90, 0x08, 0xa0, 0x8b, 0x08, 0xd6, 0xe2,
-	0xc2, 0x23, 0x2d, 0xf5, 0x05, 0x88, 0xbb, 0x7e, 0x95, 0x6a, 0x13, 0x99, 0xf1, 0x95, 0xe9, 0xcd,
-	0x65, 0xb3, 0x97, 0xd8, 0xe6, 0xcb, 0x83, 0xc3, 0x7d, 0x5c, 0x83, 0x98, 0x91, 0xe0, 0xbc, 0x90,
-	0xbc, 0xfc, 0xb1, 0x14, 0xfb, 0x7c, 0xdb, 0x58, 0x53, 0x4a, 0x22, 0x5c, 0xdd, 0x05, 0xf1, 0x32,
-	0xc1, 0x8e, 0x96, 0xc8, 0x28, 0x2b, 0xd3, 0x9b, 0x29, 0x53, 0x72, 0xe0, 0x63, 0x30, 0xe5, 0x18,
-	0xcc, 0x3d, 0x82, 0x70, 0x47, 0x24, 0x8f, 0xc8, 0xef, 0xbe, 0xbf, 0x6d, 0xac, 0x45, 0xec, 0x3e,
-	0xdc, 0x36, 0xd6, 0x96, 0xdb, 0x94, 0xad, 0xb7, 0x6b, 0x1b, 0x6a, 0xd8, 0x94, 0xcf, 0x78, 0x04,
-	0x16, 0xef, 0x51, 0xb5, 0x04, 0xa9, 0x4f, 0x30, 0x85, 0xc6, 0xa7, 0x31, 0x30, 0x5b, 0xa4, 0xee,
-	0xa1, 0xef, 0xd8, 0x0c, 0xfe, 0x85, 0x9a, 0x8f, 0xa8, 0xdc, 0xa1, 0xef, 0x44, 0xca, 0x2d, 0x82,
-	0x54, 0x97, 0x32, 0x91, 0x6e, 0x0d, 0x05, 0x4c, 0x16, 0xa9, 0x5b, 0x20, 0xd8, 0x79, 0xa0, 0x5a,
-	0xcf, 0x40, 0xc2, 0xf6, 0x48, 0x15, 0x33, 0x21, 0xd6, 0xb0, 0xeb, 0x20, 0x63, 0xf2, 0xb9, 0x2e,
-	0x5a, 0x4b, 0x7d, 0x68, 0xf1, 0x36, 0x8d, 0x59, 0xf0, 0xaf, 0xfc, 0x8c, 0x58, 0x5c, 0x28, 0x20,
-	0xc9, 0x39, 0xe2, 0xf2, 0x9f, 0xe2, 0xb1, 0xd5, 0xc5, 0x23, 0xdb, 0x6f, 0x3c, 0xa2, 0x51, 0x63,
-	0x27, 0xdc, 0x59, 0x61, 0x34, 0xb9, 0xa8, 0x59, 0x30, 0x53, 0x15, 0x27, 0x08, 0xbb, 0xc7, 0xc8,
-	0x11, 0x0c, 0xe2, 0xa5, 0xe9, 0xe8, 0x6c, 0xdf, 0x31, 0x6a, 0x92, 0xed, 0x5b, 0x1b, 0x9d, 0x3d,
-	0x8c, 0xed, 0xc8, 0xfd, 0xf2, 0x52, 0xc6, 0x9c, 0xec, 0x97, 0x1b, 0x91, 0xf6, 0x5f, 0x14, 0x31,
-	0x0f, 0xb9, 0x5f, 0x76, 0x60, 0x7b, 0x54, 0xdd, 0x01, 0x49, 0xbb, 0xca, 0x4e, 0x48, 0x80, 0xd8,
-	0xf9, 0xc0, 0xa6, 0x5a, 0x50, 0x75, 0x0f, 0x24, 0x7c, 0x91, 0x41, 0xce, 0x20, 0xd3, 0xfb, 0xb6,
-	0x84, 0x95, 0x3a, 0x46, 0x11, 0x86, 0xe6, 0xf3, 0x9c, 0x5a, 0x2b, 0x29, 0xe7, 0xf6, 0xa4, 0xff,
-	0x55, 0x89, 0x1a, 0x37, 0x52, 0x60, 0xe1, 0xce, 0x51, 0x93, 0xe7, 0xe6, 0xaf, 0x38, 0x18, 0x2f,
-	0x52, 0x57, 0xad, 0x83, 0xff, 0xba, 0xde, 0xf6, 0x8d, 0xde, 0x7d, 0xde, 0xf3, 0x68, 0xe9, 0x4f,
-	0x47, 0x82, 0x47, 0x9b, 0x11, 0x80, 0x7f, 0xee, 0xbc, 0x6f, 0xeb, 0x7d, 0x13, 0x75, 0x82, 0xf5,
-	0xad, 0x11, 0xc0, 0x51, 0xcd, 0x37, 0x20, 0x2e, 0xde, 0x86, 0x6c, 0xdf, 0x60, 0x0e, 0xd1, 0x57,
-	0x07, 0x42, 0xa2, 0xac, 0x47, 0x20, 0x21, 0xef, 0xea, 0xe3, 0xfe, 0x4d, 0x09, 0x90, 0xbe, 0x3e,
-	0x04, 0xa8, 0x33, 0xb7, 0xb8, 0x19, 0x83, 0x72, 0x73, 0xd0, 0xc0, 0xdc, 0xed, 0xbb, 0xae, 0x9e,
-	0x81, 0x99, 0x8e, 0x3d, 0x5f, 0x1d, 0x46, 0x52, 0x01, 0xd5, 0x73, 0x43, 0x43, 0x9b, 0xd5, 0xf4,
-	0x89, 0x77, 0x7c, 0xaf, 0x0b, 0xaf, 0x2e, 0xaf, 0xd3, 0xca, 0xd5, 0x75, 0x5a, 0xf9, 0x79, 0x9d,
-	0x56, 0x3e, 0xde, 0xa4, 0x63, 0x57, 0x37, 0xe9, 0xd8, 0xf7, 0x9b, 0x74, 0xec, 0x68, 0xdb, 0x45,
-	0xec, 0xa4, 0x5a, 0x36, 0x2b, 0xc4, 0xb3, 0xda, 0x36, 0xfc, 0xbe, 0x65, 0x3f, 0xe6, 0xdb, 0xce,
-	0xce, 0x7d, 0x48, 0xcb, 0x09, 0xf1, 0x3f, 0x65, 0xeb, 0x77, 0x00, 0x00, 0x00, 0xff, 0xff, 0x11,
-	0x39, 0xae, 0x50, 0x8e, 0x09, 0x00, 0x00,
+	// 922 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xdc, 0x57, 0xcf, 0x6f, 0xdb, 0x36,
+	0x18, 0x8d, 0x12, 0xd7, 0x4d, 0x98, 0x62, 0x5b, 0xd4, 0x62, 0x55, 0x54, 0xcc, 0xb5, 0x35, 0xa0,
+	0x4d, 0x52, 0x54, 0x82, 0xe3, 0xae, 0xe8, 0x8c, 0x61, 0x40, 0x5c, 0x0c, 0x43, 0x0f, 0x1e, 0x0a,
+	0x6f, 0xd9, 0xa1, 0x97, 0x40, 0xb6, 0x38, 0x85, 0x6b, 0x45, 0x0a, 0x22, 0x6d, 0x38, 0xb7, 0x61,
+	0xc0, 0x2e, 0x3b, 0xed, 0xb8, 0x3f, 0x61, 0x47, 0x1f, 0x7a, 0xdf, 0x76, 0x2b, 0x86, 0x1d, 0x8a,
+	0x61, 0x87, 0x9d, 0x86, 0x21, 0x39, 0xe4, 0xdf, 0x18, 0x48, 0x51, 0xb4, 0xe4, 0x5f, 0xb2, 0x12,
+	0x0c, 0x05, 0x76, 0x31, 0x44, 0xf2, 0x91, 0xfc, 0xde, 0xfb, 0xf8, 0x3d, 0xd2, 0xa0, 0xe6, 0xc1,
+	0x10, 0xe1, 0xde, 0xb1, 0x8b, 0xb0, 0x43, 0x99, 0xfb, 0x1c, 0x61, 0x1f, 0x0e, 0x99, 0x33, 0xa8,
+	0x3b, 0x6c, 0x68, 0x87, 0x11, 0x61, 0x44, 0x37, 0xc6, 0x10, 0x7b, 0x0c, 0xb1, 0x07, 0x75, 0x73,
+	0xcb, 0x0d, 0x10, 0x26, 0x8e, 0xf8, 0x8d, 0xc1, 0x66, 0xa5, 0x47, 0x68, 0x40, 0xa8, 0xd3, 0x75,
+	0x29, 0x74, 0x06, 0xf5, 0x2e, 0x64, 0x6e, 0xdd, 0xe9, 0x11, 0x84, 0xe5, 0xf8, 0x4d, 0x39, 0x1e,
+	0x50, 0x9f, 0x6f, 0x12, 0x50, 0x5f, 0x0e, 0x6c, 0xc7, 0x03, 0x47, 0xa2, 0xe5, 0xc4, 0x0d, 0x39,
+	0x74, 0xc3, 0x27, 0x3e, 0x89, 0xfb, 0xf9, 0x97, 0xec, 0xdd, 0x9d, 0x1b, 0x79, 0x2a, 0x48, 0x01,
+	0xb5, 0xfe, 0x5c, 0x05, 0xd7, 0xdb, 0xd4, 0xef, 0x40, 0x1f, 0x51, 0x06, 0xa3, 0xa7, 0x11, 0x19,
+	0x20, 0x0f, 0x46, 0xfa, 0x03, 0xb0, 0x4e, 0x42, 0x18, 0xb9, 0x8c, 0x44, 0x86, 0x56, 0xd5, 0x76,
+	0x36, 0x5a, 0xc6, 0x1f, 0x2f, 0xef, 0xdf, 0x90, 0x9b, 0x1f, 0x78, 0x5e, 0x04, 0x29, 0xfd, 0x9c,
+	0x45, 0x08, 0xfb, 0x1d, 0x85, 0xd4, 0x0d, 0x70, 0x35, 0x20, 0x18, 0x3d, 0x87, 0x91, 0xb1, 0xca,
+	0x27, 0x75, 0x92, 0xa6, 0x6e, 0x82, 0x75, 0x88, 0xbd, 0x90, 0x20, 0xcc, 0x8c, 0x35, 0x31, 0xa4,
+	0xda, 0xfa, 0xbb, 0xa0, 0x1c, 0x41, 0x1f, 0x11, 0x6c, 0x94, 0xc4, 0x88, 0x6c, 0xe9, 0x9f, 0x80,
+	0x92, 0x1f, 0xf6, 0xa9, 0x71, 0xa5, 0xba, 0xb6, 0xb3, 0xb9, 0x7f, 0xc7, 0x9e, 0x27, 0xb6, 0xfd,
+	0xe9, 0xd3, 0xc3, 0x27, 0x78, 0x00, 0x31, 0x23, 0xd1, 0x49, 0x6b, 0xe3, 0xd5, 0xdf, 0xb7, 0x57,
+	0x7e, 0x3a, 0x1f, 0xed, 0x69, 0x1d, 0x31, 0x5d, 0x7f, 0x04, 0x4a, 0x5d, 0x82, 0x3d, 0xa3, 0x5c,
+	0xd5, 0x76, 0x36, 0xf7, 0xb7, 0x6d, 0xc9, 0x81, 0xa7, 0xc1, 0x96, 0x69, 0xb0, 0x1f, 0x13, 0x84,
+	0x33, 0x33, 0xf9, 0x8c, 0xe6, 0xa3, 0x6f, 0xcf, 0x47, 0x7b, 0x8a, 0xdd, 0xf7, 0xe7, 0xa3, 0xbd,
+	0x3b, 0x29, 0x65, 0x87, 0x69, 0x6d, 0x63, 0x0d, 0x13, 0xf9, 0xac, 0xf7, 0xc0, 0xad, 0x19, 0xaa,
+	0x76, 0x20, 0x0d, 0x09, 0xa6, 0xd0, 0xfa, 0x71, 0x15, 0x6c, 0xb5, 0xa9, 0x7f, 0x18, 0x7a, 0x2e,
+	0x83, 0xff, 0x43, 0xcd, 0x0b, 0x2a, 0x77, 0x18, 0x7a, 0x4a, 0xb9, 0x5b, 0x60, 0x7b, 0x4a, 0x19,
+	0xa5, 0xdb, 0x48, 0x03, 0x57, 0xdb, 0xd4, 0x6f, 0x11, 0xec, 0x5d, 0x50, 0xad, 0x8f, 0x40, 0xd9,
+	0x0d, 0x48, 0x1f, 0x33, 0x21, 0xd6, 0xb2, 0xc7, 0x41, 0xce, 0x69, 0xd6, 0xa7, 0x68, 0xdd, 0x5e,
+	0x40, 0x8b, 0x87, 0x69, 0x6d, 0x81, 0xb7, 0xe5, 0xa7, 0x62, 0xf1, 0x52, 0x03, 0x1b, 0x9c, 0x23,
+	0xee, 0xbe, 0x29, 0x1e, 0x8d, 0x29, 0x1e, 0xb5, 0x45, 0xe9, 0x11, 0x81, 0x5a, 0x0f, 0xe3, 0x33,
+	0x2b, 0x1a, 0x09, 0x17, 0xbd, 0x06, 0xae, 0xf5, 0x45, 0x0f, 0xc2, 0xfe, 0x11, 0xf2, 0x04, 0x83,
+	0x52, 0x67, 0x53, 0xf5, 0x3d, 0xf1, 0xac, 0x81, 0x64, 0xfb, 0xb5, 0x8b, 0x5e, 0x5c, 0x8c, 0x6d,
+	0xe1, 0x78, 0xf9, 0x56, 0xd6, 0x75, 0x19, 0x2f, 0x6f, 0x28, 0xed, 0x7f, 0xd3, 0x44, 0x3e, 0xe4,
+	0xf9, 0x72, 0x23, 0x37, 0xa0, 0xfa, 0x43, 0xb0, 0xe1, 0xf6, 0xd9, 0x31, 0x89, 0x10, 0x3b, 0xc9,
+	0x0d, 0x6a, 0x0c, 0xd5, 0x1f, 0x83, 0x72, 0x28, 0x56, 0x90, 0x39, 0xa8, 0xce, 0xaf, 0x96, 0x78,
+	0xa7, 0x4c, 0x2a, 0xe2, 0xa9, 0xcd, 0x26, 0xa7, 0x36, 0x5e, 0x94, 0x73, 0xbb, 0xbb, 0xb8, 0x54,
+	0x54, 0xe0, 0xd6, 0x36, 0xb8, 0x39, 0xd1, 0xa5, 0x78, 0xfe, 0xac, 0x65, 0x7c, 0xfd, 0x4b, 0x18,
+	0xa1, 0xaf, 0xd0, 0x85, 0x3d, 0x26, 0xb1, 0xd0, 0xd5, 0xff, 0xde, 0x42, 0x93, 0x48, 0x27, 0x2c,
+	0x34, 0xe9, 0x56, 0x04, 0x7f, 0xd1, 0x54, 0x61, 0x5d, 0x92, 0xdc, 0xe5, 0x4a, 0xe9, 0xc3, 0x29,
+	0x82, 0x77, 0x73, 0x2c, 0x41, 0x31, 0x8c, 0xd3, 0x97, 0xee, 0x52, 0xec, 0x7e, 0xd5, 0x52, 0xc5,
+	0xf6, 0x46, 0xf9, 0x15, 0x74, 0x72, 0xdc, 0x55, 0xf4, 0x3e, 0x8e, 0x9d, 0x3c, 0x43, 0xa1, 0x88,
+	0x6f, 0x7c, 0x17, 0x1f, 0xe1, 0x83, 0x1e, 0x43, 0x03, 0x97, 0xc1, 0xcb, 0xa9, 0x50, 0x90, 0xc7,
+	0x41, 0x8f, 0x4d, 0x1c, 0xc4, 0xc9, 0x30, 0x12, 0x26, 0xfb, 0xbf, 0xaf, 0x83, 0xb5, 0x36, 0xf5,
+	0xf5, 0x21, 0x78, 0x67, 0xea, 0x15, 0x75, 0x7f, 0xbe, 0x23, 0xcc, 0x78, 0x1e, 0x98, 0x1f, 0x14,
+	0x82, 0x2b, 0x2d, 0x23, 0xf0, 0xd6, 0xc4, 0x4b, 0xe2, 0xde, 0xc2, 0x85, 0xb2, 0x60, 0xb3, 0x51,
+	0x00, 0xac, 0xf6, 0xfc, 0x02, 0x94, 0xc4, 0x2d, 0x5c, 0x5b, 0x38, 0x99, 0x43, 0xcc, 0xdd, 0x5c,
+	0x88, 0x5a, 0xf5, 0x19, 0x28, 0xcb, 0x5b, 0xf1, 0xfd, 0xc5, 0x41, 0x09, 0x90, 0x79, 0x6f, 0x09,
+	0x50, 0x76, 0x6d, 0x71, 0x07, 0xe5, 0xad, 0xcd, 0x41, 0xb9, 0x6b, 0xa7, 0x6f, 0x95, 0x74, 0xee,
+	0xd5, 0x31, 0x5d, 0x2e, 0xf7, 0x09, 0x7c, 0xc9, 0xdc, 0x4f, 0xd5, 0xd1, 0x0b, 0x70, 0x2d, 0x63,
+	0x81, 0xf9, 0x62, 0xab, 0x1d, 0xeb, 0x4b, 0x43, 0x33, 0x27, 0x2d, 0x6b, 0x49, 0xcb, 0xa4, 0x40,
+	0xed, 0xd8, 0x28, 0x00, 0x4e, 0x6b, 0x3b, 0x65, 0x01, 0x8b, 0xb5, 0x9d, 0x84, 0xe7, 0x68, 0x3b,
+	0xaf, 0xb2, 0xb9, 0xb6, 0x99, 0x77, 0xc2, 0xee, 0x32, 0x85, 0x22, 0xa0, 0x39, 0xda, 0xce, 0xba,
+	0xb1, 0xcd, 0x2b, 0xdf, 0x70, 0xdf, 0x6d, 0x7d, 0xf6, 0xea, 0xb4, 0xa2, 0xbd, 0x3e, 0xad, 0x68,
+	0xff, 0x9c, 0x56, 0xb4, 0x1f, 0xce, 0x2a, 0x2b, 0xaf, 0xcf, 0x2a, 0x2b, 0x7f, 0x9d, 0x55, 0x56,
+	0x9e, 0x3d, 0xf0, 0x11, 0x3b, 0xee, 0x77, 0xed, 0x1e, 0x09, 0x9c, 0x94, 0x75, 0xcd, 0x72, 0xb1,
+	0x23, 0x6e, 0x63, 0xec, 0x24, 0x84, 0xb4, 0x5b, 0x16, 0xff, 0xf3, 0x1a, 0xff, 0x06, 0x00, 0x00,
+	0xff, 0xff, 0x5b, 0x4e, 0x29, 0x8f, 0xce, 0x0e, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -707,6 +1077,15 @@ type MsgClient interface {
 	Unbond(ctx context.Context, in *MsgUnbond, opts ...grpc.CallOption) (*MsgUnbondResponse, error)
 	// Unjail re-activates a jailed provider once its jail time is over.
 	Unjail(ctx context.Context, in *MsgUnjail, opts ...grpc.CallOption) (*MsgUnjailResponse, error)
+	// RegisterVerifier bonds an auditor and puts it in the audit set.
+	RegisterVerifier(ctx context.Context, in *MsgRegisterVerifier, opts ...grpc.CallOption) (*MsgRegisterVerifierResponse, error)
+	// BondVerifier adds to a verifier's bond.
+	BondVerifier(ctx context.Context, in *MsgBondVerifier, opts ...grpc.CallOption) (*MsgBondVerifierResponse, error)
+	// UnbondVerifier queues part of a verifier's bond for return; below min_verifier_bond
+	// the verifier leaves the audit set.
+	UnbondVerifier(ctx context.Context, in *MsgUnbondVerifier, opts ...grpc.CallOption) (*MsgUnbondVerifierResponse, error)
+	// ActivateVerifier puts an inactive verifier back into the audit set.
+	ActivateVerifier(ctx context.Context, in *MsgActivateVerifier, opts ...grpc.CallOption) (*MsgActivateVerifierResponse, error)
 	// UpdateParams is governance-only.
 	UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error)
 }
@@ -764,6 +1143,42 @@ func (c *msgClient) Unjail(ctx context.Context, in *MsgUnjail, opts ...grpc.Call
 	return out, nil
 }
 
+func (c *msgClient) RegisterVerifier(ctx context.Context, in *MsgRegisterVerifier, opts ...grpc.CallOption) (*MsgRegisterVerifierResponse, error) {
+	out := new(MsgRegisterVerifierResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Msg/RegisterVerifier", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) BondVerifier(ctx context.Context, in *MsgBondVerifier, opts ...grpc.CallOption) (*MsgBondVerifierResponse, error) {
+	out := new(MsgBondVerifierResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Msg/BondVerifier", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) UnbondVerifier(ctx context.Context, in *MsgUnbondVerifier, opts ...grpc.CallOption) (*MsgUnbondVerifierResponse, error) {
+	out := new(MsgUnbondVerifierResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Msg/UnbondVerifier", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) ActivateVerifier(ctx context.Context, in *MsgActivateVerifier, opts ...grpc.CallOption) (*MsgActivateVerifierResponse, error) {
+	out := new(MsgActivateVerifierResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Msg/ActivateVerifier", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *msgClient) UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error) {
 	out := new(MsgUpdateParamsResponse)
 	err := c.cc.Invoke(ctx, "/depinchain.stakingext.v1.Msg/UpdateParams", in, out, opts...)
@@ -785,6 +1200,15 @@ type MsgServer interface {
 	Unbond(context.Context, *MsgUnbond) (*MsgUnbondResponse, error)
 	// Unjail re-activates a jailed provider once its jail time is over.
 	Unjail(context.Context, *MsgUnjail) (*MsgUnjailResponse, error)
+	// RegisterVerifier bonds an auditor and puts it in the audit set.
+	RegisterVerifier(context.Context, *MsgRegisterVerifier) (*MsgRegisterVerifierResponse, error)
+	// BondVerifier adds to a verifier's bond.
+	BondVerifier(context.Context, *MsgBondVerifier) (*MsgBondVerifierResponse, error)
+	// UnbondVerifier queues part of a verifier's bond for return; below min_verifier_bond
+	// the verifier leaves the audit set.
+	UnbondVerifier(context.Context, *MsgUnbondVerifier) (*MsgUnbondVerifierResponse, error)
+	// ActivateVerifier puts an inactive verifier back into the audit set.
+	ActivateVerifier(context.Context, *MsgActivateVerifier) (*MsgActivateVerifierResponse, error)
 	// UpdateParams is governance-only.
 	UpdateParams(context.Context, *MsgUpdateParams) (*MsgUpdateParamsResponse, error)
 }
@@ -807,6 +1231,18 @@ func (*UnimplementedMsgServer) Unbond(ctx context.Context, req *MsgUnbond) (*Msg
 }
 func (*UnimplementedMsgServer) Unjail(ctx context.Context, req *MsgUnjail) (*MsgUnjailResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Unjail not implemented")
+}
+func (*UnimplementedMsgServer) RegisterVerifier(ctx context.Context, req *MsgRegisterVerifier) (*MsgRegisterVerifierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RegisterVerifier not implemented")
+}
+func (*UnimplementedMsgServer) BondVerifier(ctx context.Context, req *MsgBondVerifier) (*MsgBondVerifierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method BondVerifier not implemented")
+}
+func (*UnimplementedMsgServer) UnbondVerifier(ctx context.Context, req *MsgUnbondVerifier) (*MsgUnbondVerifierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UnbondVerifier not implemented")
+}
+func (*UnimplementedMsgServer) ActivateVerifier(ctx context.Context, req *MsgActivateVerifier) (*MsgActivateVerifierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ActivateVerifier not implemented")
 }
 func (*UnimplementedMsgServer) UpdateParams(ctx context.Context, req *MsgUpdateParams) (*MsgUpdateParamsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateParams not implemented")
@@ -906,6 +1342,78 @@ func _Msg_Unjail_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Msg_RegisterVerifier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgRegisterVerifier)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).RegisterVerifier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Msg/RegisterVerifier",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).RegisterVerifier(ctx, req.(*MsgRegisterVerifier))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_BondVerifier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgBondVerifier)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).BondVerifier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Msg/BondVerifier",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).BondVerifier(ctx, req.(*MsgBondVerifier))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_UnbondVerifier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgUnbondVerifier)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).UnbondVerifier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Msg/UnbondVerifier",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).UnbondVerifier(ctx, req.(*MsgUnbondVerifier))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_ActivateVerifier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgActivateVerifier)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).ActivateVerifier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.stakingext.v1.Msg/ActivateVerifier",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).ActivateVerifier(ctx, req.(*MsgActivateVerifier))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Msg_UpdateParams_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MsgUpdateParams)
 	if err := dec(in); err != nil {
@@ -948,6 +1456,22 @@ var _Msg_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unjail",
 			Handler:    _Msg_Unjail_Handler,
+		},
+		{
+			MethodName: "RegisterVerifier",
+			Handler:    _Msg_RegisterVerifier_Handler,
+		},
+		{
+			MethodName: "BondVerifier",
+			Handler:    _Msg_BondVerifier_Handler,
+		},
+		{
+			MethodName: "UnbondVerifier",
+			Handler:    _Msg_UnbondVerifier_Handler,
+		},
+		{
+			MethodName: "ActivateVerifier",
+			Handler:    _Msg_ActivateVerifier_Handler,
 		},
 		{
 			MethodName: "UpdateParams",
@@ -1391,6 +1915,253 @@ func (m *MsgUpdateParamsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error)
 	return len(dAtA) - i, nil
 }
 
+func (m *MsgRegisterVerifier) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRegisterVerifier) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRegisterVerifier) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Bond.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintTx(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x12
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgRegisterVerifierResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRegisterVerifierResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRegisterVerifierResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgBondVerifier) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgBondVerifier) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgBondVerifier) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Amount.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintTx(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x12
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgBondVerifierResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgBondVerifierResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgBondVerifierResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgUnbondVerifier) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgUnbondVerifier) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgUnbondVerifier) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Amount.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintTx(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x12
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgUnbondVerifierResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgUnbondVerifierResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgUnbondVerifierResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.UnbondingId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.UnbondingId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgActivateVerifier) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgActivateVerifier) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgActivateVerifier) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Operator) > 0 {
+		i -= len(m.Operator)
+		copy(dAtA[i:], m.Operator)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Operator)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgActivateVerifierResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgActivateVerifierResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgActivateVerifierResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintTx(dAtA []byte, offset int, v uint64) int {
 	offset -= sovTx(v)
 	base := offset
@@ -1573,6 +2344,103 @@ func (m *MsgUpdateParams) Size() (n int) {
 }
 
 func (m *MsgUpdateParamsResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgRegisterVerifier) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = m.Bond.Size()
+	n += 1 + l + sovTx(uint64(l))
+	return n
+}
+
+func (m *MsgRegisterVerifierResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgBondVerifier) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = m.Amount.Size()
+	n += 1 + l + sovTx(uint64(l))
+	return n
+}
+
+func (m *MsgBondVerifierResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgUnbondVerifier) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = m.Amount.Size()
+	n += 1 + l + sovTx(uint64(l))
+	return n
+}
+
+func (m *MsgUnbondVerifierResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.UnbondingId != 0 {
+		n += 1 + sovTx(uint64(m.UnbondingId))
+	}
+	return n
+}
+
+func (m *MsgActivateVerifier) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Operator)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgActivateVerifierResponse) Size() (n int) {
 	if m == nil {
 		return 0
 	}
@@ -2767,6 +3635,652 @@ func (m *MsgUpdateParamsResponse) Unmarshal(dAtA []byte) error {
 		}
 		if fieldNum <= 0 {
 			return fmt.Errorf("proto: MsgUpdateParamsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRegisterVerifier) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRegisterVerifier: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRegisterVerifier: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Bond", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Bond.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRegisterVerifierResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRegisterVerifierResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRegisterVerifierResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgBondVerifier) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgBondVerifier: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgBondVerifier: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Amount", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Amount.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgBondVerifierResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgBondVerifierResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgBondVerifierResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgUnbondVerifier) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgUnbondVerifier: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgUnbondVerifier: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Amount", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Amount.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgUnbondVerifierResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgUnbondVerifierResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgUnbondVerifierResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UnbondingId", wireType)
+			}
+			m.UnbondingId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.UnbondingId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgActivateVerifier) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgActivateVerifier: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgActivateVerifier: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Operator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Operator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgActivateVerifierResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgActivateVerifierResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgActivateVerifierResponse: illegal tag %d (wire type %d)", fieldNum, wire)
 		}
 		switch fieldNum {
 		default:

@@ -9,11 +9,14 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/x/internal/deadline"
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
+	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// EndBlocker finalizes checkpoints whose challenge window closed and times out games whose
-// party to move missed its deadline. Both walk height-ordered indexes up to the current
-// height, at most max_deadlines_per_block entries per block in all.
+// EndBlocker times out games whose party to move missed its deadline, draws the auditors
+// of checkpoints submitted in the previous block, and closes the challenge windows that
+// end (missed audits, then finalization). All three walk height-ordered indexes up to the
+// current height, at most max_deadlines_per_block entries per block in all.
 func (k Keeper) EndBlocker(ctx context.Context) error {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	params, err := k.Params.Get(ctx)
@@ -38,6 +41,17 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		}
 		k.runIsolated(sdkCtx, "move timeout", func(c sdk.Context) error { return k.timeOut(c, key.K2()) })
 	}
+	draws, err := deadline.Due(ctx, k.AuditDrawQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	budget -= len(draws)
+	for _, key := range draws {
+		if err := k.AuditDrawQueue.Remove(ctx, key); err != nil {
+			return err
+		}
+		k.runIsolated(sdkCtx, "audit draw", func(c sdk.Context) error { return k.drawAudits(c, key.K2(), key.K3()) })
+	}
 	due, err := deadline.Due(ctx, k.FinalizationQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
 	if err != nil {
 		return err
@@ -46,9 +60,28 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		if err := k.FinalizationQueue.Remove(ctx, key); err != nil {
 			return err
 		}
-		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.tryFinalize(c, key.K2(), key.K3(), true) })
+		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.closeWindow(c, key.K2(), key.K3()) })
 	}
 	return nil
+}
+
+// closeWindow runs at the end of a checkpoint's challenge window: auditors that did not
+// answer missed their assignment, then the checkpoint finalizes if nothing holds it.
+func (k Keeper) closeWindow(ctx sdk.Context, leaseID, index uint64) error {
+	cp, found, err := keeperutil.Optional(k.Checkpoints.Get(ctx, collections.Join(leaseID, index)))
+	if err != nil || !found {
+		return err
+	}
+	if cp.Status == types.CHECKPOINT_STATUS_PENDING {
+		params, err := k.Params.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if err := k.closeAuditWindow(ctx, params, cp); err != nil {
+			return err
+		}
+	}
+	return k.tryFinalize(ctx, leaseID, index, true)
 }
 
 // runIsolated runs one deadline's work in a cache so a failure cannot leave half-written

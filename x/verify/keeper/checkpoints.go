@@ -3,9 +3,12 @@ package keeper
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 
 	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
@@ -80,6 +83,13 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongRange, "end_step must be in (%d, %d] (checkpoint every %d of %d steps), got %d",
 			start, maxEnd, job.Spec.CheckpointInterval, job.Spec.TotalSteps, msg.EndStep)
 	}
+	adjudicable := job.Spec.Workload.Kind == markettypes.WORKLOAD_KIND_REFERENCE
+	if adjudicable && msg.EndStep-msg.StartStep > markettypes.MaxCheckpointInterval {
+		// A longer checkpoint would allow a longer dispute than the unbonding period
+		// covers (jobs from before the spec's bound existed may ask for one).
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongRange, "a checkpoint spans at most %d steps, got %d: checkpoint more often",
+			markettypes.MaxCheckpointInterval, msg.EndStep-msg.StartStep)
+	}
 	if _, err := hashFromBytes("state_root", msg.StateRoot); err != nil {
 		return types.Checkpoint{}, err
 	}
@@ -95,9 +105,10 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	if err != nil {
 		return types.Checkpoint{}, err
 	}
-	version := uint32(0)
-	if job.Spec.Workload.Kind == markettypes.WORKLOAD_KIND_REFERENCE {
+	version, auditors := uint32(0), uint32(0)
+	if adjudicable {
 		version = types.ReferenceWorkloadVersion
+		auditors = min(job.Spec.Auditors(), types.MaxAuditors)
 	}
 	cp := types.Checkpoint{
 		LeaseId:           lease.Id,
@@ -118,12 +129,20 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		ChallengeDeadline: ctx.BlockHeight() + int64(params.ChallengeWindow),
 		Claim:             claim,
 		WorkloadVersion:   version,
+		AuditRequested:    auditors,
+		AuditFee:          sdk.NewCoin(params.AuditFeePerStep.Denom, math.ZeroInt()),
 	}
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
 		return types.Checkpoint{}, err
 	}
 	if err := k.FinalizationQueue.Set(ctx, collections.Join3(cp.ChallengeDeadline, cp.LeaseId, cp.Index)); err != nil {
 		return types.Checkpoint{}, err
+	}
+	if auditors > 0 {
+		// Drawn at the end of the next block, from its hash.
+		if err := k.AuditDrawQueue.Set(ctx, collections.Join3(cp.SubmittedHeight+1, cp.LeaseId, cp.Index)); err != nil {
+			return types.Checkpoint{}, err
+		}
 	}
 	return cp, nil
 }
@@ -136,7 +155,27 @@ func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) er
 	if err := msg.Params.Validate(); err != nil {
 		return keeperutil.WrapCause(types.ErrInvalidParams, err, "")
 	}
+	if err := k.checkUnbondingCover(ctx, msg.Params); err != nil {
+		return err
+	}
 	return k.Params.Set(ctx, msg.Params)
+}
+
+// checkUnbondingCover holds params to the rule that spans x/verify and x/stakingext: an
+// unbonding must stay slashable (x/stakingext's unbonding_blocks) for at least the
+// challenge window plus the longest dispute, or an operator could unbond after
+// committing fraud and be paid out before a conviction reaches the entry.
+func (k Keeper) checkUnbondingCover(ctx context.Context, params types.Params) error {
+	staking, err := k.providerKeeper.GetParams(ctx)
+	if err != nil {
+		return err
+	}
+	if required := params.RequiredUnbondingBlocks(); staking.UnbondingBlocks < required {
+		return errorsmod.Wrapf(types.ErrInvalidParams,
+			"challenge_window %d + the longest dispute (%d rounds of 2 × move_timeout %d, and one more move_timeout) is %d blocks, above x/stakingext's unbonding_blocks %d",
+			params.ChallengeWindow, types.MaxBisectionRounds, params.MoveTimeout, required, staking.UnbondingBlocks)
+	}
+	return nil
 }
 
 func validateCheckpointText(params types.Params, msg *types.MsgSubmitCheckpoint) error {
@@ -184,8 +223,18 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 				return nil
 			}
 		}
+		params, err := k.Params.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if params.Withheld(cp.UnavailableReports, cp.Auditors) {
+			return k.withhold(ctx, cp)
+		}
 		cp.Status = types.CHECKPOINT_STATUS_FINAL
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
+			return err
+		}
+		if err := k.settleAudits(ctx, cp, false); err != nil {
 			return err
 		}
 		if err := k.marketKeeper.OnCheckpointFinal(ctx, cp.LeaseId, cp.Claim, cp.EndStep, cp.FinalHash, cp.Uri); err != nil {
@@ -200,31 +249,73 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 	}
 }
 
+// withhold ends a checkpoint whose auditors reported its start state unavailable: it is
+// WITHHELD, never final; the lease's later pending checkpoints build on it and are
+// rejected; and x/market closes the lease for non-performance (its provider is slashed
+// and jailed as for a missed checkpoint deadline) and refunds its pending pay.
+func (k Keeper) withhold(ctx sdk.Context, cp types.Checkpoint) error {
+	reason := fmt.Sprintf("%d of the %d auditors of checkpoint %d/%d could not fetch the state it starts from",
+		cp.UnavailableReports, cp.Auditors, cp.LeaseId, cp.Index)
+	cp.Status = types.CHECKPOINT_STATUS_WITHHELD
+	if err := k.saveCheckpoint(ctx, cp); err != nil {
+		return err
+	}
+	if err := keeperutil.Emit(ctx, &types.EventCheckpointWithheld{
+		LeaseId: cp.LeaseId, Index: cp.Index, Reports: cp.UnavailableReports, Auditors: cp.Auditors,
+	}); err != nil {
+		return err
+	}
+	if err := k.settleAudits(ctx, cp, false); err != nil {
+		return err
+	}
+	later, err := k.rejectPending(ctx, cp.LeaseId, "an earlier checkpoint was withheld: "+reason)
+	if err != nil {
+		return err
+	}
+	for _, r := range later {
+		if err := k.settleAudits(ctx, r, false); err != nil {
+			return err
+		}
+	}
+	return k.marketKeeper.OnCheckpointWithheld(ctx, cp.LeaseId, reason)
+}
+
 // rejectPending rejects every pending checkpoint of a lease once one of them is proven
-// wrong: the provider is a proven cheat, so none of its unfinalized work is paid, and the
-// job resumes from its last final checkpoint. Games on them end as moot.
-func (k Keeper) rejectPending(ctx sdk.Context, leaseID uint64, reason string) error {
-	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID))
+// wrong (or withheld): none of its provider's unfinalized work is paid, and the job
+// resumes from its last final checkpoint. Games on them end moot when they next move or
+// time out. Pending checkpoints are the lease's last ones (they finalize in order), so
+// the walk goes back from the newest and stops at the first that is not pending: its
+// cost is the number of pending checkpoints, not the lease's history. It returns them,
+// oldest first.
+func (k Keeper) rejectPending(ctx sdk.Context, leaseID uint64, reason string) ([]types.Checkpoint, error) {
+	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID).Descending())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pending, err := iter.Values()
-	if err != nil {
-		return err
-	}
-	for _, cp := range pending {
+	var pending []types.Checkpoint
+	for ; iter.Valid(); iter.Next() {
+		cp, err := iter.Value()
+		if err != nil {
+			iter.Close()
+			return nil, err
+		}
 		if cp.Status != types.CHECKPOINT_STATUS_PENDING {
-			continue
+			break
 		}
-		cp.Status = types.CHECKPOINT_STATUS_REJECTED
-		if err := k.saveCheckpoint(ctx, cp); err != nil {
-			return err
+		pending = append(pending, cp)
+	}
+	iter.Close()
+	slices.Reverse(pending)
+	for i := range pending {
+		pending[i].Status = types.CHECKPOINT_STATUS_REJECTED
+		if err := k.saveCheckpoint(ctx, pending[i]); err != nil {
+			return nil, err
 		}
-		if err := keeperutil.Emit(ctx, &types.EventCheckpointRejected{LeaseId: cp.LeaseId, Index: cp.Index, Reason: reason}); err != nil {
-			return err
+		if err := keeperutil.Emit(ctx, &types.EventCheckpointRejected{LeaseId: leaseID, Index: pending[i].Index, Reason: reason}); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return pending, nil
 }
 
 // traceHashAt is the provider's claimed h_step for a checkpoint: its fixed start and final

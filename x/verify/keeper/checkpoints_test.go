@@ -42,6 +42,8 @@ func TestSubmitCheckpointHappyPath(t *testing.T) {
 		TraceRoot: msg.TraceRoot, Uri: msg.Uri, Metrics: msg.Metrics, Status: types.CHECKPOINT_STATUS_PENDING,
 		SubmittedHeight: s.Ctx.BlockHeight(), ChallengeDeadline: s.Ctx.BlockHeight() + int64(params.ChallengeWindow),
 		Claim: cp.Claim, WorkloadVersion: types.ReferenceWorkloadVersion,
+		// The job asked for the default audit (one auditor), drawn at the next block.
+		AuditRequested: markettypes.DefaultAuditors, AuditFee: coin(0),
 	}, cp)
 	require.Equal(t, s.run.hashes[0][:], cp.StartHash)
 

@@ -20,6 +20,7 @@ import (
 	"github.com/depinchain/depinchain/testutil/keepers"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	"github.com/depinchain/depinchain/x/verify/keeper"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -38,10 +39,13 @@ func (s *scenario) beforeFraud(challengers ...*party) fraudCheck {
 }
 
 // requireFraudPunished checks the aftermath of challenge `id` proving the provider wrong:
-// the provider slashed by fraud_slash_fraction and tombstoned, the winner's bond back plus
-// whistleblower_share of the slash, the lease closed for fraud with its pending payment
-// back in the job's escrow, every pending checkpoint of the lease rejected, and the job
-// open for bidding again. Balances in fc were taken while the bonds were posted.
+// the provider slashed by fraud_slash_fraction and tombstoned; the slash paying the
+// winner whistleblower_share of it (on top of its bond back), then the job
+// owner_compensation_ratio × the pay it refunded, then the community pool; the lease
+// closed for fraud with its pending payment back in the job's escrow, every pending
+// checkpoint of the lease rejected, and the job open for bidding again. Other games on the
+// rejected checkpoints stay open until they next move or time out (they end moot).
+// Balances in fc were taken while the bonds were posted.
 func (s *scenario) requireFraudPunished(fc fraudCheck, id uint64, winner *party) {
 	s.t.Helper()
 	t := s.t
@@ -57,9 +61,20 @@ func (s *scenario) requireFraudPunished(fc fraudCheck, id uint64, winner *party)
 	require.Equal(t, stakingexttypes.PROVIDER_STATUS_TOMBSTONED, p.Status)
 	require.Equal(t, uint64(1), p.Reputation.Slashes)
 
+	refunded := math.ZeroInt()
+	for _, r := range typedEvents[*markettypes.EventPaymentRefunded](s.env) {
+		if r.LeaseId == s.lease.Id {
+			refunded = refunded.Add(r.Amount.Amount)
+		}
+	}
+	require.True(t, refunded.IsPositive(), "the lease's unfinalized pay is refunded")
+	compensation := math.MinInt(slashed.Sub(reward), params.OwnerCompensationRatio.MulInt(refunded).TruncateInt())
+
 	ev := s.resolvedEvent(id)
 	require.Equal(t, coin(slashed.Int64()), ev.Slashed)
 	require.Equal(t, coin(reward.Int64()), ev.Reward)
+	require.Equal(t, coin(compensation.Int64()), ev.OwnerCompensation, "the owner is compensated for the lost progress after the reward")
+	require.Equal(t, coin(slashed.Sub(reward).Sub(compensation).Int64()), ev.CommunityPool, "the rest goes to the community pool")
 	require.Equal(t, params.ChallengerBond, ev.Bond)
 	require.Equal(t, winner.addr.String(), ev.Challenger)
 
@@ -73,23 +88,34 @@ func (s *scenario) requireFraudPunished(fc fraudCheck, id uint64, winner *party)
 	require.True(t, lease.Committed.IsZero())
 	job := s.getJob(s.job.Id)
 	require.Equal(t, markettypes.JOB_STATE_OPEN, job.State, "the job goes back to auction")
+	require.True(t, job.Compensation.Amount.GTE(compensation), "the job's compensation %s counts this conviction's %s", job.Compensation, compensation)
 	if lease.Withdrawn.IsZero() && lease.Withdrawable.IsZero() {
-		require.Equal(t, job.Deposited, job.Escrow, "nothing was final, so everything paid in is back in escrow")
+		require.Equal(t, job.Deposited.Add(job.Compensation).Sub(job.AuditFees), job.Escrow,
+			"nothing was final, so everything paid in is back in escrow, plus what the job was credited, less audit fees")
 	}
-	refunds := typedEvents[*markettypes.EventPaymentRefunded](s.env)
-	require.NotEmpty(t, refunds)
 
 	cps, err := s.query.Checkpoints(s.Ctx, &types.QueryCheckpointsRequest{LeaseId: s.lease.Id})
 	require.NoError(t, err)
 	for _, cp := range cps.Checkpoints {
 		require.NotEqual(t, types.CHECKPOINT_STATUS_PENDING, cp.Status, "checkpoint %d", cp.Index)
-		require.Zero(t, cp.OpenChallenges)
 		if cp.Index >= ch.CheckpointIndex {
 			require.Equal(t, types.CHECKPOINT_STATUS_REJECTED, cp.Status, "checkpoint %d", cp.Index)
 		}
 	}
-	require.True(t, s.ModuleBalance(types.ModuleName).IsZero() || s.openBonds().Equal(s.ModuleBalance(types.ModuleName)))
+	require.True(t, s.openBonds().Add(s.unsettledFees()).Equal(s.ModuleBalance(types.ModuleName)))
 	s.requireInvariants()
+}
+
+// unsettledFees adds up the audit fees x/verify holds.
+func (e *env) unsettledFees() math.Int {
+	total := math.ZeroInt()
+	require.NoError(e.t, e.Verify.Assignments.Walk(e.Ctx, nil, func(_ keeper.AuditKey, a types.Audit) (bool, error) {
+		if !a.Settled {
+			total = total.Add(a.Fee.Amount)
+		}
+		return false, nil
+	}))
+	return total
 }
 
 func (e *env) openBonds() math.Int {
@@ -142,8 +168,18 @@ func TestHonestProviderBeatsLyingChallenger(t *testing.T) {
 			require.Equal(t, steps[0].ComputedHash, steps[0].ProviderHash)
 			require.Equal(t, s.run.cfg.MACsPerStep(), steps[0].Macs)
 
-			// The bond pays the provider for the delay; nothing is slashed.
-			require.Equal(t, provBal.Add(bond.Amount), s.Balance(s.prov))
+			// The bond is split: lost_bond_provider_share to the provider for its defence,
+			// lost_bond_owner_share to the job for the delay, the rest to the community
+			// pool. Nothing is slashed.
+			params := s.verifyParams()
+			toProvider := params.LostBondProviderShare.MulInt(bond.Amount).TruncateInt()
+			toOwner := params.LostBondOwnerShare.MulInt(bond.Amount).TruncateInt()
+			require.Equal(t, provBal.Add(toProvider), s.Balance(s.prov))
+			require.Equal(t, toOwner, s.getJob(s.job.Id).Compensation.Amount)
+			ev := s.resolvedEvent(id)
+			require.Equal(t, toProvider, ev.BondToProvider.Amount)
+			require.Equal(t, toOwner, ev.BondToOwner.Amount)
+			require.Equal(t, bond.Amount.Sub(toProvider).Sub(toOwner), ev.CommunityPool.Amount)
 			require.True(t, s.ModuleBalance(types.ModuleName).IsZero())
 			p := s.provider(s.prov)
 			require.Equal(t, stakingexttypes.PROVIDER_STATUS_ACTIVE, p.Status)
@@ -266,7 +302,7 @@ func TestTimeouts(t *testing.T) {
 		ch = s.challenge(id)
 		require.Equal(t, types.CHALLENGE_OUTCOME_PROVIDER_WON, ch.Outcome)
 		require.Contains(t, ch.OutcomeReason, "answer at step 8")
-		require.Equal(t, provBal.Add(ch.Bond.Amount), s.Balance(s.prov))
+		require.Equal(t, provBal.Add(s.verifyParams().LostBondProviderShare.MulInt(ch.Bond.Amount).TruncateInt()), s.Balance(s.prov))
 		s.advanceTo(cp.ChallengeDeadline + 1)
 		require.Equal(t, types.CHECKPOINT_STATUS_FINAL, s.checkpoint(s.lease.Id, 0).Status)
 	})
@@ -284,7 +320,7 @@ func TestTimeouts(t *testing.T) {
 		ch = s.challenge(id)
 		require.Equal(t, types.CHALLENGE_OUTCOME_PROVIDER_WON, ch.Outcome)
 		require.Contains(t, ch.OutcomeReason, "MsgStep")
-		require.Equal(t, provBal.Add(ch.Bond.Amount), s.Balance(s.prov))
+		require.Equal(t, provBal.Add(s.verifyParams().LostBondProviderShare.MulInt(ch.Bond.Amount).TruncateInt()), s.Balance(s.prov))
 		s.advanceTo(cp.ChallengeDeadline + 1)
 		require.Equal(t, types.CHECKPOINT_STATUS_FINAL, s.checkpoint(s.lease.Id, 0).Status)
 	})
@@ -380,7 +416,7 @@ func TestConcurrentChallengesHonestProvider(t *testing.T) {
 	require.Equal(t, types.CHALLENGE_OUTCOME_PROVIDER_WON, gb.play(s.run).Outcome)
 	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, s.checkpoint(s.lease.Id, 0).Status)
 	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, s.checkpoint(s.lease.Id, 1).Status)
-	require.Equal(t, provBal.Add(bond), s.Balance(s.prov))
+	require.Equal(t, provBal.Add(s.verifyParams().LostBondProviderShare.MulInt(bond).TruncateInt()), s.Balance(s.prov))
 	lease := s.getLease(s.lease.Id)
 	require.Equal(t, cp0.Claim.Add(cp1.Claim), lease.Withdrawable)
 	require.Equal(t, markettypes.JOB_STATE_COMPLETED, s.getJob(s.job.Id).State)
@@ -407,11 +443,29 @@ func TestConcurrentChallengesLyingProvider(t *testing.T) {
 
 	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, s.game(ida, liar, a, a).play(s.run).Outcome)
 	s.requireFraudPunished(fc, ida, a)
-	for _, o := range []struct {
+	// The conviction does not end the other games itself (there may be any number of
+	// them): their checkpoints are rejected, so they take no more moves, and they end moot
+	// when they time out or when anyone claims it.
+	stranger := newParty(s.account("stranger"), s.run.trace(0, 32), nil)
+	for i, o := range []struct {
 		id uint64
 		p  *party
 	}{{idb, b}, {idd, d}} {
 		ch := s.challenge(o.id)
+		require.Equal(t, types.CHALLENGE_OUTCOME_UNSPECIFIED, ch.Outcome)
+		err := s.requireRejected(types.ErrNotYourTurn, func(ctx sdk.Context) error {
+			_, err := s.msg.Respond(ctx, &types.MsgRespond{Challenger: o.p.addr.String(), ChallengeId: o.id, Hash: make([]byte, 32)})
+			return err
+		})
+		require.Contains(t, err.Error(), "ends moot")
+		if i == 0 {
+			res, err := s.msg.ClaimTimeout(s.Ctx, &types.MsgClaimTimeout{Sender: stranger.addr.String(), ChallengeId: o.id})
+			require.NoError(t, err)
+			require.Equal(t, types.CHALLENGE_OUTCOME_MOOT, res.Outcome, "claimed before its deadline: the checkpoint is rejected")
+		} else {
+			s.advanceTo(ch.Deadline + 1)
+		}
+		ch = s.challenge(o.id)
 		require.Equal(t, types.CHALLENGE_OUTCOME_MOOT, ch.Outcome)
 		require.Equal(t, types.GAME_TURN_DONE, ch.Turn)
 		require.Equal(t, fc.challengerBals[o.p.addr.String()].Add(ch.Bond.Amount), s.Balance(o.p.addr), "bond returned")
@@ -420,6 +474,9 @@ func TestConcurrentChallengesLyingProvider(t *testing.T) {
 			_, err := s.msg.Respond(ctx, &types.MsgRespond{Challenger: o.p.addr.String(), ChallengeId: o.id, Hash: make([]byte, 32)})
 			return err
 		})
+	}
+	for _, i := range []uint64{0, 1} {
+		require.Zero(t, s.checkpoint(s.lease.Id, i).OpenChallenges)
 	}
 	require.True(t, s.ModuleBalance(types.ModuleName).IsZero())
 	// No deadline of a finished game is left behind.
@@ -466,7 +523,6 @@ func TestChallengeRejections(t *testing.T) {
 	s := newScenario(t, 16, 16)
 	prov := s.honest(0, 16)
 	s.submitCheckpoint(prov, s.lease.Id, 0)
-	s.setVerifyParams(func(p *types.Params) { p.MaxChallengesPerCheckpoint = 2 })
 	liar := s.liar(s.account("liar"), 0, 16, 3, false)
 	challenge := func(m *types.MsgChallenge) func(sdk.Context) error {
 		return func(ctx sdk.Context) error { _, err := s.msg.Challenge(ctx, m); return err }
@@ -506,11 +562,6 @@ func TestChallengeRejections(t *testing.T) {
 			s.requireRejected(tc.want, challenge(tc.msg))
 		})
 	}
-
-	// The cap counts open challenges.
-	s.openChallenge(liar, s.lease.Id, 0)
-	s.openChallenge(s.liar(s.account("liar-2"), 0, 16, 5, false), s.lease.Id, 0)
-	s.requireRejected(types.ErrTooManyChallenges, challenge(challengeMsg(s.liar(s.account("liar-3"), 0, 16, 6, false), s.lease.Id, 0)))
 }
 
 func TestChallengeContainerWorkloadNotAdjudicable(t *testing.T) {
@@ -568,10 +619,9 @@ func TestMoveRejections(t *testing.T) {
 		return func(ctx sdk.Context) error { _, err := s.msg.RevealHash(ctx, m); return err }
 	}
 	s.requireRejected(types.ErrNotLeaseProvider, reveal(func(m *types.MsgRevealHash) { m.Provider = stranger.String() }))
-	s.requireRejected(types.ErrNoGameWaiting, reveal(func(m *types.MsgRevealHash) {
-		h, proof, _ := liar.trace.Open(4)
-		m.Step, m.Hash, m.Proof = 4, h[:], proof
-	}))
+	// Any step strictly inside the checkpoint may be revealed while a game is open (a
+	// reveal costs one write, whatever games it serves); steps outside it may not.
+	s.requireRejected(types.ErrNoGameWaiting, reveal(func(m *types.MsgRevealHash) { m.Step = 17 }))
 	s.requireRejected(types.ErrAlreadyRevealed, reveal(func(m *types.MsgRevealHash) { m.Step = 0 }))
 	s.requireRejected(types.ErrAlreadyRevealed, reveal(func(m *types.MsgRevealHash) { m.Step = 16 }))
 	s.requireRejected(types.ErrInvalidProof, reveal(func(m *types.MsgRevealHash) { m.Hash = s.run.hashes[8][:] }))
@@ -623,7 +673,7 @@ func TestMoveRejections(t *testing.T) {
 	ch = s.challenge(id)
 	require.Equal(t, uint64(5), ch.Lo)
 	require.Equal(t, uint64(6), ch.Hi)
-	require.ErrorIs(t, s.game(id, liar, v, nil).reveal(s.Ctx, 7), types.ErrNoGameWaiting)
+	require.ErrorIs(t, s.game(id, liar, v, nil).reveal(s.Ctx, 16), types.ErrAlreadyRevealed, "h_end is committed with the checkpoint")
 	require.ErrorIs(t, s.game(id, liar, v, nil).reveal(s.Ctx, 6), types.ErrAlreadyRevealed)
 	s.requireRejected(types.ErrNotYourTurn, func(ctx sdk.Context) error { _, err := s.msg.Respond(ctx, g.respondMsg(6)); return err })
 
@@ -700,7 +750,6 @@ func TestBisectionFindsFirstDisagreement(t *testing.T) {
 	for _, n := range []uint64{1, 2, 3, 5, 7, 8, 12, 33} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			s := newScenario(t, n+10, n+10)
-			s.setVerifyParams(func(p *types.Params) { p.MaxChallengesPerCheckpoint = 64 })
 			prov := s.honest(0, n)
 			cp := s.submitCheckpoint(prov, s.lease.Id, 0)
 			var games []*game

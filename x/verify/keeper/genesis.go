@@ -5,11 +5,19 @@ import (
 
 	"cosmossdk.io/collections"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// InitGenesis loads the state and rebuilds the deadline indexes from it.
+// InitGenesis loads the state and rebuilds the deadline indexes from it: the
+// finalization queue and the audit draws of pending checkpoints, the move deadlines of
+// open games. It also holds the params to the rule that spans x/verify and x/stakingext
+// (whose genesis runs first): unbonding_blocks must cover the challenge window and the
+// longest dispute.
 func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
+	if err := k.checkUnbondingCover(ctx, gs.Params); err != nil {
+		return err
+	}
 	if err := k.Params.Set(ctx, gs.Params); err != nil {
 		return err
 	}
@@ -20,6 +28,11 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		if cp.Status == types.CHECKPOINT_STATUS_PENDING {
 			if err := k.FinalizationQueue.Set(ctx, collections.Join3(cp.ChallengeDeadline, cp.LeaseId, cp.Index)); err != nil {
 				return err
+			}
+			if cp.AuditRequested > 0 && !cp.AuditDrawn {
+				if err := k.AuditDrawQueue.Set(ctx, collections.Join3(cp.SubmittedHeight+1, cp.LeaseId, cp.Index)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -34,7 +47,18 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		}
 	}
 	for _, o := range gs.Openings {
-		if err := k.Openings.Set(ctx, collections.Join3(o.LeaseId, o.CheckpointIndex, o.Step), o.Hash); err != nil {
+		key := collections.Join3(o.LeaseId, o.CheckpointIndex, o.Step)
+		if err := k.Openings.Set(ctx, key, o.Hash); err != nil {
+			return err
+		}
+		if o.RevealedHeight != 0 {
+			if err := k.OpeningHeights.Set(ctx, key, o.RevealedHeight); err != nil {
+				return err
+			}
+		}
+	}
+	for _, a := range gs.Audits {
+		if err := k.Assignments.Set(ctx, auditKey(a.LeaseId, a.CheckpointIndex, a.Auditor), a); err != nil {
 			return err
 		}
 	}
@@ -61,7 +85,17 @@ func (k Keeper) ExportGenesis(ctx context.Context) (*types.GenesisState, error) 
 		return nil, err
 	}
 	if err := k.Openings.Walk(ctx, nil, func(key collections.Triple[uint64, uint64, uint64], h []byte) (bool, error) {
-		gs.Openings = append(gs.Openings, types.Opening{LeaseId: key.K1(), CheckpointIndex: key.K2(), Step: key.K3(), Hash: h})
+		revealed, _, err := keeperutil.Optional(k.OpeningHeights.Get(ctx, key))
+		if err != nil {
+			return true, err
+		}
+		gs.Openings = append(gs.Openings, types.Opening{LeaseId: key.K1(), CheckpointIndex: key.K2(), Step: key.K3(), Hash: h, RevealedHeight: revealed})
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := k.Assignments.Walk(ctx, nil, func(_ AuditKey, a types.Audit) (bool, error) {
+		gs.Audits = append(gs.Audits, a)
 		return false, nil
 	}); err != nil {
 		return nil, err

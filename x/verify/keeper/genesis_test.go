@@ -113,6 +113,9 @@ func TestGenesisRoundTripMidGame(t *testing.T) {
 	require.Equal(t, types.GAME_TURN_CHALLENGER, s.challenge(idb).Turn)
 	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, ga.play(s.run).Outcome)
 	s.requireFraudPunished(fc, ida, a)
+	require.Equal(t, types.CHALLENGE_OUTCOME_UNSPECIFIED, s.challenge(idb).Outcome, "B ends moot when it next moves or times out")
+	_, err = s.msg.ClaimTimeout(s.Ctx, &types.MsgClaimTimeout{Sender: a.addr.String(), ChallengeId: idb})
+	require.NoError(t, err)
 	require.Equal(t, types.CHALLENGE_OUTCOME_MOOT, s.challenge(idb).Outcome)
 	// New challenge ids continue after the imported ones.
 	require.Equal(t, idb+1, func() uint64 { n, err := s.Verify.NextChallengeID.Peek(s.Ctx); require.NoError(t, err); return n }())

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
@@ -62,6 +63,9 @@ func (q queryServer) Challenge(ctx context.Context, req *types.QueryChallengeReq
 	if err != nil {
 		return nil, keeperutil.LookupStatus(err)
 	}
+	if ch, err = q.Effective(sdk.UnwrapSDKContext(ctx), ch); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	return &types.QueryChallengeResponse{Challenge: ch}, nil
 }
 
@@ -103,7 +107,60 @@ func (q queryServer) Challenges(ctx context.Context, req *types.QueryChallengesR
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	// Games show as they stand now: a reveal moved the games waiting on it to their
+	// challengers (effective).
+	for i := range chs {
+		if chs[i], err = q.Effective(sdk.UnwrapSDKContext(ctx), chs[i]); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	return &types.QueryChallengesResponse{Challenges: chs, Pagination: page}, nil
+}
+
+// Audits lists audit assignments: a checkpoint's (lease_id, checkpoint_index), in auditor
+// order, or an auditor's, in (lease, index) order through the auditor index.
+func (q queryServer) Audits(ctx context.Context, req *types.QueryAuditsRequest) (*types.QueryAuditsResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	keep := func(a types.Audit) bool { return !req.OpenOnly || a.Status == types.AUDIT_STATUS_ASSIGNED }
+	var (
+		audits []types.Audit
+		page   *query.PageResponse
+		err    error
+	)
+	switch {
+	case req.Auditor != "" && req.LeaseId != 0:
+		return nil, status.Error(codes.InvalidArgument, "filter by auditor or by lease_id and checkpoint_index, not both")
+	case req.Auditor != "":
+		_, auditor, perr := keeperutil.ParseAddressCanonical(q.addressCodec, "auditor", req.Auditor)
+		if perr != nil {
+			return nil, status.Error(codes.InvalidArgument, perr.Error())
+		}
+		audits, page, err = query.CollectionFilteredPaginate(ctx, q.auditsByAuditor, req.Pagination,
+			func(key collections.Pair[string, AuditKey], _ collections.NoValue) (bool, error) {
+				a, err := q.Assignments.Get(ctx, key.K2())
+				return err == nil && keep(a), err
+			},
+			func(key collections.Pair[string, AuditKey], _ collections.NoValue) (types.Audit, error) {
+				return q.Assignments.Get(ctx, key.K2())
+			},
+			query.WithCollectionPaginationPairPrefix[string, AuditKey](auditor))
+	case req.LeaseId != 0:
+		audits, page, err = query.CollectionFilteredPaginate(ctx, q.Assignments, req.Pagination,
+			func(_ AuditKey, a types.Audit) (bool, error) { return keep(a), nil },
+			func(_ AuditKey, a types.Audit) (types.Audit, error) { return a, nil },
+			func(o *query.CollectionsPaginateOptions[AuditKey]) {
+				prefix := collections.TripleSuperPrefix[uint64, uint64, string](req.LeaseId, req.CheckpointIndex)
+				o.Prefix = &prefix
+			})
+	default:
+		return nil, status.Error(codes.InvalidArgument, "set auditor, or lease_id (and checkpoint_index)")
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &types.QueryAuditsResponse{Audits: audits, Pagination: page}, nil
 }
 
 func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootRequest) (*types.QueryDataRootResponse, error) {

@@ -29,6 +29,9 @@ func TestQueries(t *testing.T) {
 		cps = append(cps, s.submitCheckpoint(s.honest(16*i, 16*(i+1)), s.lease.Id, i))
 		s.nextBlock()
 	}
+	for i := range cps {
+		cps[i] = s.checkpoint(s.lease.Id, uint64(i)) // as the audit draws left them
+	}
 
 	params, err := q.Params(s.Ctx, &types.QueryParamsRequest{})
 	require.NoError(t, err)
@@ -37,7 +40,8 @@ func TestQueries(t *testing.T) {
 	// Checkpoint and Checkpoints.
 	one, err := q.Checkpoint(s.Ctx, &types.QueryCheckpointRequest{LeaseId: s.lease.Id, Index: 1})
 	require.NoError(t, err)
-	require.Equal(t, cps[1], one.Checkpoint)
+	require.Equal(t, s.checkpoint(s.lease.Id, 1), one.Checkpoint)
+	require.True(t, one.Checkpoint.AuditDrawn, "the audit draw ran at the block after submission")
 	_, err = q.Checkpoint(s.Ctx, &types.QueryCheckpointRequest{LeaseId: s.lease.Id, Index: 7})
 	requireCode(t, err, codes.NotFound)
 	_, err = q.Checkpoint(s.Ctx, nil)

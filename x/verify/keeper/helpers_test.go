@@ -1,6 +1,7 @@
 package keeper_test
 
 import (
+	"cosmossdk.io/math"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -86,10 +87,27 @@ var (
 	coin = keepers.Coin
 )
 
-// requireInvariants fails when any verify, market or stakingext invariant is broken.
+// requireInvariants fails when any verify, market or stakingext invariant is broken, or
+// the audit fees the escrows spent are not what x/verify holds and paid.
 func (e *env) requireInvariants() {
 	e.t.Helper()
 	e.RequireInvariants(e.t, keeper.AllInvariants(e.Verify), marketkeeper.AllInvariants(e.Market))
+	spent, accounted := math.ZeroInt(), math.ZeroInt()
+	require.NoError(e.t, e.Market.Jobs.Walk(e.Ctx, nil, func(_ uint64, j markettypes.Job) (bool, error) {
+		if !j.AuditFees.Amount.IsNil() {
+			spent = spent.Add(j.AuditFees.Amount)
+		}
+		return false, nil
+	}))
+	require.NoError(e.t, e.Verify.Assignments.Walk(e.Ctx, nil, func(_ keeper.AuditKey, a types.Audit) (bool, error) {
+		if a.Settled {
+			accounted = accounted.Add(a.Paid.Amount)
+		} else {
+			accounted = accounted.Add(a.Fee.Amount)
+		}
+		return false, nil
+	}))
+	require.True(e.t, spent.Equal(accounted), "audit fees: the escrows spent %s, x/verify holds and paid %s", spent, accounted)
 }
 
 // ---- params ----
@@ -225,9 +243,13 @@ func (e *env) checkpoint(leaseID, index uint64) types.Checkpoint {
 	return cp
 }
 
+// challenge is a game as it stands now, as the Challenge query shows it: a reveal has
+// moved the games waiting on it to their challengers (Keeper.Effective).
 func (e *env) challenge(id uint64) types.Challenge {
 	e.t.Helper()
 	ch, err := e.Verify.GetChallenge(e.Ctx, id)
+	require.NoError(e.t, err)
+	ch, err = e.Verify.Effective(e.Ctx, ch)
 	require.NoError(e.t, err)
 	return ch
 }

@@ -34,6 +34,19 @@ func (i ChallengeIndexes) IndexesList() []collections.Index[uint64, types.Challe
 	return []collections.Index[uint64, types.Challenge]{i.Checkpoint}
 }
 
+// AuditKey identifies an audit assignment: (lease, checkpoint index, auditor).
+type AuditKey = collections.Triple[uint64, uint64, string]
+
+// AuditIndexes finds an auditor's assignments.
+type AuditIndexes struct {
+	Auditor *indexes.Multi[string, AuditKey, types.Audit]
+}
+
+// IndexesList implements collections.Indexes.
+func (i AuditIndexes) IndexesList() []collections.Index[AuditKey, types.Audit] {
+	return []collections.Index[AuditKey, types.Audit]{i.Auditor}
+}
+
 // Keeper of x/verify.
 type Keeper struct {
 	cdc          codec.BinaryCodec
@@ -45,6 +58,7 @@ type Keeper struct {
 	marketKeeper   types.MarketKeeper
 	providerKeeper types.ProviderKeeper
 	shardKeeper    types.ShardKeeper
+	distrKeeper    types.DistributionKeeper
 
 	Schema      collections.Schema
 	Params      collections.Item[types.Params]
@@ -54,6 +68,16 @@ type Keeper struct {
 	// every game on that checkpoint reuses them, so sybil challengers cannot make the
 	// provider answer the same question twice.
 	Openings collections.Map[collections.Triple[uint64, uint64, uint64], []byte]
+	// OpeningHeights are the heights the openings were revealed at. A reveal does not
+	// touch the games waiting on it (however many sham games there are, it costs the
+	// provider one write): each such game reads that height when it next moves and
+	// passes the turn to its challenger then (effective).
+	OpeningHeights collections.Map[collections.Triple[uint64, uint64, uint64], int64]
+	// Assignments are the auditors drawn for each checkpoint, by (lease, index, auditor).
+	Assignments *collections.IndexedMap[AuditKey, types.Audit, AuditIndexes]
+	// AuditDrawQueue: (height, lease, index) of checkpoints whose auditors are drawn at
+	// the end of height (the block after submission, whose hash is the draw's seed).
+	AuditDrawQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
 	// FinalizationQueue: (height, lease, index) of checkpoints whose window closes at height.
 	FinalizationQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
 	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
@@ -64,6 +88,8 @@ type Keeper struct {
 	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
 	// with a lease prefix. It is a view of the index's entries, not state of its own.
 	challengesByLease collections.KeySet[collections.Pair[uint64, CheckpointKey]]
+	// auditsByAuditor reads the Assignments.Auditor index as a key set, for pagination.
+	auditsByAuditor collections.KeySet[collections.Pair[string, AuditKey]]
 }
 
 // NewKeeper builds the keeper and its state schema.
@@ -76,6 +102,7 @@ func NewKeeper(
 	mk types.MarketKeeper,
 	pk types.ProviderKeeper,
 	sk types.ShardKeeper,
+	dk types.DistributionKeeper,
 	authority string,
 ) Keeper {
 	if _, err := addressCodec.StringToBytes(authority); err != nil {
@@ -95,6 +122,7 @@ func NewKeeper(
 		marketKeeper:   mk,
 		providerKeeper: pk,
 		shardKeeper:    sk,
+		distrKeeper:    dk,
 		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
 		Checkpoints:    collections.NewMap(sb, types.CheckpointsKey, "checkpoints", cpKeyCodec, codec.CollValue[types.Checkpoint](cdc)),
 		Challenges: collections.NewIndexedMap(sb, types.ChallengesKey, "challenges", collections.Uint64Key, codec.CollValue[types.Challenge](cdc),
@@ -109,6 +137,15 @@ func NewKeeper(
 		MoveDeadlines: collections.NewKeySet(sb, types.MoveDeadlinesKey, "move_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		NextChallengeID: collections.NewSequence(sb, types.NextChallengeIDKey, "next_challenge_id"),
+		OpeningHeights: collections.NewMap(sb, types.OpeningHeightsKey, "opening_heights",
+			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.Int64Value),
+		Assignments: collections.NewIndexedMap(sb, types.AuditsKey, "audits",
+			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.StringKey), codec.CollValue[types.Audit](cdc),
+			AuditIndexes{Auditor: indexes.NewMulti(sb, types.AuditsByAuditor, "audits_by_auditor", collections.StringKey,
+				collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.StringKey),
+				func(_ AuditKey, a types.Audit) (string, error) { return a.Auditor, nil })}),
+		AuditDrawQueue: collections.NewKeySet(sb, types.AuditDrawQueueKey, "audit_draw_queue",
+			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
 	}
 	schema, err := sb.Build()
 	if err != nil {
@@ -119,7 +156,20 @@ func NewKeeper(
 	views := collections.NewSchemaBuilder(storeService)
 	k.challengesByLease = collections.NewKeySet(views, types.ChallengesByCheckpoint, "challenges_by_checkpoint",
 		collections.PairKeyCodec(collections.Uint64Key, cpKeyCodec))
+	k.auditsByAuditor = collections.NewKeySet(views, types.AuditsByAuditor, "audits_by_auditor",
+		collections.PairKeyCodec(collections.StringKey, collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.StringKey)))
 	return k
+}
+
+// RequiredUnbondingBlocks is how long an unbonding must stay slashable for the current
+// params (types.Params.RequiredUnbondingBlocks); x/stakingext checks its
+// unbonding_blocks against it.
+func (k Keeper) RequiredUnbondingBlocks(ctx context.Context) (uint64, error) {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return params.RequiredUnbondingBlocks(), nil
 }
 
 // Authority is the address allowed to change params.

@@ -39,11 +39,13 @@ func (s msgServer) SubmitCheckpoint(ctx context.Context, msg *types.MsgSubmitChe
 }
 
 func (s msgServer) Challenge(ctx context.Context, msg *types.MsgChallenge) (*types.MsgChallengeResponse, error) {
-	challenger, err := keeperutil.ParseAddress(s.k.addressCodec, "challenger", msg.Challenger)
+	challenger, challengerText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "challenger", msg.Challenger)
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.k.openChallenge(sdk.UnwrapSDKContext(ctx), challenger, msg)
+	canonical := *msg
+	canonical.Challenger = challengerText
+	id, err := s.k.openChallenge(sdk.UnwrapSDKContext(ctx), challenger, &canonical)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +73,54 @@ func (s msgServer) Step(ctx context.Context, msg *types.MsgStep) (*types.MsgStep
 		return nil, err
 	}
 	return &types.MsgStepResponse{Outcome: outcome}, nil
+}
+
+func (s msgServer) ClaimTimeout(ctx context.Context, msg *types.MsgClaimTimeout) (*types.MsgClaimTimeoutResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "sender", msg.Sender); err != nil {
+		return nil, err
+	}
+	outcome, err := s.k.claimTimeout(sdk.UnwrapSDKContext(ctx), msg)
+	if err != nil {
+		return nil, err
+	}
+	return &types.MsgClaimTimeoutResponse{Outcome: outcome}, nil
+}
+
+func (s msgServer) Attest(ctx context.Context, msg *types.MsgAttest) (*types.MsgAttestResponse, error) {
+	_, auditor, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "auditor", msg.Auditor)
+	if err != nil {
+		return nil, err
+	}
+	canonical := *msg
+	canonical.Auditor = auditor
+	if err := s.k.attest(sdk.UnwrapSDKContext(ctx), &canonical); err != nil {
+		return nil, err
+	}
+	return keeperutil.Respond(ctx, &types.MsgAttestResponse{}, &types.EventAuditAttested{
+		LeaseId: msg.LeaseId, CheckpointIndex: msg.CheckpointIndex, Auditor: auditor, TraceRoot: msg.TraceRoot,
+	})
+}
+
+func (s msgServer) ReportUnavailable(ctx context.Context, msg *types.MsgReportUnavailable) (*types.MsgReportUnavailableResponse, error) {
+	_, auditor, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "auditor", msg.Auditor)
+	if err != nil {
+		return nil, err
+	}
+	canonical := *msg
+	canonical.Auditor = auditor
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	cp, err := s.k.reportUnavailable(sdkCtx, &canonical)
+	if err != nil {
+		return nil, err
+	}
+	params, err := s.k.Params.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	withheld := params.Withheld(cp.UnavailableReports, cp.Auditors)
+	return keeperutil.Respond(ctx, &types.MsgReportUnavailableResponse{Withheld: withheld}, &types.EventUnavailabilityReported{
+		LeaseId: cp.LeaseId, CheckpointIndex: cp.Index, Auditor: auditor, Reports: cp.UnavailableReports, Auditors: cp.Auditors, Withheld: withheld,
+	})
 }
 
 func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams) (*types.MsgUpdateParamsResponse, error) {

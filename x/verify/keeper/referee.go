@@ -51,6 +51,9 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if err != nil {
 		return 0, err
 	}
+	if err := checkPending(ch, cp); err != nil {
+		return 0, err
+	}
 	if cp.WorkloadVersion != types.ReferenceWorkloadVersion {
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "workload version %d", cp.WorkloadVersion)
 	}

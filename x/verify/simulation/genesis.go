@@ -33,24 +33,42 @@ func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
 	})
 }
 
-// RandomParams draws valid params whose challenger bond is in denom. Windows and move
-// timeouts are a few blocks, so that a short run finalizes checkpoints and plays games
-// to their end (by moves or by timeouts). The referee's cost cap always admits the
-// reference workload, so honest challengers can win.
+// MaxRequiredUnbondingBlocks is the most RandomParams can ask of x/stakingext's
+// unbonding_blocks (its challenge window plus longest dispute); the x/stakingext
+// simulation draws unbonding_blocks above it, so every proposal either module makes
+// passes the rule that spans them.
+var MaxRequiredUnbondingBlocks = maxChallengeWindow + (2*types.MaxBisectionRounds+1)*maxMoveTimeout
+
+const (
+	maxChallengeWindow = 10
+	maxMoveTimeout     = 8
+)
+
+// RandomParams draws valid params whose challenger bond and audit fee are in denom.
+// Windows and move timeouts are a few blocks, so that a short run finalizes checkpoints
+// and plays games to their end (by moves or by timeouts). The referee's cost cap always
+// admits the reference workload, so honest challengers can win.
 func RandomParams(r *rand.Rand, denom string) types.Params {
+	providerShare := r.Int63n(50)
 	return types.Params{
-		ChallengeWindow:            uint64(2 + r.Intn(9)),
-		MoveTimeout:                uint64(2 + r.Intn(7)),
-		ChallengerBond:             sdk.NewInt64Coin(denom, 1+r.Int63n(1_000_000)),
-		FraudSlashFraction:         math.LegacyNewDecWithPrec(1+r.Int63n(100), 2),
-		WhistleblowerShare:         math.LegacyNewDecWithPrec(r.Int63n(101), 2),
-		MaxChallengesPerCheckpoint: uint32(1 + r.Intn(4)),
-		MaxStepMacs:                1 << 26,
-		GasPerMac:                  uint64(1 + r.Intn(2)),
-		GasPerHash:                 uint64(1 + r.Intn(100)),
-		GasPerByte:                 uint64(1 + r.Intn(3)),
-		MaxDeadlinesPerBlock:       uint32(1 + r.Intn(50)),
-		MaxMetrics:                 uint32(1 + r.Intn(8)),
+		ChallengeWindow:         uint64(2 + r.Intn(maxChallengeWindow-1)),
+		MoveTimeout:             uint64(2 + r.Intn(maxMoveTimeout-1)),
+		ChallengerBond:          sdk.NewInt64Coin(denom, 1+r.Int63n(1_000_000)),
+		FraudSlashFraction:      math.LegacyNewDecWithPrec(1+r.Int63n(100), 2),
+		WhistleblowerShare:      math.LegacyNewDecWithPrec(r.Int63n(101), 2),
+		MaxStepMacs:             1 << 26,
+		GasPerMac:               uint64(1 + r.Intn(2)),
+		GasPerHash:              uint64(1 + r.Intn(100)),
+		GasPerByte:              uint64(1 + r.Intn(3)),
+		MaxDeadlinesPerBlock:    uint32(1 + r.Intn(50)),
+		MaxMetrics:              uint32(1 + r.Intn(8)),
+		LostBondProviderShare:   math.LegacyNewDecWithPrec(providerShare, 2),
+		LostBondOwnerShare:      math.LegacyNewDecWithPrec(r.Int63n(101-providerShare), 2),
+		OwnerCompensationRatio:  math.LegacyNewDecWithPrec(r.Int63n(301), 2),
+		AuditFeePerStep:         sdk.NewInt64Coin(denom, r.Int63n(1000)),
+		AuditFraudSlashFraction: math.LegacyNewDecWithPrec(1+r.Int63n(100), 2),
+		AuditMissSlashFraction:  math.LegacyNewDecWithPrec(1+r.Int63n(10), 2),
+		WithheldThreshold:       math.LegacyNewDecWithPrec(r.Int63n(100), 2),
 	}
 }
 

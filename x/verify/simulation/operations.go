@@ -27,12 +27,18 @@ const (
 	OpWeightMsgRevealHash       = "op_weight_msg_reveal_hash"
 	OpWeightMsgRespond          = "op_weight_msg_respond"
 	OpWeightMsgStep             = "op_weight_msg_step"
+	OpWeightMsgClaimTimeout     = "op_weight_msg_claim_timeout"
+	OpWeightMsgAttest           = "op_weight_msg_attest"
+	OpWeightMsgReportUnavail    = "op_weight_msg_report_unavailable"
 
 	DefaultWeightMsgSubmitCheckpoint = 50
 	DefaultWeightMsgChallenge        = 30
 	DefaultWeightMsgRevealHash       = 40
 	DefaultWeightMsgRespond          = 40
 	DefaultWeightMsgStep             = 30
+	DefaultWeightMsgClaimTimeout     = 15
+	DefaultWeightMsgAttest           = 40
+	DefaultWeightMsgReportUnavail    = 10
 )
 
 // lieChance is how often (in percent) a provider commits a made-up trace, and
@@ -64,6 +70,7 @@ func WeightedOperations(appParams simtypes.AppParams, d Deps) simulation.Weighte
 	d.Module = types.ModuleName
 	return simutil.WeightedOperations(appParams,
 		SimulateMsgSubmitCheckpoint(d), SimulateMsgChallenge(d), SimulateMsgRevealHash(d), SimulateMsgRespond(d), SimulateMsgStep(d),
+		SimulateMsgClaimTimeout(d), SimulateMsgAttest(d), SimulateMsgReportUnavailable(d),
 	)
 }
 
@@ -301,7 +308,7 @@ func SimulateMsgChallenge(d Deps) simutil.Weighted {
 					return o.DeliverInvalid(provider, msg, types.ErrSelfChallenge, "provider challenges its own checkpoint")
 				}
 			case 1:
-				if prov.honest && cp.OpenChallenges < params.MaxChallengesPerCheckpoint && challenger.Address.String() != cp.Provider {
+				if prov.honest && challenger.Address.String() != cp.Provider {
 					*msg = challengeMsg(challenger.Address.String(), cp, honest)
 					return o.DeliverInvalid(challenger, msg, types.ErrNoDisagreement, "verifier agrees with the checkpoint")
 				}
@@ -318,9 +325,6 @@ func SimulateMsgChallenge(d Deps) simutil.Weighted {
 			tr = lie(w.run.hashes, cp.StartStep, cp.EndStep, saltOf("challenger", challenger.Address.String(), cp.LeaseId, cp.Index))
 		}
 		*msg = challengeMsg(challenger.Address.String(), cp, tr)
-		if cp.OpenChallenges >= params.MaxChallengesPerCheckpoint {
-			return o.DeliverInvalid(challenger, msg, types.ErrTooManyChallenges, "checkpoint has the most open games allowed")
-		}
 		return o.Deliver(challenger, msg, sdk.NewCoins(params.ChallengerBond))
 	})
 }
@@ -352,7 +356,11 @@ type game struct {
 // and recognizes both parties' traces.
 func (d Deps) waitingGame(ctx sdk.Context, r *rand.Rand, turn types.GameTurn) (game, string) {
 	var waiting []types.Challenge
-	if err := d.Keeper.Challenges.Walk(ctx, nil, func(_ uint64, ch types.Challenge) (bool, error) {
+	if err := d.Keeper.Challenges.Walk(ctx, nil, func(_ uint64, stored types.Challenge) (bool, error) {
+		ch, err := d.Keeper.Effective(ctx, stored)
+		if err != nil {
+			return true, err
+		}
 		if ch.Outcome == types.CHALLENGE_OUTCOME_UNSPECIFIED && ch.Turn == turn && ctx.BlockHeight() <= ch.Deadline {
 			waiting = append(waiting, ch)
 		}
@@ -367,6 +375,9 @@ func (d Deps) waitingGame(ctx sdk.Context, r *rand.Rand, turn types.GameTurn) (g
 	cp, err := d.Keeper.GetCheckpoint(ctx, ch.LeaseId, ch.CheckpointIndex)
 	if err != nil {
 		return game{}, err.Error()
+	}
+	if cp.Status != types.CHECKPOINT_STATUS_PENDING {
+		return game{}, fmt.Sprintf("checkpoint %d/%d is %s: its games end moot", cp.LeaseId, cp.Index, cp.Status)
 	}
 	w, err := d.workFor(ctx, cp.JobId, cp.Worker, cp.EndStep)
 	if err != nil {

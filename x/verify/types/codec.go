@@ -16,6 +16,9 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgRespond{}, "depinchain/x/verify/MsgRespond")
 	legacy.RegisterAminoMsg(cdc, &MsgStep{}, "depinchain/x/verify/MsgStep")
 	legacy.RegisterAminoMsg(cdc, &MsgUpdateParams{}, "depinchain/x/verify/MsgUpdateParams")
+	legacy.RegisterAminoMsg(cdc, &MsgClaimTimeout{}, "depinchain/x/verify/MsgClaimTimeout")
+	legacy.RegisterAminoMsg(cdc, &MsgAttest{}, "depinchain/x/verify/MsgAttest")
+	legacy.RegisterAminoMsg(cdc, &MsgReportUnavailable{}, "depinchain/x/verify/MsgReportUnavail")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
 }
 
@@ -23,6 +26,7 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 	registry.RegisterImplementations((*sdk.Msg)(nil),
 		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
+		&MsgClaimTimeout{}, &MsgAttest{}, &MsgReportUnavailable{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

@@ -14,6 +14,8 @@ var (
 	ErrCheckpointNotFound = errors.Register(ModuleName, 9, "checkpoint not found")
 	ErrNotChallengeable   = errors.Register(ModuleName, 10, "checkpoint cannot be challenged")
 	ErrNotAdjudicable     = errors.Register(ModuleName, 11, "workload cannot be adjudicated on-chain")
+	// ErrTooManyChallenges is no longer returned: consensus version 2 removed the cap on
+	// challenges per checkpoint. The code stays registered so that it is never reused.
 	ErrTooManyChallenges  = errors.Register(ModuleName, 12, "checkpoint has the maximum number of open challenges")
 	ErrChallengeNotFound  = errors.Register(ModuleName, 13, "challenge not found")
 	ErrNotYourTurn        = errors.Register(ModuleName, 14, "not this party's turn")
@@ -28,4 +30,10 @@ var (
 	ErrNoDisagreement     = errors.Register(ModuleName, 23, "challenger agrees with the checkpoint")
 	ErrUnsupportedData    = errors.Register(ModuleName, 24, "training data not available to the referee")
 	ErrMoveTooLate        = errors.Register(ModuleName, 25, "the move's deadline has passed")
+	ErrNotDue             = errors.Register(ModuleName, 26, "the deadline has not passed")
+	ErrNotAssigned        = errors.Register(ModuleName, 27, "not assigned to audit this checkpoint")
+	ErrAlreadyAnswered    = errors.Register(ModuleName, 28, "audit already answered")
+	ErrAttestationDiffers = errors.Register(ModuleName, 29, "attested trace root differs from the checkpoint's")
+	ErrNothingToReport    = errors.Register(ModuleName, 30, "the start state is not this provider's to serve")
+	ErrInvalidGenesis     = errors.Register(ModuleName, 31, "invalid genesis state")
 )

@@ -649,6 +649,15 @@ type EventChallengeResolved struct {
 	Slashed         types.Coin       `protobuf:"bytes,8,opt,name=slashed,proto3" json:"slashed"`
 	Reward          types.Coin       `protobuf:"bytes,9,opt,name=reward,proto3" json:"reward"`
 	Bond            types.Coin       `protobuf:"bytes,10,opt,name=bond,proto3" json:"bond"`
+	// When the challenger won: owner_compensation went to the job (on top of the refunded
+	// unfinalized pay), community_pool to the pool, auditors_slashed was taken from the
+	// auditors that attested to the checkpoint (part of the pot the reward came from).
+	OwnerCompensation types.Coin `protobuf:"bytes,11,opt,name=owner_compensation,json=ownerCompensation,proto3" json:"owner_compensation"`
+	CommunityPool     types.Coin `protobuf:"bytes,12,opt,name=community_pool,json=communityPool,proto3" json:"community_pool"`
+	AuditorsSlashed   types.Coin `protobuf:"bytes,13,opt,name=auditors_slashed,json=auditorsSlashed,proto3" json:"auditors_slashed"`
+	// When the provider won: the bond's split (the rest of it went to the community pool).
+	BondToProvider types.Coin `protobuf:"bytes,14,opt,name=bond_to_provider,json=bondToProvider,proto3" json:"bond_to_provider"`
+	BondToOwner    types.Coin `protobuf:"bytes,15,opt,name=bond_to_owner,json=bondToOwner,proto3" json:"bond_to_owner"`
 }
 
 func (m *EventChallengeResolved) Reset()         { *m = EventChallengeResolved{} }
@@ -754,6 +763,465 @@ func (m *EventChallengeResolved) GetBond() types.Coin {
 	return types.Coin{}
 }
 
+func (m *EventChallengeResolved) GetOwnerCompensation() types.Coin {
+	if m != nil {
+		return m.OwnerCompensation
+	}
+	return types.Coin{}
+}
+
+func (m *EventChallengeResolved) GetCommunityPool() types.Coin {
+	if m != nil {
+		return m.CommunityPool
+	}
+	return types.Coin{}
+}
+
+func (m *EventChallengeResolved) GetAuditorsSlashed() types.Coin {
+	if m != nil {
+		return m.AuditorsSlashed
+	}
+	return types.Coin{}
+}
+
+func (m *EventChallengeResolved) GetBondToProvider() types.Coin {
+	if m != nil {
+		return m.BondToProvider
+	}
+	return types.Coin{}
+}
+
+func (m *EventChallengeResolved) GetBondToOwner() types.Coin {
+	if m != nil {
+		return m.BondToOwner
+	}
+	return types.Coin{}
+}
+
+// EventAuditAssigned tells an auditor what to check and by when.
+type EventAuditAssigned struct {
+	LeaseId         uint64     `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64     `protobuf:"varint,2,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	JobId           uint64     `protobuf:"varint,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Provider        string     `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	Auditor         string     `protobuf:"bytes,5,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	Fee             types.Coin `protobuf:"bytes,6,opt,name=fee,proto3" json:"fee"`
+	Deadline        int64      `protobuf:"varint,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	StartStep       uint64     `protobuf:"varint,8,opt,name=start_step,json=startStep,proto3" json:"start_step,omitempty"`
+	EndStep         uint64     `protobuf:"varint,9,opt,name=end_step,json=endStep,proto3" json:"end_step,omitempty"`
+}
+
+func (m *EventAuditAssigned) Reset()         { *m = EventAuditAssigned{} }
+func (m *EventAuditAssigned) String() string { return proto.CompactTextString(m) }
+func (*EventAuditAssigned) ProtoMessage()    {}
+func (*EventAuditAssigned) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{8}
+}
+func (m *EventAuditAssigned) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventAuditAssigned) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventAuditAssigned.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventAuditAssigned) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventAuditAssigned.Merge(m, src)
+}
+func (m *EventAuditAssigned) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventAuditAssigned) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventAuditAssigned.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventAuditAssigned proto.InternalMessageInfo
+
+func (m *EventAuditAssigned) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventAuditAssigned) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+func (m *EventAuditAssigned) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventAuditAssigned) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *EventAuditAssigned) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *EventAuditAssigned) GetFee() types.Coin {
+	if m != nil {
+		return m.Fee
+	}
+	return types.Coin{}
+}
+
+func (m *EventAuditAssigned) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+func (m *EventAuditAssigned) GetStartStep() uint64 {
+	if m != nil {
+		return m.StartStep
+	}
+	return 0
+}
+
+func (m *EventAuditAssigned) GetEndStep() uint64 {
+	if m != nil {
+		return m.EndStep
+	}
+	return 0
+}
+
+type EventAuditAttested struct {
+	LeaseId         uint64 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64 `protobuf:"varint,2,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	Auditor         string `protobuf:"bytes,3,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	TraceRoot       []byte `protobuf:"bytes,4,opt,name=trace_root,json=traceRoot,proto3" json:"trace_root,omitempty"`
+}
+
+func (m *EventAuditAttested) Reset()         { *m = EventAuditAttested{} }
+func (m *EventAuditAttested) String() string { return proto.CompactTextString(m) }
+func (*EventAuditAttested) ProtoMessage()    {}
+func (*EventAuditAttested) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{9}
+}
+func (m *EventAuditAttested) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventAuditAttested) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventAuditAttested.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventAuditAttested) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventAuditAttested.Merge(m, src)
+}
+func (m *EventAuditAttested) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventAuditAttested) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventAuditAttested.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventAuditAttested proto.InternalMessageInfo
+
+func (m *EventAuditAttested) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventAuditAttested) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+func (m *EventAuditAttested) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *EventAuditAttested) GetTraceRoot() []byte {
+	if m != nil {
+		return m.TraceRoot
+	}
+	return nil
+}
+
+type EventUnavailabilityReported struct {
+	LeaseId         uint64 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64 `protobuf:"varint,2,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	Auditor         string `protobuf:"bytes,3,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	Reports         uint32 `protobuf:"varint,4,opt,name=reports,proto3" json:"reports,omitempty"`
+	Auditors        uint32 `protobuf:"varint,5,opt,name=auditors,proto3" json:"auditors,omitempty"`
+	Withheld        bool   `protobuf:"varint,6,opt,name=withheld,proto3" json:"withheld,omitempty"`
+}
+
+func (m *EventUnavailabilityReported) Reset()         { *m = EventUnavailabilityReported{} }
+func (m *EventUnavailabilityReported) String() string { return proto.CompactTextString(m) }
+func (*EventUnavailabilityReported) ProtoMessage()    {}
+func (*EventUnavailabilityReported) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{10}
+}
+func (m *EventUnavailabilityReported) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventUnavailabilityReported) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventUnavailabilityReported.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventUnavailabilityReported) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventUnavailabilityReported.Merge(m, src)
+}
+func (m *EventUnavailabilityReported) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventUnavailabilityReported) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventUnavailabilityReported.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventUnavailabilityReported proto.InternalMessageInfo
+
+func (m *EventUnavailabilityReported) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventUnavailabilityReported) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+func (m *EventUnavailabilityReported) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *EventUnavailabilityReported) GetReports() uint32 {
+	if m != nil {
+		return m.Reports
+	}
+	return 0
+}
+
+func (m *EventUnavailabilityReported) GetAuditors() uint32 {
+	if m != nil {
+		return m.Auditors
+	}
+	return 0
+}
+
+func (m *EventUnavailabilityReported) GetWithheld() bool {
+	if m != nil {
+		return m.Withheld
+	}
+	return false
+}
+
+// EventAuditSettled is emitted per auditor once its checkpoint resolved (or the window
+// closed without its answer): what it was paid, what went back to the job, what it lost.
+type EventAuditSettled struct {
+	LeaseId         uint64      `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64      `protobuf:"varint,2,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	Auditor         string      `protobuf:"bytes,3,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	Status          AuditStatus `protobuf:"varint,4,opt,name=status,proto3,enum=depinchain.verify.v1.AuditStatus" json:"status,omitempty"`
+	Paid            types.Coin  `protobuf:"bytes,5,opt,name=paid,proto3" json:"paid"`
+	Refunded        types.Coin  `protobuf:"bytes,6,opt,name=refunded,proto3" json:"refunded"`
+	Slashed         types.Coin  `protobuf:"bytes,7,opt,name=slashed,proto3" json:"slashed"`
+}
+
+func (m *EventAuditSettled) Reset()         { *m = EventAuditSettled{} }
+func (m *EventAuditSettled) String() string { return proto.CompactTextString(m) }
+func (*EventAuditSettled) ProtoMessage()    {}
+func (*EventAuditSettled) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{11}
+}
+func (m *EventAuditSettled) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventAuditSettled) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventAuditSettled.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventAuditSettled) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventAuditSettled.Merge(m, src)
+}
+func (m *EventAuditSettled) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventAuditSettled) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventAuditSettled.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventAuditSettled proto.InternalMessageInfo
+
+func (m *EventAuditSettled) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventAuditSettled) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+func (m *EventAuditSettled) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *EventAuditSettled) GetStatus() AuditStatus {
+	if m != nil {
+		return m.Status
+	}
+	return AUDIT_STATUS_UNSPECIFIED
+}
+
+func (m *EventAuditSettled) GetPaid() types.Coin {
+	if m != nil {
+		return m.Paid
+	}
+	return types.Coin{}
+}
+
+func (m *EventAuditSettled) GetRefunded() types.Coin {
+	if m != nil {
+		return m.Refunded
+	}
+	return types.Coin{}
+}
+
+func (m *EventAuditSettled) GetSlashed() types.Coin {
+	if m != nil {
+		return m.Slashed
+	}
+	return types.Coin{}
+}
+
+// EventCheckpointWithheld: its auditors reported the start state unavailable.
+type EventCheckpointWithheld struct {
+	LeaseId  uint64 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Index    uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Reports  uint32 `protobuf:"varint,3,opt,name=reports,proto3" json:"reports,omitempty"`
+	Auditors uint32 `protobuf:"varint,4,opt,name=auditors,proto3" json:"auditors,omitempty"`
+}
+
+func (m *EventCheckpointWithheld) Reset()         { *m = EventCheckpointWithheld{} }
+func (m *EventCheckpointWithheld) String() string { return proto.CompactTextString(m) }
+func (*EventCheckpointWithheld) ProtoMessage()    {}
+func (*EventCheckpointWithheld) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{12}
+}
+func (m *EventCheckpointWithheld) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventCheckpointWithheld) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventCheckpointWithheld.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventCheckpointWithheld) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventCheckpointWithheld.Merge(m, src)
+}
+func (m *EventCheckpointWithheld) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventCheckpointWithheld) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventCheckpointWithheld.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventCheckpointWithheld proto.InternalMessageInfo
+
+func (m *EventCheckpointWithheld) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventCheckpointWithheld) GetIndex() uint64 {
+	if m != nil {
+		return m.Index
+	}
+	return 0
+}
+
+func (m *EventCheckpointWithheld) GetReports() uint32 {
+	if m != nil {
+		return m.Reports
+	}
+	return 0
+}
+
+func (m *EventCheckpointWithheld) GetAuditors() uint32 {
+	if m != nil {
+		return m.Auditors
+	}
+	return 0
+}
+
 type EventParamsUpdated struct {
 	Params Params `protobuf:"bytes,1,opt,name=params,proto3" json:"params"`
 }
@@ -762,7 +1230,7 @@ func (m *EventParamsUpdated) Reset()         { *m = EventParamsUpdated{} }
 func (m *EventParamsUpdated) String() string { return proto.CompactTextString(m) }
 func (*EventParamsUpdated) ProtoMessage()    {}
 func (*EventParamsUpdated) Descriptor() ([]byte, []int) {
-	return fileDescriptor_6ea678167492583e, []int{8}
+	return fileDescriptor_6ea678167492583e, []int{13}
 }
 func (m *EventParamsUpdated) XXX_Unmarshal(b []byte) error {
 	return m.Unmarshal(b)
@@ -807,68 +1275,94 @@ func init() {
 	proto.RegisterType((*EventHashRevealed)(nil), "depinchain.verify.v1.EventHashRevealed")
 	proto.RegisterType((*EventStepExecuted)(nil), "depinchain.verify.v1.EventStepExecuted")
 	proto.RegisterType((*EventChallengeResolved)(nil), "depinchain.verify.v1.EventChallengeResolved")
+	proto.RegisterType((*EventAuditAssigned)(nil), "depinchain.verify.v1.EventAuditAssigned")
+	proto.RegisterType((*EventAuditAttested)(nil), "depinchain.verify.v1.EventAuditAttested")
+	proto.RegisterType((*EventUnavailabilityReported)(nil), "depinchain.verify.v1.EventUnavailabilityReported")
+	proto.RegisterType((*EventAuditSettled)(nil), "depinchain.verify.v1.EventAuditSettled")
+	proto.RegisterType((*EventCheckpointWithheld)(nil), "depinchain.verify.v1.EventCheckpointWithheld")
 	proto.RegisterType((*EventParamsUpdated)(nil), "depinchain.verify.v1.EventParamsUpdated")
 }
 
 func init() { proto.RegisterFile("depinchain/verify/v1/events.proto", fileDescriptor_6ea678167492583e) }
 
 var fileDescriptor_6ea678167492583e = []byte{
-	// 874 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x56, 0xcf, 0x8e, 0xdb, 0x44,
-	0x18, 0x5f, 0x27, 0xce, 0x9f, 0x9d, 0x4d, 0x4a, 0x6b, 0x2d, 0xc5, 0x5d, 0x81, 0x49, 0x53, 0x09,
-	0x85, 0x03, 0xb6, 0x76, 0x2b, 0x84, 0x80, 0x0b, 0x6a, 0x29, 0x90, 0x13, 0x95, 0x0b, 0x17, 0x2e,
-	0xd1, 0xd8, 0xf3, 0x75, 0x3d, 0x8b, 0x3d, 0x63, 0xd9, 0x93, 0xb0, 0xe5, 0xc6, 0x1b, 0xf4, 0x31,
-	0x38, 0xf0, 0x10, 0x88, 0x53, 0x8f, 0x3d, 0x72, 0x42, 0x68, 0xf7, 0x05, 0x78, 0x04, 0x34, 0xdf,
-	0xd8, 0x5e, 0x27, 0x8d, 0xaa, 0xb4, 0x87, 0xbd, 0x7d, 0x7f, 0xfd, 0xfd, 0xfb, 0xfd, 0x46, 0x26,
-	0x77, 0x19, 0xe4, 0x5c, 0xc4, 0x09, 0xe5, 0x22, 0x58, 0x41, 0xc1, 0x9f, 0x3e, 0x0b, 0x56, 0xc7,
-	0x01, 0xac, 0x40, 0xa8, 0xd2, 0xcf, 0x0b, 0xa9, 0xa4, 0x73, 0x78, 0x15, 0xe2, 0x9b, 0x10, 0x7f,
-	0x75, 0x7c, 0xe4, 0xc5, 0xb2, 0xcc, 0x64, 0x19, 0x44, 0xb4, 0x84, 0x60, 0x75, 0x1c, 0x81, 0xa2,
-	0xc7, 0x41, 0x2c, 0xb9, 0x30, 0x59, 0x47, 0x87, 0xa7, 0xf2, 0x54, 0xa2, 0x18, 0x68, 0xa9, 0xb2,
-	0x6e, 0x2f, 0x57, 0x7d, 0x15, 0x43, 0xa6, 0x7f, 0x74, 0x89, 0xfb, 0x48, 0xd7, 0x7f, 0x98, 0x40,
-	0xfc, 0x73, 0x2e, 0xb9, 0x50, 0x4f, 0x96, 0x51, 0xc6, 0x95, 0x02, 0xe6, 0xdc, 0x21, 0xc3, 0x14,
-	0x68, 0x09, 0x0b, 0xce, 0x5c, 0x6b, 0x62, 0xcd, 0xec, 0x70, 0x80, 0xfa, 0x9c, 0x39, 0x87, 0xa4,
-	0xc7, 0x05, 0x83, 0x73, 0xb7, 0x83, 0x76, 0xa3, 0x38, 0xef, 0x92, 0xfe, 0x99, 0x8c, 0x74, 0x78,
-	0xd7, 0x98, 0xcf, 0x64, 0x34, 0x67, 0xce, 0x11, 0x19, 0xe6, 0x85, 0x5c, 0x71, 0x06, 0x85, 0x6b,
-	0x4f, 0xac, 0xd9, 0x7e, 0xd8, 0xe8, 0xce, 0x07, 0x84, 0x94, 0x8a, 0x16, 0x6a, 0x51, 0x2a, 0xc8,
-	0xdd, 0x1e, 0xa6, 0xed, 0xa3, 0xe5, 0x89, 0x82, 0x5c, 0xb7, 0x00, 0x82, 0x19, 0x67, 0xdf, 0xb4,
-	0x00, 0x82, 0xa1, 0xab, 0xc9, 0x4c, 0x68, 0x99, 0xb8, 0x83, 0x89, 0x35, 0x1b, 0x55, 0x99, 0xdf,
-	0xd1, 0x32, 0xd1, 0xee, 0xa7, 0x5c, 0xd0, 0xd4, 0xb8, 0x87, 0xc6, 0x8d, 0x96, 0xda, 0x5d, 0x2a,
-	0xaa, 0x60, 0x51, 0x48, 0xa9, 0xdc, 0xfd, 0x26, 0x5b, 0x41, 0x28, 0xa5, 0xd2, 0x6e, 0x55, 0xd0,
-	0xb8, 0x72, 0x13, 0xe3, 0x46, 0x0b, 0xba, 0x6f, 0x92, 0xee, 0xb2, 0xe0, 0xee, 0x01, 0x0e, 0xa3,
-	0x45, 0xe7, 0x13, 0xe2, 0xc4, 0x09, 0x4d, 0x53, 0x10, 0xa7, 0xb0, 0x60, 0x40, 0x59, 0xca, 0x05,
-	0xb8, 0xa3, 0x89, 0x35, 0xeb, 0x86, 0xb7, 0x1a, 0xcf, 0xd7, 0x95, 0xc3, 0xf9, 0x94, 0xf4, 0xe2,
-	0x94, 0xf2, 0xcc, 0x1d, 0x4f, 0xac, 0xd9, 0xc1, 0xc9, 0x1d, 0xdf, 0x1c, 0xd8, 0xd7, 0x07, 0xf6,
-	0xab, 0x03, 0xfb, 0x0f, 0x25, 0x17, 0x0f, 0xec, 0x17, 0xff, 0x7c, 0xb8, 0x17, 0x9a, 0xe8, 0xe9,
-	0x5f, 0xd6, 0x2b, 0xe7, 0xfa, 0x46, 0x8f, 0xc4, 0x7f, 0x7d, 0x9b, 0x73, 0xb5, 0x97, 0xdb, 0x7d,
-	0x65, 0xb9, 0xad, 0xed, 0xd9, 0x9b, 0xdb, 0xfb, 0x92, 0x0c, 0x0b, 0xc0, 0x8f, 0x33, 0xbc, 0xd9,
-	0x0e, 0x13, 0x34, 0x09, 0xd3, 0x88, 0xbc, 0xb7, 0x31, 0x43, 0x08, 0x67, 0x10, 0xbf, 0x15, 0xe2,
-	0x6e, 0x93, 0x7e, 0x01, 0xb4, 0x94, 0x02, 0x07, 0xd8, 0x0f, 0x2b, 0x6d, 0xfa, 0x9f, 0x45, 0x0e,
-	0xab, 0x22, 0xd5, 0xea, 0xbf, 0xcf, 0x41, 0x00, 0x73, 0xee, 0x92, 0xd1, 0xd5, 0x9d, 0x9a, 0x2a,
-	0x07, 0x8d, 0x6d, 0xbe, 0xde, 0x44, 0x67, 0xbd, 0x89, 0x8f, 0xc9, 0xcd, 0xb8, 0xe9, 0x7a, 0x61,
-	0xfa, 0x31, 0x9b, 0x7b, 0xe7, 0xca, 0x3e, 0xc7, 0xce, 0x3c, 0x42, 0x9a, 0x8f, 0xd6, 0xb0, 0x6f,
-	0x59, 0xd6, 0x48, 0xd1, 0xdb, 0x20, 0xc5, 0x7d, 0x62, 0x47, 0x52, 0x30, 0x44, 0xfc, 0x0e, 0xab,
-	0xc5, 0xe0, 0xe9, 0xf3, 0x0e, 0x19, 0xe3, 0xc8, 0xdf, 0xd2, 0x0c, 0x7e, 0x58, 0x16, 0xe2, 0xfa,
-	0x66, 0x3d, 0x21, 0xb6, 0x5a, 0x16, 0x02, 0xa7, 0xbc, 0x71, 0xe2, 0xf9, 0xdb, 0xde, 0x30, 0xbf,
-	0x6e, 0x2b, 0xc4, 0x58, 0xe7, 0x06, 0xe9, 0xa4, 0xb2, 0x22, 0x7c, 0x27, 0x95, 0x5a, 0x4f, 0x78,
-	0xc5, 0xf1, 0x4e, 0xc2, 0x35, 0xc5, 0x32, 0xce, 0x90, 0xd7, 0x76, 0xa8, 0x45, 0xbd, 0xb1, 0x86,
-	0x58, 0x43, 0x24, 0x56, 0xa3, 0x6b, 0x74, 0x14, 0x72, 0x29, 0x18, 0x32, 0x79, 0x1c, 0x1a, 0x65,
-	0xfa, 0x9b, 0x45, 0x6e, 0xe1, 0x4a, 0x34, 0x68, 0x43, 0x58, 0x01, 0x4d, 0x5f, 0x0f, 0xb2, 0x6d,
-	0x33, 0x77, 0xb6, 0xcf, 0xec, 0x10, 0xbb, 0x45, 0x1c, 0x94, 0xb5, 0xad, 0xc5, 0x17, 0x94, 0xa7,
-	0xbf, 0xd7, 0x3d, 0x68, 0x5e, 0x3d, 0x3a, 0x87, 0x78, 0xa9, 0x76, 0x83, 0x61, 0x5d, 0xa0, 0xd3,
-	0x2a, 0x70, 0x8f, 0x8c, 0x63, 0x99, 0xe5, 0xfa, 0x13, 0x86, 0x99, 0x5d, 0xac, 0x34, 0xaa, 0x8d,
-	0x48, 0xce, 0x7b, 0x64, 0x5c, 0x23, 0xa9, 0x4d, 0xdf, 0x51, 0x6d, 0xc4, 0x20, 0x87, 0xd8, 0x19,
-	0x8d, 0xcb, 0xea, 0x00, 0x28, 0x4f, 0xff, 0xec, 0x92, 0xdb, 0xeb, 0xa4, 0x09, 0xa1, 0x94, 0xe9,
-	0xea, 0x3a, 0x69, 0xf3, 0x15, 0x19, 0xc8, 0xa5, 0x8a, 0x65, 0x06, 0x15, 0x9a, 0x3e, 0xda, 0x8e,
-	0xa6, 0x2b, 0x5e, 0x9b, 0xe8, 0xb0, 0x4e, 0x6b, 0x3d, 0x09, 0xbd, 0xf6, 0x93, 0xb0, 0x41, 0xc8,
-	0xfe, 0x6b, 0x09, 0x39, 0xd8, 0x20, 0xe4, 0xe7, 0x64, 0x50, 0xa6, 0xb4, 0x4c, 0x80, 0x21, 0xf2,
-	0x76, 0xe0, 0x64, 0x1d, 0xef, 0x7c, 0xa6, 0xdb, 0xf9, 0x85, 0x16, 0x06, 0x9a, 0x3b, 0x64, 0x56,
-	0xe1, 0xcd, 0x23, 0x40, 0xde, 0xe4, 0x11, 0x78, 0x4c, 0x1c, 0xbc, 0xe0, 0x63, 0x5a, 0xd0, 0xac,
-	0xfc, 0x31, 0x67, 0x54, 0xa3, 0xed, 0x0b, 0xd2, 0xcf, 0xd1, 0x80, 0x77, 0x3b, 0x38, 0x79, 0x7f,
-	0xfb, 0x4e, 0x4d, 0x52, 0xdd, 0x86, 0xc9, 0x78, 0x30, 0x7f, 0x71, 0xe1, 0x59, 0x2f, 0x2f, 0x3c,
-	0xeb, 0xdf, 0x0b, 0xcf, 0x7a, 0x7e, 0xe9, 0xed, 0xbd, 0xbc, 0xf4, 0xf6, 0xfe, 0xbe, 0xf4, 0xf6,
-	0x7e, 0x0a, 0x4e, 0xb9, 0x4a, 0x96, 0x91, 0x1f, 0xcb, 0x2c, 0x68, 0xfd, 0x69, 0xb4, 0xc4, 0xf3,
-	0xfa, 0xb7, 0x43, 0x3d, 0xcb, 0xa1, 0x8c, 0xfa, 0xf8, 0xcf, 0x71, 0xff, 0xff, 0x00, 0x00, 0x00,
-	0xff, 0xff, 0x72, 0x81, 0x84, 0x7a, 0x07, 0x09, 0x00, 0x00,
+	// 1207 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x57, 0x4d, 0x6f, 0xdc, 0xc4,
+	0x1b, 0x8f, 0x77, 0x37, 0xbb, 0x9b, 0x49, 0x36, 0x4d, 0xac, 0xfc, 0xfb, 0x77, 0x03, 0x2c, 0x89,
+	0x2b, 0xa1, 0x70, 0x60, 0x57, 0x49, 0x85, 0x50, 0xe1, 0x42, 0x1b, 0x5a, 0x58, 0x0e, 0x34, 0x72,
+	0x5a, 0x21, 0x71, 0x59, 0xcd, 0xda, 0x4f, 0xe2, 0x09, 0xf6, 0x8c, 0xe5, 0x19, 0x6f, 0x12, 0x4e,
+	0xf0, 0x0d, 0x2a, 0xf1, 0x25, 0x38, 0x70, 0xe0, 0xc0, 0x27, 0xe0, 0xd4, 0x1b, 0x3d, 0x22, 0x21,
+	0x21, 0x94, 0x7c, 0x01, 0x3e, 0x02, 0x9a, 0xc7, 0x2f, 0xf1, 0x6e, 0x96, 0xc8, 0x89, 0xaa, 0xdc,
+	0xe6, 0x79, 0x9b, 0x79, 0xde, 0x7e, 0x8f, 0x1f, 0x93, 0x4d, 0x0f, 0x22, 0xc6, 0x5d, 0x9f, 0x32,
+	0xde, 0x1f, 0x43, 0xcc, 0x0e, 0x4e, 0xfb, 0xe3, 0xed, 0x3e, 0x8c, 0x81, 0x2b, 0xd9, 0x8b, 0x62,
+	0xa1, 0x84, 0xb9, 0x76, 0xa1, 0xd2, 0x4b, 0x55, 0x7a, 0xe3, 0xed, 0xf5, 0xae, 0x2b, 0x64, 0x28,
+	0x64, 0x7f, 0x44, 0x25, 0xf4, 0xc7, 0xdb, 0x23, 0x50, 0x74, 0xbb, 0xef, 0x0a, 0xc6, 0x53, 0xab,
+	0xf5, 0xb5, 0x43, 0x71, 0x28, 0xf0, 0xd8, 0xd7, 0xa7, 0x8c, 0x3b, 0xfb, 0xb9, 0xec, 0x56, 0x54,
+	0xb1, 0x7f, 0xae, 0x13, 0xeb, 0x89, 0x7e, 0x7f, 0xd7, 0x07, 0xf7, 0xdb, 0x48, 0x30, 0xae, 0xf6,
+	0x93, 0x51, 0xc8, 0x94, 0x02, 0xcf, 0xbc, 0x47, 0xda, 0x01, 0x50, 0x09, 0x43, 0xe6, 0x59, 0xc6,
+	0x86, 0xb1, 0xd5, 0x70, 0x5a, 0x48, 0x0f, 0x3c, 0x73, 0x8d, 0xcc, 0x33, 0xee, 0xc1, 0x89, 0x55,
+	0x43, 0x7e, 0x4a, 0x98, 0xff, 0x23, 0xcd, 0x23, 0x31, 0xd2, 0xea, 0xf5, 0x94, 0x7d, 0x24, 0x46,
+	0x03, 0xcf, 0x5c, 0x27, 0xed, 0x28, 0x16, 0x63, 0xe6, 0x41, 0x6c, 0x35, 0x36, 0x8c, 0xad, 0x05,
+	0xa7, 0xa0, 0xcd, 0x77, 0x08, 0x91, 0x8a, 0xc6, 0x6a, 0x28, 0x15, 0x44, 0xd6, 0x3c, 0x9a, 0x2d,
+	0x20, 0x67, 0x5f, 0x41, 0xa4, 0x5d, 0x00, 0xee, 0xa5, 0xc2, 0x66, 0xea, 0x02, 0x70, 0x0f, 0x45,
+	0x85, 0xa5, 0x4f, 0xa5, 0x6f, 0xb5, 0x36, 0x8c, 0xad, 0xa5, 0xcc, 0xf2, 0x0b, 0x2a, 0x7d, 0x2d,
+	0x3e, 0x60, 0x9c, 0x06, 0xa9, 0xb8, 0x9d, 0x8a, 0x91, 0x93, 0x8b, 0xa5, 0xa2, 0x0a, 0x86, 0xb1,
+	0x10, 0xca, 0x5a, 0x28, 0xac, 0x15, 0x38, 0x42, 0x28, 0x2d, 0x56, 0x31, 0x75, 0x33, 0x31, 0x49,
+	0xc5, 0xc8, 0x41, 0xf1, 0x0a, 0xa9, 0x27, 0x31, 0xb3, 0x16, 0x31, 0x18, 0x7d, 0x34, 0x3f, 0x20,
+	0xa6, 0xeb, 0xd3, 0x20, 0x00, 0x7e, 0x08, 0x43, 0x0f, 0xa8, 0x17, 0x30, 0x0e, 0xd6, 0xd2, 0x86,
+	0xb1, 0x55, 0x77, 0x56, 0x0b, 0xc9, 0x67, 0x99, 0xc0, 0xfc, 0x90, 0xcc, 0xbb, 0x01, 0x65, 0xa1,
+	0xd5, 0xd9, 0x30, 0xb6, 0x16, 0x77, 0xee, 0xf5, 0xd2, 0x02, 0xf7, 0x74, 0x81, 0x7b, 0x59, 0x81,
+	0x7b, 0xbb, 0x82, 0xf1, 0xc7, 0x8d, 0x57, 0x7f, 0xbd, 0x3b, 0xe7, 0xa4, 0xda, 0xf6, 0x6f, 0xc6,
+	0xa5, 0x72, 0x3d, 0xd5, 0x21, 0xb1, 0xef, 0x6e, 0x52, 0xae, 0x72, 0x72, 0xeb, 0x97, 0x92, 0x5b,
+	0xca, 0x5e, 0x63, 0x3a, 0x7b, 0x9f, 0x90, 0x76, 0x0c, 0x78, 0xb9, 0x87, 0x35, 0xab, 0x10, 0x41,
+	0x61, 0x60, 0x8f, 0xc8, 0xff, 0xa7, 0x62, 0x70, 0xe0, 0x08, 0xdc, 0x1b, 0x75, 0xdc, 0x5d, 0xd2,
+	0x8c, 0x81, 0x4a, 0xc1, 0x31, 0x80, 0x05, 0x27, 0xa3, 0xec, 0x7f, 0x0c, 0xb2, 0x96, 0x3d, 0x92,
+	0xa5, 0xfe, 0x59, 0x04, 0x1c, 0x3c, 0x73, 0x93, 0x2c, 0x5d, 0xd4, 0xa9, 0x78, 0x65, 0xb1, 0xe0,
+	0x0d, 0x26, 0x9d, 0xa8, 0x4d, 0x3a, 0xf1, 0x3e, 0x59, 0x71, 0x0b, 0xaf, 0x87, 0xa9, 0x3f, 0x69,
+	0xe6, 0xee, 0x5c, 0xf0, 0x07, 0xe8, 0x59, 0x97, 0x90, 0xe2, 0xd2, 0xbc, 0xed, 0x4b, 0x9c, 0x09,
+	0x50, 0xcc, 0x4f, 0x81, 0xe2, 0x01, 0x69, 0x8c, 0x04, 0xf7, 0xb0, 0xe3, 0x2b, 0xa4, 0x16, 0x95,
+	0xed, 0x97, 0x35, 0xd2, 0xc1, 0x90, 0x3f, 0xa7, 0x21, 0x3c, 0x4f, 0x62, 0x7e, 0x7b, 0xb1, 0xee,
+	0x90, 0x86, 0x4a, 0x62, 0x8e, 0x51, 0x2e, 0xef, 0x74, 0x7b, 0xb3, 0x66, 0x58, 0x2f, 0x77, 0xcb,
+	0x41, 0x5d, 0x73, 0x99, 0xd4, 0x02, 0x91, 0x01, 0xbe, 0x16, 0x08, 0x4d, 0xfb, 0x2c, 0xc3, 0x78,
+	0xcd, 0x67, 0x1a, 0x62, 0x21, 0xf3, 0x10, 0xd7, 0x0d, 0x47, 0x1f, 0x75, 0xc6, 0x0a, 0x60, 0xb5,
+	0x11, 0x58, 0x05, 0xad, 0xbb, 0x23, 0x16, 0x09, 0xf7, 0x10, 0xc9, 0x1d, 0x27, 0x25, 0xec, 0x1f,
+	0x0c, 0xb2, 0x8a, 0x29, 0xd1, 0x4d, 0xeb, 0xc0, 0x18, 0x68, 0x70, 0x75, 0x93, 0xcd, 0x8a, 0xb9,
+	0x36, 0x3b, 0x66, 0x93, 0x34, 0x4a, 0xc0, 0xc1, 0xb3, 0xe6, 0x95, 0xf0, 0x82, 0x67, 0xfb, 0xa7,
+	0xdc, 0x07, 0x8d, 0xab, 0x27, 0x27, 0xe0, 0x26, 0xaa, 0x5a, 0x1b, 0xe6, 0x0f, 0xd4, 0x4a, 0x0f,
+	0xdc, 0x27, 0x1d, 0x57, 0x84, 0x91, 0xbe, 0x22, 0x45, 0x66, 0x1d, 0x5f, 0x5a, 0xca, 0x99, 0x08,
+	0xce, 0xfb, 0xa4, 0x93, 0x77, 0x52, 0x19, 0xbe, 0x4b, 0x39, 0x13, 0x95, 0x4c, 0xd2, 0x08, 0xa9,
+	0x2b, 0xb3, 0x02, 0xe0, 0xd9, 0xfe, 0xb5, 0x49, 0xee, 0x4e, 0x82, 0xc6, 0x01, 0x29, 0x82, 0xf1,
+	0x6d, 0xc2, 0xe6, 0x53, 0xd2, 0x12, 0x89, 0x72, 0x45, 0x08, 0x59, 0x37, 0xbd, 0x37, 0xbb, 0x9b,
+	0x2e, 0x70, 0x9d, 0x6a, 0x3b, 0xb9, 0x59, 0x69, 0x24, 0xcc, 0x97, 0x47, 0xc2, 0x14, 0x20, 0x9b,
+	0x57, 0x02, 0xb2, 0x35, 0x05, 0xc8, 0x87, 0xa4, 0x25, 0x03, 0x2a, 0x7d, 0xf0, 0xb0, 0xf3, 0x2a,
+	0x60, 0x32, 0xd7, 0x37, 0x3f, 0xd2, 0xee, 0x1c, 0xd3, 0x38, 0x6d, 0xcd, 0x0a, 0x96, 0x99, 0x7a,
+	0x31, 0x04, 0xc8, 0x35, 0x86, 0x80, 0xf9, 0x15, 0x31, 0xc5, 0x31, 0x87, 0x78, 0xa8, 0x3b, 0x02,
+	0xb8, 0xa4, 0x8a, 0x09, 0x8e, 0xdf, 0xa9, 0x0a, 0x57, 0xac, 0xa2, 0xe9, 0x6e, 0xc9, 0xd2, 0x7c,
+	0x4a, 0x96, 0x5d, 0x11, 0x86, 0x09, 0x67, 0xea, 0x74, 0x18, 0x09, 0x11, 0xe0, 0x27, 0xad, 0xc2,
+	0x5d, 0x9d, 0xc2, 0x6c, 0x4f, 0x88, 0xc0, 0xfc, 0x92, 0xac, 0xd0, 0xc4, 0x63, 0x4a, 0xc4, 0x72,
+	0x98, 0x67, 0xb2, 0xe2, 0xa7, 0xef, 0x4e, 0x6e, 0xb8, 0x9f, 0x65, 0x74, 0x40, 0x56, 0x74, 0xac,
+	0x43, 0x25, 0x86, 0x45, 0xc1, 0x96, 0xab, 0xdd, 0xb5, 0xac, 0x0d, 0x9f, 0x8b, 0xbd, 0xbc, 0xae,
+	0xbb, 0xa4, 0x93, 0x5f, 0x85, 0xb1, 0x5b, 0x77, 0xaa, 0xdd, 0xb3, 0x98, 0xde, 0xf3, 0x4c, 0xdb,
+	0xd8, 0xbf, 0xd4, 0x88, 0x89, 0xb0, 0x79, 0xa4, 0x1d, 0x7d, 0x24, 0x25, 0x3b, 0xe4, 0x6f, 0x6c,
+	0xcc, 0xdc, 0x60, 0xa5, 0xb2, 0x48, 0x2b, 0x4b, 0x59, 0x86, 0x80, 0x9c, 0x34, 0xb7, 0x49, 0xfd,
+	0x00, 0xa0, 0xea, 0x67, 0x45, 0xeb, 0x4e, 0x0c, 0xdd, 0xd6, 0xd4, 0xd0, 0x9d, 0xdc, 0xdd, 0xda,
+	0x57, 0xed, 0x6e, 0x0b, 0x13, 0xeb, 0x85, 0xfd, 0xa3, 0x31, 0x91, 0x32, 0xa5, 0x40, 0xaa, 0x37,
+	0x96, 0xb2, 0x52, 0xfc, 0xf5, 0xc9, 0xf8, 0x27, 0xb7, 0xba, 0xc6, 0xd4, 0x56, 0x67, 0xff, 0x6e,
+	0x90, 0xb7, 0xd0, 0xab, 0x17, 0x9c, 0x8e, 0x29, 0x0b, 0xe8, 0x88, 0x05, 0x4c, 0x9d, 0x3a, 0x10,
+	0x89, 0xf8, 0x36, 0xdc, 0xb3, 0x48, 0x2b, 0xc6, 0xb7, 0x24, 0xfa, 0xd6, 0x71, 0x72, 0x52, 0x57,
+	0x21, 0x47, 0x01, 0xd6, 0xb4, 0xe3, 0x14, 0xb4, 0x96, 0x1d, 0x33, 0xe5, 0xfb, 0x10, 0xa4, 0x0b,
+	0x43, 0xdb, 0x29, 0x68, 0xfb, 0xcf, 0x5a, 0xf6, 0xf1, 0xc1, 0x3c, 0xef, 0x83, 0x52, 0xc1, 0x2d,
+	0xc4, 0xf1, 0x90, 0x34, 0xf5, 0x26, 0x9d, 0xc8, 0x6c, 0x84, 0x6f, 0xce, 0x1e, 0xe1, 0xa9, 0x4f,
+	0xa8, 0xe8, 0x64, 0x06, 0x7a, 0xe8, 0x45, 0x94, 0x55, 0x5e, 0x2a, 0x51, 0x39, 0xdd, 0x46, 0x0f,
+	0x12, 0xee, 0x41, 0xe5, 0x95, 0xa9, 0x30, 0x28, 0x8f, 0xf6, 0xd6, 0xf5, 0x46, 0xbb, 0xfd, 0xbd,
+	0x71, 0x69, 0x93, 0xfd, 0x3a, 0xcb, 0xfc, 0xf5, 0x37, 0xd9, 0x52, 0xf1, 0xeb, 0xff, 0x5d, 0xfc,
+	0xc6, 0x64, 0xf1, 0xed, 0xbd, 0x0c, 0x47, 0x7b, 0x34, 0xa6, 0xa1, 0x7c, 0x11, 0x79, 0x54, 0x37,
+	0xea, 0xc7, 0xa4, 0x19, 0x21, 0x03, 0x9f, 0x5e, 0xdc, 0x79, 0x7b, 0x76, 0x01, 0x52, 0xa3, 0xfc,
+	0xb3, 0x93, 0x5a, 0x3c, 0x1e, 0xbc, 0x3a, 0xeb, 0x1a, 0xaf, 0xcf, 0xba, 0xc6, 0xdf, 0x67, 0x5d,
+	0xe3, 0xe5, 0x79, 0x77, 0xee, 0xf5, 0x79, 0x77, 0xee, 0x8f, 0xf3, 0xee, 0xdc, 0x37, 0xfd, 0x43,
+	0xa6, 0xfc, 0x64, 0xd4, 0x73, 0x45, 0xd8, 0x2f, 0xfd, 0x59, 0x96, 0x8e, 0x27, 0xf9, 0x6f, 0xa6,
+	0x3a, 0x8d, 0x40, 0x8e, 0x9a, 0xf8, 0x8f, 0xf9, 0xe0, 0xdf, 0x00, 0x00, 0x00, 0xff, 0xff, 0x74,
+	0xc2, 0x58, 0xf7, 0xf7, 0x0e, 0x00, 0x00,
 }
 
 func (m *EventCheckpointSubmitted) Marshal() (dAtA []byte, err error) {
@@ -1319,6 +1813,56 @@ func (m *EventChallengeResolved) MarshalToSizedBuffer(dAtA []byte) (int, error) 
 	var l int
 	_ = l
 	{
+		size, err := m.BondToOwner.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x7a
+	{
+		size, err := m.BondToProvider.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x72
+	{
+		size, err := m.AuditorsSlashed.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x6a
+	{
+		size, err := m.CommunityPool.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x62
+	{
+		size, err := m.OwnerCompensation.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x5a
+	{
 		size, err := m.Bond.MarshalToSizedBuffer(dAtA[:i])
 		if err != nil {
 			return 0, err
@@ -1386,6 +1930,308 @@ func (m *EventChallengeResolved) MarshalToSizedBuffer(dAtA []byte) (int, error) 
 	}
 	if m.ChallengeId != 0 {
 		i = encodeVarintEvents(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventAuditAssigned) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventAuditAssigned) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventAuditAssigned) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.EndStep != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.EndStep))
+		i--
+		dAtA[i] = 0x48
+	}
+	if m.StartStep != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.StartStep))
+		i--
+		dAtA[i] = 0x40
+	}
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x38
+	}
+	{
+		size, err := m.Fee.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x32
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventAuditAttested) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventAuditAttested) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventAuditAttested) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.TraceRoot) > 0 {
+		i -= len(m.TraceRoot)
+		copy(dAtA[i:], m.TraceRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.TraceRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventUnavailabilityReported) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventUnavailabilityReported) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventUnavailabilityReported) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Withheld {
+		i--
+		if m.Withheld {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.Auditors != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Auditors))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Reports != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Reports))
+		i--
+		dAtA[i] = 0x20
+	}
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventAuditSettled) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventAuditSettled) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventAuditSettled) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Slashed.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x3a
+	{
+		size, err := m.Refunded.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x32
+	{
+		size, err := m.Paid.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x2a
+	if m.Status != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Status))
+		i--
+		dAtA[i] = 0x20
+	}
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventCheckpointWithheld) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventCheckpointWithheld) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventCheckpointWithheld) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Auditors != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Auditors))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Reports != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Reports))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Index != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Index))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
 		i--
 		dAtA[i] = 0x8
 	}
@@ -1680,6 +2526,153 @@ func (m *EventChallengeResolved) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	l = m.Bond.Size()
 	n += 1 + l + sovEvents(uint64(l))
+	l = m.OwnerCompensation.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.CommunityPool.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.AuditorsSlashed.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.BondToProvider.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.BondToOwner.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventAuditAssigned) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovEvents(uint64(m.CheckpointIndex))
+	}
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Fee.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	if m.StartStep != 0 {
+		n += 1 + sovEvents(uint64(m.StartStep))
+	}
+	if m.EndStep != 0 {
+		n += 1 + sovEvents(uint64(m.EndStep))
+	}
+	return n
+}
+
+func (m *EventAuditAttested) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovEvents(uint64(m.CheckpointIndex))
+	}
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.TraceRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventUnavailabilityReported) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovEvents(uint64(m.CheckpointIndex))
+	}
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.Reports != 0 {
+		n += 1 + sovEvents(uint64(m.Reports))
+	}
+	if m.Auditors != 0 {
+		n += 1 + sovEvents(uint64(m.Auditors))
+	}
+	if m.Withheld {
+		n += 2
+	}
+	return n
+}
+
+func (m *EventAuditSettled) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovEvents(uint64(m.CheckpointIndex))
+	}
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.Status != 0 {
+		n += 1 + sovEvents(uint64(m.Status))
+	}
+	l = m.Paid.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.Refunded.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.Slashed.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventCheckpointWithheld) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	if m.Index != 0 {
+		n += 1 + sovEvents(uint64(m.Index))
+	}
+	if m.Reports != 0 {
+		n += 1 + sovEvents(uint64(m.Reports))
+	}
+	if m.Auditors != 0 {
+		n += 1 + sovEvents(uint64(m.Auditors))
+	}
 	return n
 }
 
@@ -3432,6 +4425,1128 @@ func (m *EventChallengeResolved) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 11:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field OwnerCompensation", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.OwnerCompensation.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CommunityPool", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.CommunityPool.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 13:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AuditorsSlashed", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.AuditorsSlashed.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field BondToProvider", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.BondToProvider.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 15:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field BondToOwner", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.BondToOwner.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventAuditAssigned) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventAuditAssigned: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventAuditAssigned: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Fee", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Fee.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StartStep", wireType)
+			}
+			m.StartStep = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.StartStep |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field EndStep", wireType)
+			}
+			m.EndStep = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.EndStep |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventAuditAttested) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventAuditAttested: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventAuditAttested: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TraceRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.TraceRoot = append(m.TraceRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.TraceRoot == nil {
+				m.TraceRoot = []byte{}
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventUnavailabilityReported) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventUnavailabilityReported: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventUnavailabilityReported: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reports", wireType)
+			}
+			m.Reports = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Reports |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditors", wireType)
+			}
+			m.Auditors = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Auditors |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Withheld", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Withheld = bool(v != 0)
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventAuditSettled) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventAuditSettled: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventAuditSettled: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Status", wireType)
+			}
+			m.Status = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Status |= AuditStatus(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Paid", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Paid.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Refunded", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Refunded.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Slashed", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Slashed.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventCheckpointWithheld) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventCheckpointWithheld: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventCheckpointWithheld: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Index", wireType)
+			}
+			m.Index = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Index |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reports", wireType)
+			}
+			m.Reports = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Reports |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditors", wireType)
+			}
+			m.Auditors = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Auditors |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipEvents(dAtA[iNdEx:])

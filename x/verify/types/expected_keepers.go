@@ -10,6 +10,7 @@ import (
 
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 // AccountKeeper is what x/verify needs from x/auth.
@@ -25,19 +26,46 @@ type BankKeeper interface {
 	GetBalance(ctx context.Context, addr sdk.AccAddress, denom string) sdk.Coin
 }
 
-// MarketKeeper is x/market's side of verified training: payment moves with checkpoints.
+// MarketKeeper is x/market's side of verified training: payment moves with checkpoints,
+// audit fees come from the escrow and go back to it, and the block hashes are the
+// randomness of the audit draw.
 type MarketKeeper interface {
 	GetJob(ctx context.Context, id uint64) (markettypes.Job, error)
 	GetLease(ctx context.Context, id uint64) (markettypes.Lease, error)
 	OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.Coin, error)
 	OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri string) error
-	OnCheckpointRejected(ctx context.Context, leaseID uint64) error
+	// OnCheckpointRejected returns the unfinalized pay it refunded to the job.
+	OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.Coin, error)
+	// OnCheckpointWithheld closes the lease for non-performance: its auditors could not
+	// fetch the state its checkpoint starts from.
+	OnCheckpointWithheld(ctx context.Context, leaseID uint64, reason string) error
+	// TakeAuditFees moves up to want fees of perAuditor from the job's escrow to toModule
+	// and returns how many it could pay.
+	TakeAuditFees(ctx context.Context, jobID, leaseID, index uint64, perAuditor sdk.Coin, want uint32, toModule string) (uint32, error)
+	// CreditJob moves amount from fromModule to the job's escrow (to its owner once the
+	// job is over). kind says what it is: markettypes.CreditAuditFee, ...
+	CreditJob(ctx context.Context, fromModule string, jobID uint64, amount sdk.Coin, kind string) error
+	BlockHash(ctx context.Context, height int64) ([]byte, error)
 }
 
-// ProviderKeeper punishes a provider proven to have committed a wrong checkpoint.
+// ProviderKeeper is x/stakingext: it punishes a provider proven to have committed a
+// wrong checkpoint, and keeps the verifiers the audits draw from.
 type ProviderKeeper interface {
-	Slash(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, reason string, beneficiary sdk.AccAddress, beneficiaryShare math.LegacyDec) (sdk.Coin, error)
+	SlashInfraction(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, infractionHeight int64, reason, recipientModule string) (sdk.Coin, error)
 	Tombstone(ctx context.Context, operator sdk.AccAddress, reason string) error
+	GetParams(ctx context.Context) (stakingexttypes.Params, error)
+
+	DrawVerifiers(ctx context.Context, seed []byte, count uint32, exclude string) ([]string, error)
+	SlashVerifier(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, infractionHeight int64, reason, recipientModule string) (sdk.Coin, error)
+	TombstoneVerifier(ctx context.Context, operator sdk.AccAddress, reason string) error
+	DeactivateVerifier(ctx context.Context, operator sdk.AccAddress, reason string) error
+	RecordAudit(ctx context.Context, operator sdk.AccAddress, outcome stakingexttypes.AuditOutcome) error
+}
+
+// DistributionKeeper receives what a conviction's slash leaves after the challenger and
+// the owner, and the community pool's share of lost challenger bonds.
+type DistributionKeeper interface {
+	FundCommunityPool(ctx context.Context, amount sdk.Coins, sender sdk.AccAddress) error
 }
 
 // ShardKeeper gives the referee a dataset-backed job's data layout: the worker's shards

@@ -7,12 +7,13 @@ func DefaultGenesis() *GenesisState {
 	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1}
 }
 
+type cpKey struct{ lease, index uint64 }
+
 // Validate checks params and the consistency of checkpoints, challenges and openings.
 func (gs GenesisState) Validate() error {
 	if err := gs.Params.Validate(); err != nil {
 		return fmt.Errorf("params: %w", err)
 	}
-	type cpKey struct{ lease, index uint64 }
 	checkpoints := map[cpKey]Checkpoint{}
 	for _, cp := range gs.Checkpoints {
 		k := cpKey{cp.LeaseId, cp.Index}
@@ -50,8 +51,47 @@ func (gs GenesisState) Validate() error {
 	}
 	for _, o := range gs.Openings {
 		cp, ok := checkpoints[cpKey{o.LeaseId, o.CheckpointIndex}]
-		if !ok || o.Step <= cp.StartStep || o.Step >= cp.EndStep || len(o.Hash) != 32 {
-			return fmt.Errorf("opening of step %d on checkpoint %d/%d: no such checkpoint, step outside it, or bad hash", o.Step, o.LeaseId, o.CheckpointIndex)
+		if !ok || o.Step <= cp.StartStep || o.Step >= cp.EndStep || len(o.Hash) != 32 || o.RevealedHeight < 0 {
+			return fmt.Errorf("opening of step %d on checkpoint %d/%d: no such checkpoint, step outside it, bad hash or negative height", o.Step, o.LeaseId, o.CheckpointIndex)
+		}
+	}
+	return gs.validateAudits(checkpoints)
+}
+
+// validateAudits checks that every assignment belongs to a checkpoint, once per auditor,
+// and that each checkpoint counts its auditors and reports right.
+func (gs GenesisState) validateAudits(checkpoints map[cpKey]Checkpoint) error {
+	type auditKey struct {
+		lease, index uint64
+		auditor      string
+	}
+	seen := map[auditKey]bool{}
+	auditors, reports := map[cpKey]uint32{}, map[cpKey]uint32{}
+	for i, a := range gs.Audits {
+		k := cpKey{a.LeaseId, a.CheckpointIndex}
+		cp, ok := checkpoints[k]
+		if !ok {
+			return fmt.Errorf("audits[%d]: unknown checkpoint %d/%d", i, a.LeaseId, a.CheckpointIndex)
+		}
+		if a.Auditor == "" || seen[auditKey{a.LeaseId, a.CheckpointIndex, a.Auditor}] {
+			return fmt.Errorf("audits[%d]: auditor of checkpoint %d/%d missing or listed twice", i, a.LeaseId, a.CheckpointIndex)
+		}
+		seen[auditKey{a.LeaseId, a.CheckpointIndex, a.Auditor}] = true
+		if _, ok := AuditStatus_name[int32(a.Status)]; !ok || a.Status == AUDIT_STATUS_UNSPECIFIED {
+			return fmt.Errorf("audits[%d]: status %d", i, a.Status)
+		}
+		if !a.Fee.IsValid() || a.JobId != cp.JobId || a.Provider != cp.Provider {
+			return fmt.Errorf("audits[%d]: fee %s invalid, or job/provider not its checkpoint's", i, a.Fee)
+		}
+		auditors[k]++
+		if a.Status == AUDIT_STATUS_REPORTED {
+			reports[k]++
+		}
+	}
+	for k, cp := range checkpoints {
+		if cp.Auditors != auditors[k] || cp.UnavailableReports != reports[k] {
+			return fmt.Errorf("checkpoint %d/%d: counts %d auditors and %d reports, the audits %d and %d",
+				k.lease, k.index, cp.Auditors, cp.UnavailableReports, auditors[k], reports[k])
 		}
 	}
 	return nil

@@ -20,3 +20,11 @@ var (
 	MoveDeadlinesKey       = collections.NewPrefix(6)
 	NextChallengeIDKey     = collections.NewPrefix(7)
 )
+
+// Prefixes added with consensus version 2 (audits, lazily applied reveals).
+var (
+	OpeningHeightsKey = collections.NewPrefix(8)
+	AuditsKey         = collections.NewPrefix(9)
+	AuditsByAuditor   = collections.NewPrefix(10)
+	AuditDrawQueueKey = collections.NewPrefix(11)
+)

@@ -3,22 +3,38 @@ package types
 import (
 	"fmt"
 	gomath "math"
+	"math/bits"
 
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
+
+// MaxBisectionRounds bounds the rounds of a step game: a checkpoint spans at most
+// markettypes.MaxCheckpointInterval steps (the job spec's checkpoint_every is held to
+// it and x/verify refuses longer checkpoints), and each round halves the range, so a
+// game needs at most ceil(log2(MaxCheckpointInterval)) rounds before the one-step phase.
+var MaxBisectionRounds = uint64(bits.Len64(markettypes.MaxCheckpointInterval - 1))
+
+// MaxAuditors bounds how many auditors a checkpoint draws (the job spec's
+// audit.auditors is held to markettypes.MaxAuditors).
+const MaxAuditors = markettypes.MaxAuditors
+
+// maxBlocksParam bounds challenge_window and move_timeout so that the longest dispute,
+// a sum of them, fits far inside int64 heights.
+const maxBlocksParam = 1 << 32
 
 // DefaultParams suit a public network with ~6 s blocks: a checkpoint is challengeable for
 // about 30 minutes and each dispute move gets about 10 minutes.
 func DefaultParams() Params {
 	return Params{
-		ChallengeWindow:            300,
-		MoveTimeout:                100,
-		ChallengerBond:             sdk.NewInt64Coin("udepin", 10_000_000),
-		FraudSlashFraction:         math.LegacyNewDecWithPrec(50, 2),
-		WhistleblowerShare:         math.LegacyNewDecWithPrec(50, 2),
-		MaxChallengesPerCheckpoint: 8,
+		ChallengeWindow:    300,
+		MoveTimeout:        100,
+		ChallengerBond:     sdk.NewInt64Coin("udepin", 10_000_000),
+		FraudSlashFraction: math.LegacyNewDecWithPrec(50, 2),
+		WhistleblowerShare: math.LegacyNewDecWithPrec(50, 2),
 		// 2^26 MACs: the largest reference model × batch a referee step may re-execute.
 		MaxStepMacs:          1 << 26,
 		GasPerMac:            1,
@@ -26,24 +42,50 @@ func DefaultParams() Params {
 		GasPerByte:           2,
 		MaxDeadlinesPerBlock: 100,
 		MaxMetrics:           8,
+		// A lost challenger bond: 10% to the provider, 40% to the job, 50% to the pool.
+		LostBondProviderShare:  math.LegacyNewDecWithPrec(10, 2),
+		LostBondOwnerShare:     math.LegacyNewDecWithPrec(40, 2),
+		OwnerCompensationRatio: math.LegacyOneDec(),
+		// 1000 udepin per step and auditor: 16,000 udepin for a 16-step checkpoint.
+		AuditFeePerStep:         sdk.NewInt64Coin("udepin", 1000),
+		AuditFraudSlashFraction: math.LegacyNewDecWithPrec(50, 2),
+		AuditMissSlashFraction:  math.LegacyNewDecWithPrec(1, 2),
+		WithheldThreshold:       math.LegacyNewDecWithPrec(50, 2),
 	}
+}
+
+// MaxDisputeBlocks is the longest a game can last once opened: each bisection round
+// gives the provider move_timeout blocks to reveal and then the challenger move_timeout
+// blocks to answer, and the one-step phase another move_timeout.
+func (p Params) MaxDisputeBlocks() uint64 {
+	return (2*MaxBisectionRounds + 1) * p.MoveTimeout
+}
+
+// RequiredUnbondingBlocks is how long after committing a checkpoint its provider (and
+// after attesting an auditor) can still be convicted: a game opened at the last height of
+// the challenge window ends at most MaxDisputeBlocks later. x/stakingext's
+// unbonding_blocks must be at least this, so that an unbonding begun after the commit is
+// still queued, and slashable, when the conviction comes.
+func (p Params) RequiredUnbondingBlocks() uint64 {
+	return p.ChallengeWindow + p.MaxDisputeBlocks()
 }
 
 // Validate names the first invalid param.
 func (p Params) Validate() error {
+	one := math.LegacyOneDec()
+	inUnit := func(d math.LegacyDec) bool { return !d.IsNil() && !d.IsNegative() && d.LTE(one) }
 	switch {
-	case p.ChallengeWindow == 0:
-		return fmt.Errorf("challenge_window must be positive")
-	case p.MoveTimeout == 0:
-		return fmt.Errorf("move_timeout must be positive")
+	case p.ChallengeWindow < 2 || p.ChallengeWindow > maxBlocksParam:
+		// Auditors are drawn at the block after submission and must answer inside the window.
+		return fmt.Errorf("challenge_window must be between 2 and 2^32 blocks, got %d", p.ChallengeWindow)
+	case p.MoveTimeout == 0 || p.MoveTimeout > maxBlocksParam:
+		return fmt.Errorf("move_timeout must be between 1 and 2^32 blocks, got %d", p.MoveTimeout)
 	case !p.ChallengerBond.IsValid() || !p.ChallengerBond.IsPositive():
 		return fmt.Errorf("challenger_bond must be a positive coin, got %s", p.ChallengerBond)
-	case p.FraudSlashFraction.IsNil() || !p.FraudSlashFraction.IsPositive() || p.FraudSlashFraction.GT(math.LegacyOneDec()):
+	case p.FraudSlashFraction.IsNil() || !p.FraudSlashFraction.IsPositive() || p.FraudSlashFraction.GT(one):
 		return fmt.Errorf("fraud_slash_fraction must be in (0, 1], got %s", p.FraudSlashFraction)
-	case p.WhistleblowerShare.IsNil() || p.WhistleblowerShare.IsNegative() || p.WhistleblowerShare.GT(math.LegacyOneDec()):
+	case !inUnit(p.WhistleblowerShare):
 		return fmt.Errorf("whistleblower_share must be in [0, 1], got %s", p.WhistleblowerShare)
-	case p.MaxChallengesPerCheckpoint == 0:
-		return fmt.Errorf("max_challenges_per_checkpoint must be positive")
 	case p.MaxStepMacs == 0:
 		return fmt.Errorf("max_step_macs must be positive")
 	case p.GasPerMac == 0 || p.MaxStepMacs > gomath.MaxUint64/p.GasPerMac:
@@ -52,6 +94,36 @@ func (p Params) Validate() error {
 		return fmt.Errorf("gas_per_mac must be positive and max_step_macs × gas_per_mac must fit in 64 bits, got %d × %d", p.MaxStepMacs, p.GasPerMac)
 	case p.MaxDeadlinesPerBlock == 0:
 		return fmt.Errorf("max_deadlines_per_block must be positive")
+	case !inUnit(p.LostBondProviderShare) || !inUnit(p.LostBondOwnerShare) || p.LostBondProviderShare.Add(p.LostBondOwnerShare).GT(one):
+		return fmt.Errorf("lost_bond_provider_share (%s) and lost_bond_owner_share (%s) must be in [0, 1] and add up to at most 1",
+			p.LostBondProviderShare, p.LostBondOwnerShare)
+	case p.LostBondProviderShare.GTE(math.LegacyNewDecWithPrec(50, 2)):
+		// A provider that wins most of the bonds of challenges it opens against itself
+		// from other accounts could squat on its own checkpoints nearly for free.
+		return fmt.Errorf("lost_bond_provider_share must be below 0.5, got %s", p.LostBondProviderShare)
+	case p.OwnerCompensationRatio.IsNil() || p.OwnerCompensationRatio.IsNegative() || p.OwnerCompensationRatio.GT(math.LegacyNewDec(100)):
+		return fmt.Errorf("owner_compensation_ratio must be in [0, 100], got %s", p.OwnerCompensationRatio)
+	case !p.AuditFeePerStep.IsValid() || p.AuditFeePerStep.Denom != p.ChallengerBond.Denom:
+		return fmt.Errorf("audit_fee_per_step must be a coin (zero allowed) in the challenger bond's denomination %s, got %s",
+			p.ChallengerBond.Denom, p.AuditFeePerStep)
+	case p.AuditFeePerStep.Amount.GT(markettypes.MaxPricePerGPUHour):
+		return fmt.Errorf("audit_fee_per_step must be at most %s, got %s", markettypes.MaxPricePerGPUHour, p.AuditFeePerStep)
+	case p.AuditFraudSlashFraction.IsNil() || !p.AuditFraudSlashFraction.IsPositive() || p.AuditFraudSlashFraction.GT(one):
+		return fmt.Errorf("audit_fraud_slash_fraction must be in (0, 1], got %s", p.AuditFraudSlashFraction)
+	case p.AuditMissSlashFraction.IsNil() || !p.AuditMissSlashFraction.IsPositive() || p.AuditMissSlashFraction.GT(one):
+		return fmt.Errorf("audit_miss_slash_fraction must be in (0, 1], got %s", p.AuditMissSlashFraction)
+	case p.WithheldThreshold.IsNil() || p.WithheldThreshold.IsNegative() || p.WithheldThreshold.GTE(one):
+		return fmt.Errorf("withheld_threshold must be in [0, 1), got %s", p.WithheldThreshold)
 	}
 	return nil
+}
+
+// AuditFee is what one auditor of a checkpoint of steps steps is paid.
+func (p Params) AuditFee(steps uint64) sdk.Coin {
+	return sdk.NewCoin(p.AuditFeePerStep.Denom, p.AuditFeePerStep.Amount.Mul(math.NewIntFromUint64(steps)))
+}
+
+// Withheld says whether reports out of auditors exceed withheld_threshold of them.
+func (p Params) Withheld(reports, auditors uint32) bool {
+	return auditors > 0 && math.LegacyNewDec(int64(reports)).GT(p.WithheldThreshold.MulInt64(int64(auditors)))
 }

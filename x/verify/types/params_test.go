@@ -39,7 +39,19 @@ func TestParamsValidateNamesTheField(t *testing.T) {
 		{"negative share", func(p *types.Params) { p.WhistleblowerShare = math.LegacyNewDec(-1) }, "whistleblower_share"},
 		{"share above one", func(p *types.Params) { p.WhistleblowerShare = math.LegacyNewDec(2) }, "whistleblower_share"},
 		{"nil share", func(p *types.Params) { p.WhistleblowerShare = math.LegacyDec{} }, "whistleblower_share"},
-		{"no challenges", func(p *types.Params) { p.MaxChallengesPerCheckpoint = 0 }, "max_challenges_per_checkpoint"},
+		{"one-block window", func(p *types.Params) { p.ChallengeWindow = 1 }, "challenge_window"},
+		{"huge move timeout", func(p *types.Params) { p.MoveTimeout = 1<<32 + 1 }, "move_timeout"},
+		{"bond shares above one", func(p *types.Params) {
+			p.LostBondProviderShare = math.LegacyNewDecWithPrec(40, 2)
+			p.LostBondOwnerShare = math.LegacyNewDecWithPrec(70, 2)
+		}, "lost_bond_owner_share"},
+		{"provider keeps most of a lost bond", func(p *types.Params) { p.LostBondProviderShare = math.LegacyNewDecWithPrec(50, 2) }, "lost_bond_provider_share"},
+		{"nil owner share", func(p *types.Params) { p.LostBondOwnerShare = math.LegacyDec{} }, "lost_bond_owner_share"},
+		{"negative compensation", func(p *types.Params) { p.OwnerCompensationRatio = math.LegacyNewDec(-1) }, "owner_compensation_ratio"},
+		{"audit fee in another denom", func(p *types.Params) { p.AuditFeePerStep = sdk.NewInt64Coin("uother", 1) }, "audit_fee_per_step"},
+		{"zero audit fraud slash", func(p *types.Params) { p.AuditFraudSlashFraction = math.LegacyZeroDec() }, "audit_fraud_slash_fraction"},
+		{"miss slash above one", func(p *types.Params) { p.AuditMissSlashFraction = math.LegacyNewDec(2) }, "audit_miss_slash_fraction"},
+		{"withheld at one", func(p *types.Params) { p.WithheldThreshold = math.LegacyOneDec() }, "withheld_threshold"},
 		{"zero macs", func(p *types.Params) { p.MaxStepMacs = 0 }, "max_step_macs"},
 		{"free referee", func(p *types.Params) { p.GasPerMac = 0 }, "gas_per_mac"},
 		{"overflowing referee gas", func(p *types.Params) { p.GasPerMac = 1 << 40; p.MaxStepMacs = 1 << 24 }, "gas_per_mac"},

@@ -730,6 +730,312 @@ func (m *MsgStepResponse) GetOutcome() ChallengeOutcome {
 	return CHALLENGE_OUTCOME_UNSPECIFIED
 }
 
+type MsgClaimTimeout struct {
+	Sender      string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+}
+
+func (m *MsgClaimTimeout) Reset()         { *m = MsgClaimTimeout{} }
+func (m *MsgClaimTimeout) String() string { return proto.CompactTextString(m) }
+func (*MsgClaimTimeout) ProtoMessage()    {}
+func (*MsgClaimTimeout) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{11}
+}
+func (m *MsgClaimTimeout) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgClaimTimeout) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgClaimTimeout.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgClaimTimeout) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgClaimTimeout.Merge(m, src)
+}
+func (m *MsgClaimTimeout) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgClaimTimeout) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgClaimTimeout.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgClaimTimeout proto.InternalMessageInfo
+
+func (m *MsgClaimTimeout) GetSender() string {
+	if m != nil {
+		return m.Sender
+	}
+	return ""
+}
+
+func (m *MsgClaimTimeout) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+type MsgClaimTimeoutResponse struct {
+	Outcome ChallengeOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=depinchain.verify.v1.ChallengeOutcome" json:"outcome,omitempty"`
+}
+
+func (m *MsgClaimTimeoutResponse) Reset()         { *m = MsgClaimTimeoutResponse{} }
+func (m *MsgClaimTimeoutResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgClaimTimeoutResponse) ProtoMessage()    {}
+func (*MsgClaimTimeoutResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{12}
+}
+func (m *MsgClaimTimeoutResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgClaimTimeoutResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgClaimTimeoutResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgClaimTimeoutResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgClaimTimeoutResponse.Merge(m, src)
+}
+func (m *MsgClaimTimeoutResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgClaimTimeoutResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgClaimTimeoutResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgClaimTimeoutResponse proto.InternalMessageInfo
+
+func (m *MsgClaimTimeoutResponse) GetOutcome() ChallengeOutcome {
+	if m != nil {
+		return m.Outcome
+	}
+	return CHALLENGE_OUTCOME_UNSPECIFIED
+}
+
+type MsgAttest struct {
+	Auditor         string `protobuf:"bytes,1,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	LeaseId         uint64 `protobuf:"varint,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64 `protobuf:"varint,3,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+	// trace_root is the root of the trace the auditor computed itself.
+	TraceRoot []byte `protobuf:"bytes,4,opt,name=trace_root,json=traceRoot,proto3" json:"trace_root,omitempty"`
+}
+
+func (m *MsgAttest) Reset()         { *m = MsgAttest{} }
+func (m *MsgAttest) String() string { return proto.CompactTextString(m) }
+func (*MsgAttest) ProtoMessage()    {}
+func (*MsgAttest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{13}
+}
+func (m *MsgAttest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgAttest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgAttest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgAttest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgAttest.Merge(m, src)
+}
+func (m *MsgAttest) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgAttest) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgAttest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgAttest proto.InternalMessageInfo
+
+func (m *MsgAttest) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *MsgAttest) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *MsgAttest) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+func (m *MsgAttest) GetTraceRoot() []byte {
+	if m != nil {
+		return m.TraceRoot
+	}
+	return nil
+}
+
+type MsgAttestResponse struct {
+}
+
+func (m *MsgAttestResponse) Reset()         { *m = MsgAttestResponse{} }
+func (m *MsgAttestResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgAttestResponse) ProtoMessage()    {}
+func (*MsgAttestResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{14}
+}
+func (m *MsgAttestResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgAttestResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgAttestResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgAttestResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgAttestResponse.Merge(m, src)
+}
+func (m *MsgAttestResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgAttestResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgAttestResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgAttestResponse proto.InternalMessageInfo
+
+type MsgReportUnavailable struct {
+	Auditor         string `protobuf:"bytes,1,opt,name=auditor,proto3" json:"auditor,omitempty"`
+	LeaseId         uint64 `protobuf:"varint,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	CheckpointIndex uint64 `protobuf:"varint,3,opt,name=checkpoint_index,json=checkpointIndex,proto3" json:"checkpoint_index,omitempty"`
+}
+
+func (m *MsgReportUnavailable) Reset()         { *m = MsgReportUnavailable{} }
+func (m *MsgReportUnavailable) String() string { return proto.CompactTextString(m) }
+func (*MsgReportUnavailable) ProtoMessage()    {}
+func (*MsgReportUnavailable) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{15}
+}
+func (m *MsgReportUnavailable) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgReportUnavailable) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgReportUnavailable.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgReportUnavailable) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgReportUnavailable.Merge(m, src)
+}
+func (m *MsgReportUnavailable) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgReportUnavailable) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgReportUnavailable.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgReportUnavailable proto.InternalMessageInfo
+
+func (m *MsgReportUnavailable) GetAuditor() string {
+	if m != nil {
+		return m.Auditor
+	}
+	return ""
+}
+
+func (m *MsgReportUnavailable) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *MsgReportUnavailable) GetCheckpointIndex() uint64 {
+	if m != nil {
+		return m.CheckpointIndex
+	}
+	return 0
+}
+
+type MsgReportUnavailableResponse struct {
+	// withheld reports whether the reports now exceed withheld_threshold of the auditors.
+	Withheld bool `protobuf:"varint,1,opt,name=withheld,proto3" json:"withheld,omitempty"`
+}
+
+func (m *MsgReportUnavailableResponse) Reset()         { *m = MsgReportUnavailableResponse{} }
+func (m *MsgReportUnavailableResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgReportUnavailableResponse) ProtoMessage()    {}
+func (*MsgReportUnavailableResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{16}
+}
+func (m *MsgReportUnavailableResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgReportUnavailableResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgReportUnavailableResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgReportUnavailableResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgReportUnavailableResponse.Merge(m, src)
+}
+func (m *MsgReportUnavailableResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgReportUnavailableResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgReportUnavailableResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgReportUnavailableResponse proto.InternalMessageInfo
+
+func (m *MsgReportUnavailableResponse) GetWithheld() bool {
+	if m != nil {
+		return m.Withheld
+	}
+	return false
+}
+
 type MsgUpdateParams struct {
 	Authority string `protobuf:"bytes,1,opt,name=authority,proto3" json:"authority,omitempty"`
 	Params    Params `protobuf:"bytes,2,opt,name=params,proto3" json:"params"`
@@ -739,7 +1045,7 @@ func (m *MsgUpdateParams) Reset()         { *m = MsgUpdateParams{} }
 func (m *MsgUpdateParams) String() string { return proto.CompactTextString(m) }
 func (*MsgUpdateParams) ProtoMessage()    {}
 func (*MsgUpdateParams) Descriptor() ([]byte, []int) {
-	return fileDescriptor_ed61028edf0b887a, []int{11}
+	return fileDescriptor_ed61028edf0b887a, []int{17}
 }
 func (m *MsgUpdateParams) XXX_Unmarshal(b []byte) error {
 	return m.Unmarshal(b)
@@ -789,7 +1095,7 @@ func (m *MsgUpdateParamsResponse) Reset()         { *m = MsgUpdateParamsResponse
 func (m *MsgUpdateParamsResponse) String() string { return proto.CompactTextString(m) }
 func (*MsgUpdateParamsResponse) ProtoMessage()    {}
 func (*MsgUpdateParamsResponse) Descriptor() ([]byte, []int) {
-	return fileDescriptor_ed61028edf0b887a, []int{12}
+	return fileDescriptor_ed61028edf0b887a, []int{18}
 }
 func (m *MsgUpdateParamsResponse) XXX_Unmarshal(b []byte) error {
 	return m.Unmarshal(b)
@@ -830,6 +1136,12 @@ func init() {
 	proto.RegisterType((*DataChunk)(nil), "depinchain.verify.v1.DataChunk")
 	proto.RegisterType((*MsgStep)(nil), "depinchain.verify.v1.MsgStep")
 	proto.RegisterType((*MsgStepResponse)(nil), "depinchain.verify.v1.MsgStepResponse")
+	proto.RegisterType((*MsgClaimTimeout)(nil), "depinchain.verify.v1.MsgClaimTimeout")
+	proto.RegisterType((*MsgClaimTimeoutResponse)(nil), "depinchain.verify.v1.MsgClaimTimeoutResponse")
+	proto.RegisterType((*MsgAttest)(nil), "depinchain.verify.v1.MsgAttest")
+	proto.RegisterType((*MsgAttestResponse)(nil), "depinchain.verify.v1.MsgAttestResponse")
+	proto.RegisterType((*MsgReportUnavailable)(nil), "depinchain.verify.v1.MsgReportUnavailable")
+	proto.RegisterType((*MsgReportUnavailableResponse)(nil), "depinchain.verify.v1.MsgReportUnavailableResponse")
 	proto.RegisterType((*MsgUpdateParams)(nil), "depinchain.verify.v1.MsgUpdateParams")
 	proto.RegisterType((*MsgUpdateParamsResponse)(nil), "depinchain.verify.v1.MsgUpdateParamsResponse")
 }
@@ -837,70 +1149,81 @@ func init() {
 func init() { proto.RegisterFile("depinchain/verify/v1/tx.proto", fileDescriptor_ed61028edf0b887a) }
 
 var fileDescriptor_ed61028edf0b887a = []byte{
-	// 994 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xac, 0x56, 0x4f, 0x6f, 0x1b, 0x45,
-	0x14, 0xcf, 0xd6, 0x8e, 0xff, 0xbc, 0x98, 0x36, 0x2c, 0x86, 0x6c, 0x1c, 0xe2, 0x3a, 0x5b, 0x01,
-	0x6e, 0x4a, 0x6d, 0x92, 0x56, 0x15, 0xf5, 0x01, 0x68, 0xc2, 0x81, 0x08, 0x2c, 0xaa, 0xb5, 0x7a,
-	0x01, 0x09, 0x6b, 0xe2, 0x9d, 0xec, 0xae, 0x9a, 0xdd, 0x59, 0xed, 0x8c, 0xad, 0xe4, 0x86, 0x38,
-	0x72, 0xe2, 0x63, 0x70, 0xe0, 0x90, 0x03, 0x9f, 0x80, 0x03, 0xf4, 0x82, 0x54, 0x71, 0xe2, 0x84,
-	0x50, 0x72, 0x08, 0x9f, 0x02, 0xa1, 0x99, 0xdd, 0x9d, 0x9d, 0x36, 0xbb, 0x89, 0x11, 0x5c, 0xac,
-	0x79, 0xef, 0xfd, 0xde, 0x9b, 0xf7, 0x7e, 0xef, 0xcd, 0x5b, 0xc3, 0xba, 0x8d, 0x43, 0x2f, 0x98,
-	0xb8, 0xc8, 0x0b, 0xfa, 0x33, 0x1c, 0x79, 0x07, 0xc7, 0xfd, 0xd9, 0x56, 0x9f, 0x1d, 0xf5, 0xc2,
-	0x88, 0x30, 0xa2, 0x37, 0x33, 0x73, 0x2f, 0x36, 0xf7, 0x66, 0x5b, 0xad, 0x57, 0x91, 0xef, 0x05,
-	0xa4, 0x2f, 0x7e, 0x63, 0x60, 0x6b, 0x65, 0x42, 0xa8, 0x4f, 0x68, 0xdf, 0xa7, 0x0e, 0x0f, 0xe0,
-	0x53, 0x27, 0x31, 0xac, 0xc6, 0x86, 0xb1, 0x90, 0xfa, 0xb1, 0x90, 0x98, 0x9a, 0x0e, 0x71, 0x48,
-	0xac, 0xe7, 0xa7, 0x44, 0xbb, 0x91, 0x9b, 0x51, 0x72, 0xb9, 0x80, 0x98, 0xbf, 0x96, 0xe0, 0xb5,
-	0x21, 0x75, 0x46, 0xd3, 0x7d, 0xdf, 0x63, 0xbb, 0x2e, 0x9e, 0x3c, 0x0d, 0x89, 0x17, 0x30, 0xfd,
-	0x3e, 0xd4, 0xc2, 0x88, 0xcc, 0x3c, 0x1b, 0x47, 0x86, 0xd6, 0xd1, 0xba, 0xf5, 0x1d, 0xe3, 0xb7,
-	0x1f, 0xef, 0x36, 0x93, 0x4b, 0x1f, 0xd9, 0x76, 0x84, 0x29, 0x1d, 0xb1, 0xc8, 0x0b, 0x1c, 0x4b,
-	0x22, 0xf5, 0x55, 0xa8, 0x1d, 0x62, 0x44, 0xf1, 0xd8, 0xb3, 0x8d, 0x6b, 0x1d, 0xad, 0x5b, 0xb6,
-	0xaa, 0x42, 0xde, 0xb3, 0xf5, 0x26, 0x2c, 0x7a, 0x81, 0x8d, 0x8f, 0x8c, 0x92, 0xd0, 0xc7, 0x82,
-	0xbe, 0x0e, 0x40, 0x19, 0x8a, 0xd8, 0x98, 0x32, 0x1c, 0x1a, 0x65, 0x61, 0xaa, 0x0b, 0xcd, 0x88,
-	0xe1, 0x90, 0xc7, 0xc3, 0x81, 0x1d, 0x1b, 0x17, 0xe3, 0x78, 0x38, 0xb0, 0x85, 0x29, 0xf6, 0x64,
-	0x78, 0x1c, 0x11, 0xc2, 0x8c, 0x4a, 0x47, 0xeb, 0x36, 0x84, 0x27, 0xc3, 0x16, 0x21, 0x8c, 0x9b,
-	0x59, 0x84, 0x26, 0x89, 0xb9, 0x1a, 0x9b, 0x85, 0x26, 0x35, 0x1f, 0x78, 0x01, 0x3a, 0x1c, 0xbb,
-	0x88, 0xba, 0x46, 0x2d, 0x36, 0x0b, 0xcd, 0x27, 0x88, 0xba, 0x7a, 0x17, 0x96, 0x33, 0x33, 0xe7,
-	0x9b, 0x1c, 0x18, 0xf5, 0x4e, 0xa9, 0xdb, 0xb0, 0xae, 0x4b, 0xd0, 0x63, 0xae, 0xd5, 0x97, 0xa1,
-	0x34, 0x8d, 0x3c, 0x03, 0x38, 0x45, 0x16, 0x3f, 0xea, 0x8f, 0xa0, 0xea, 0x63, 0x16, 0x79, 0x13,
-	0x6a, 0x2c, 0x75, 0x4a, 0xdd, 0xa5, 0xed, 0x37, 0x7b, 0x79, 0x9d, 0xef, 0x0d, 0x05, 0x68, 0xa7,
-	0xfe, 0xec, 0x8f, 0x9b, 0x0b, 0xdf, 0x9f, 0x9f, 0x6c, 0x6a, 0x56, 0xea, 0x37, 0x78, 0xf8, 0xcd,
-	0xf9, 0xc9, 0xa6, 0x64, 0xf5, 0xdb, 0xf3, 0x93, 0xcd, 0x77, 0x94, 0x4e, 0x1e, 0xa5, 0xbd, 0xcc,
-	0xe9, 0x9b, 0xb9, 0x0e, 0x6b, 0x39, 0x6a, 0x0b, 0xd3, 0x90, 0x04, 0x14, 0x9b, 0x3f, 0x5c, 0x83,
-	0xc6, 0x90, 0x3a, 0xbb, 0x2e, 0x3a, 0x3c, 0xc4, 0x81, 0x83, 0xf5, 0xf7, 0x01, 0x26, 0xa9, 0x70,
-	0x75, 0xa7, 0x15, 0xec, 0x65, 0xbd, 0xbe, 0x0d, 0xcb, 0x13, 0x79, 0xf7, 0x58, 0x6d, 0xfb, 0x8d,
-	0x4c, 0xbf, 0x97, 0x0e, 0x80, 0xd2, 0xa7, 0xf2, 0xe5, 0x7d, 0x5a, 0x9c, 0xa7, 0x4f, 0x95, 0xbc,
-	0x3e, 0x0d, 0xee, 0x73, 0x4a, 0x95, 0xf4, 0x39, 0xa9, 0x9d, 0x02, 0x52, 0x25, 0x3b, 0xe6, 0x43,
-	0x68, 0xaa, 0x72, 0x4a, 0xa3, 0xbe, 0x01, 0x0d, 0x19, 0x8a, 0xd7, 0xaf, 0x89, 0xe2, 0x96, 0xa4,
-	0x6e, 0xcf, 0x36, 0xff, 0xd6, 0xe0, 0x95, 0x21, 0x75, 0x2c, 0x3c, 0xc3, 0x49, 0xb2, 0xff, 0xfb,
-	0x93, 0xfa, 0x17, 0x34, 0xeb, 0x50, 0x56, 0x5e, 0x98, 0x38, 0x73, 0x9d, 0xc2, 0xaa, 0x38, 0xf3,
-	0x57, 0xaa, 0xb2, 0x18, 0x0b, 0x83, 0x7b, 0x17, 0xe6, 0x71, 0xa3, 0x80, 0xba, 0xac, 0x5c, 0x73,
-	0x05, 0x5e, 0x7f, 0x41, 0x21, 0x67, 0xf0, 0x17, 0x0d, 0x40, 0x58, 0xb8, 0x6c, 0xff, 0x87, 0x09,
-	0x7c, 0xb9, 0x0b, 0xd7, 0x2e, 0x74, 0x41, 0xd6, 0x58, 0xca, 0xab, 0xb1, 0xac, 0xd6, 0xb8, 0x9d,
-	0x33, 0x20, 0xed, 0xc2, 0x2a, 0x45, 0xea, 0xe6, 0xbb, 0xa0, 0x67, 0x92, 0x1c, 0x8e, 0x37, 0xa0,
-	0x82, 0x9c, 0x08, 0xe3, 0x78, 0x2c, 0x6a, 0x56, 0x22, 0x99, 0x9f, 0x42, 0xfd, 0x63, 0xc4, 0xd0,
-	0xae, 0x3b, 0x0d, 0x9e, 0x66, 0xeb, 0x50, 0x53, 0xd7, 0xa1, 0x0e, 0x65, 0x1b, 0x31, 0x24, 0x2a,
-	0x69, 0x58, 0xe2, 0x9c, 0xa5, 0x5b, 0x52, 0xd2, 0x35, 0xff, 0xd2, 0xa0, 0xca, 0x1f, 0x3a, 0x6f,
-	0xe4, 0x7b, 0x50, 0xa1, 0x38, 0x98, 0x67, 0xac, 0x12, 0xdc, 0x3c, 0xcc, 0xad, 0x41, 0x3d, 0x8c,
-	0xf0, 0x58, 0x6c, 0xd4, 0x84, 0xbe, 0x5a, 0x18, 0xe1, 0x11, 0x97, 0xf5, 0x0f, 0x92, 0x3c, 0xcb,
-	0x62, 0xc1, 0xdd, 0xcc, 0x5f, 0x70, 0xb2, 0x58, 0x75, 0xc7, 0x09, 0xbf, 0xc1, 0x1d, 0x4e, 0x76,
-	0x92, 0x0c, 0x27, 0x7a, 0xad, 0x68, 0xbd, 0x31, 0x1c, 0x9a, 0x23, 0xb8, 0x91, 0x1c, 0x25, 0xc5,
-	0x1f, 0x41, 0x95, 0x4c, 0xd9, 0x84, 0xf8, 0x58, 0x94, 0x7c, 0x7d, 0xfb, 0xed, 0xfc, 0x14, 0xe4,
-	0xcb, 0xfd, 0x3c, 0x46, 0x5b, 0xa9, 0x9b, 0xf9, 0x93, 0x26, 0xa2, 0x3e, 0x09, 0x6d, 0xc4, 0xf0,
-	0x63, 0x14, 0x21, 0x9f, 0xea, 0x0f, 0xa0, 0x8e, 0xa6, 0xcc, 0x25, 0x91, 0xc7, 0x8e, 0xaf, 0xa4,
-	0x32, 0x83, 0xea, 0x1f, 0x42, 0x25, 0x14, 0x11, 0x04, 0x8f, 0x85, 0x0b, 0x3f, 0xbe, 0x45, 0x25,
-	0x23, 0x71, 0x1b, 0x3c, 0xe0, 0x74, 0x64, 0x01, 0x39, 0x23, 0xb7, 0x0a, 0x18, 0x51, 0x13, 0x36,
-	0x57, 0x61, 0xe5, 0x25, 0x55, 0xca, 0xd0, 0xf6, 0xcf, 0x65, 0x28, 0x0d, 0xa9, 0xa3, 0x87, 0xb0,
-	0x7c, 0xe1, 0xdb, 0x7e, 0xbb, 0xe0, 0x83, 0x74, 0xf1, 0xbb, 0xd1, 0xda, 0x9a, 0x1b, 0x2a, 0x7b,
-	0xf3, 0x25, 0xd4, 0xb3, 0xcf, 0x8b, 0x59, 0xe8, 0x2f, 0x31, 0xad, 0xcd, 0xab, 0x31, 0x32, 0xf8,
-	0x57, 0x00, 0xca, 0x46, 0xbd, 0x55, 0xe8, 0x99, 0x81, 0x5a, 0x77, 0xe6, 0x00, 0xc9, 0xf8, 0x4f,
-	0xa0, 0x9a, 0xee, 0xa5, 0xce, 0x25, 0x7e, 0x02, 0xd1, 0xea, 0x5e, 0x85, 0x90, 0x61, 0x3f, 0x83,
-	0x72, 0xfc, 0xa7, 0xa5, 0x98, 0x4e, 0x86, 0xc3, 0xd6, 0x5b, 0x97, 0x9a, 0x65, 0x34, 0x1b, 0x1a,
-	0x2f, 0xcc, 0x6d, 0xb1, 0x9b, 0x0a, 0x6b, 0xdd, 0x9d, 0x0b, 0x96, 0xde, 0xd2, 0x5a, 0xfc, 0x9a,
-	0xcf, 0xe8, 0xce, 0xde, 0xb3, 0xd3, 0xb6, 0xf6, 0xfc, 0xb4, 0xad, 0xfd, 0x79, 0xda, 0xd6, 0xbe,
-	0x3b, 0x6b, 0x2f, 0x3c, 0x3f, 0x6b, 0x2f, 0xfc, 0x7e, 0xd6, 0x5e, 0xf8, 0xa2, 0xef, 0x78, 0xcc,
-	0x9d, 0xee, 0xf7, 0x26, 0xc4, 0xef, 0x2b, 0xd3, 0x9a, 0x37, 0xb8, 0xec, 0x38, 0xc4, 0x74, 0xbf,
-	0x22, 0xfe, 0x72, 0xde, 0xfb, 0x27, 0x00, 0x00, 0xff, 0xff, 0x68, 0x09, 0xff, 0xa5, 0x29, 0x0b,
-	0x00, 0x00,
+	// 1171 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xc4, 0x57, 0xcf, 0x6f, 0x1b, 0xc5,
+	0x17, 0xcf, 0xc6, 0x8e, 0x7f, 0xbc, 0xf8, 0xdb, 0x26, 0x5b, 0x7f, 0x89, 0xb3, 0x69, 0x1c, 0x67,
+	0x0b, 0xd4, 0x4d, 0xa9, 0x4d, 0xdc, 0x52, 0x51, 0x1f, 0x80, 0x24, 0x1c, 0x88, 0xc0, 0xa2, 0xda,
+	0x90, 0x0b, 0x95, 0xb0, 0x26, 0xde, 0xc9, 0x7a, 0x55, 0x7b, 0x77, 0xb5, 0x33, 0x36, 0xc9, 0x0d,
+	0x71, 0xe4, 0xc4, 0x9d, 0x7f, 0x80, 0x03, 0x87, 0x1c, 0xf8, 0x0b, 0xb8, 0xd0, 0x0b, 0x52, 0x85,
+	0x38, 0x70, 0x42, 0x28, 0x39, 0x84, 0x7f, 0x80, 0x2b, 0x42, 0x33, 0xbb, 0x3b, 0x9e, 0x24, 0xbb,
+	0xb6, 0x11, 0x05, 0x2e, 0xd1, 0xbe, 0xf7, 0x3e, 0xef, 0xcd, 0x7b, 0x9f, 0x37, 0xef, 0x65, 0x0c,
+	0xab, 0x26, 0xf6, 0x6c, 0xa7, 0xd3, 0x45, 0xb6, 0x53, 0x1f, 0x62, 0xdf, 0x3e, 0x3c, 0xae, 0x0f,
+	0x37, 0xeb, 0xf4, 0xa8, 0xe6, 0xf9, 0x2e, 0x75, 0xd5, 0xe2, 0xc8, 0x5c, 0x0b, 0xcc, 0xb5, 0xe1,
+	0xa6, 0xb6, 0x88, 0xfa, 0xb6, 0xe3, 0xd6, 0xf9, 0xdf, 0x00, 0xa8, 0x2d, 0x75, 0x5c, 0xd2, 0x77,
+	0x49, 0xbd, 0x4f, 0x2c, 0x16, 0xa0, 0x4f, 0xac, 0xd0, 0xb0, 0x1c, 0x18, 0xda, 0x5c, 0xaa, 0x07,
+	0x42, 0x68, 0x2a, 0x5a, 0xae, 0xe5, 0x06, 0x7a, 0xf6, 0x15, 0x6a, 0xd7, 0x63, 0x33, 0x0a, 0x0f,
+	0xe7, 0x10, 0xfd, 0x87, 0x14, 0xdc, 0x68, 0x11, 0x6b, 0x6f, 0x70, 0xd0, 0xb7, 0xe9, 0x4e, 0x17,
+	0x77, 0x9e, 0x7a, 0xae, 0xed, 0x50, 0xf5, 0x01, 0xe4, 0x3c, 0xdf, 0x1d, 0xda, 0x26, 0xf6, 0x4b,
+	0x4a, 0x45, 0xa9, 0xe6, 0xb7, 0x4b, 0x3f, 0x7e, 0x7b, 0xaf, 0x18, 0x1e, 0xba, 0x65, 0x9a, 0x3e,
+	0x26, 0x64, 0x8f, 0xfa, 0xb6, 0x63, 0x19, 0x02, 0xa9, 0x2e, 0x43, 0xae, 0x87, 0x11, 0xc1, 0x6d,
+	0xdb, 0x2c, 0xcd, 0x56, 0x94, 0x6a, 0xda, 0xc8, 0x72, 0x79, 0xd7, 0x54, 0x8b, 0x30, 0x67, 0x3b,
+	0x26, 0x3e, 0x2a, 0xa5, 0xb8, 0x3e, 0x10, 0xd4, 0x55, 0x00, 0x42, 0x91, 0x4f, 0xdb, 0x84, 0x62,
+	0xaf, 0x94, 0xe6, 0xa6, 0x3c, 0xd7, 0xec, 0x51, 0xec, 0xb1, 0x78, 0xd8, 0x31, 0x03, 0xe3, 0x5c,
+	0x10, 0x0f, 0x3b, 0x26, 0x37, 0x05, 0x9e, 0x14, 0xb7, 0x7d, 0xd7, 0xa5, 0xa5, 0x4c, 0x45, 0xa9,
+	0x16, 0xb8, 0x27, 0xc5, 0x86, 0xeb, 0x52, 0x66, 0xa6, 0x3e, 0xea, 0x84, 0xe6, 0x6c, 0x60, 0xe6,
+	0x9a, 0xc8, 0x7c, 0x68, 0x3b, 0xa8, 0xd7, 0xee, 0x22, 0xd2, 0x2d, 0xe5, 0x02, 0x33, 0xd7, 0xbc,
+	0x87, 0x48, 0x57, 0xad, 0xc2, 0xc2, 0xc8, 0xcc, 0xf8, 0x76, 0x0f, 0x4b, 0xf9, 0x4a, 0xaa, 0x5a,
+	0x30, 0xae, 0x09, 0xd0, 0x63, 0xa6, 0x55, 0x17, 0x20, 0x35, 0xf0, 0xed, 0x12, 0x30, 0x8a, 0x0c,
+	0xf6, 0xa9, 0x6e, 0x41, 0xb6, 0x8f, 0xa9, 0x6f, 0x77, 0x48, 0x69, 0xbe, 0x92, 0xaa, 0xce, 0x37,
+	0x6e, 0xd6, 0xe2, 0x3a, 0x5f, 0x6b, 0x71, 0xd0, 0x76, 0xfe, 0xd9, 0x2f, 0x6b, 0x33, 0x5f, 0x9f,
+	0x9f, 0x6c, 0x28, 0x46, 0xe4, 0xd7, 0x7c, 0xf4, 0xf9, 0xf9, 0xc9, 0x86, 0x60, 0xf5, 0x8b, 0xf3,
+	0x93, 0x8d, 0xdb, 0x52, 0x27, 0x8f, 0xa2, 0x5e, 0xc6, 0xf4, 0x4d, 0x5f, 0x85, 0x95, 0x18, 0xb5,
+	0x81, 0x89, 0xe7, 0x3a, 0x04, 0xeb, 0xdf, 0xcc, 0x42, 0xa1, 0x45, 0xac, 0x9d, 0x2e, 0xea, 0xf5,
+	0xb0, 0x63, 0x61, 0xf5, 0x4d, 0x80, 0x4e, 0x24, 0x4c, 0xee, 0xb4, 0x84, 0x1d, 0xd7, 0xeb, 0x3b,
+	0xb0, 0xd0, 0x11, 0x67, 0xb7, 0xe5, 0xb6, 0x5f, 0x1f, 0xe9, 0x77, 0xa3, 0x0b, 0x20, 0xf5, 0x29,
+	0x3d, 0xbe, 0x4f, 0x73, 0xd3, 0xf4, 0x29, 0x13, 0xd7, 0xa7, 0xe6, 0x03, 0x46, 0xa9, 0x94, 0x3e,
+	0x23, 0xb5, 0x92, 0x40, 0xaa, 0x60, 0x47, 0x7f, 0x04, 0x45, 0x59, 0x8e, 0x68, 0x54, 0xd7, 0xa1,
+	0x20, 0x42, 0xb1, 0xfa, 0x15, 0x5e, 0xdc, 0xbc, 0xd0, 0xed, 0x9a, 0xfa, 0x1f, 0x0a, 0xfc, 0xaf,
+	0x45, 0x2c, 0x03, 0x0f, 0x71, 0x98, 0xec, 0x0b, 0x1f, 0xa9, 0xbf, 0x40, 0xb3, 0x0a, 0x69, 0x69,
+	0xc2, 0xf8, 0x37, 0xd3, 0x49, 0xac, 0xf2, 0x6f, 0x36, 0xa5, 0x32, 0x8b, 0x81, 0xd0, 0xbc, 0x7f,
+	0xe5, 0x3e, 0xae, 0x27, 0x50, 0x37, 0x2a, 0x57, 0x5f, 0x82, 0xff, 0x5f, 0x50, 0x88, 0x3b, 0xf8,
+	0xbd, 0x02, 0xc0, 0x2d, 0x4c, 0x36, 0xff, 0xc6, 0x0d, 0xbc, 0xdc, 0x85, 0xd9, 0x2b, 0x5d, 0x10,
+	0x35, 0xa6, 0xe2, 0x6a, 0x4c, 0xcb, 0x35, 0x36, 0x62, 0x2e, 0x48, 0x39, 0xb1, 0x4a, 0x9e, 0xba,
+	0xfe, 0x1a, 0xa8, 0x23, 0x49, 0x5c, 0x8e, 0x97, 0x20, 0x83, 0x2c, 0x1f, 0xe3, 0xe0, 0x5a, 0xe4,
+	0x8c, 0x50, 0xd2, 0xdf, 0x87, 0xfc, 0xbb, 0x88, 0xa2, 0x9d, 0xee, 0xc0, 0x79, 0x3a, 0x5a, 0x87,
+	0x8a, 0xbc, 0x0e, 0x55, 0x48, 0x9b, 0x88, 0x22, 0x5e, 0x49, 0xc1, 0xe0, 0xdf, 0xa3, 0x74, 0x53,
+	0x52, 0xba, 0xfa, 0x6f, 0x0a, 0x64, 0xd9, 0xa0, 0xb3, 0x46, 0xbe, 0x0e, 0x19, 0x82, 0x9d, 0x69,
+	0xae, 0x55, 0x88, 0x9b, 0x86, 0xb9, 0x15, 0xc8, 0x7b, 0x3e, 0x6e, 0xf3, 0x8d, 0x1a, 0xd2, 0x97,
+	0xf3, 0x7c, 0xbc, 0xc7, 0x64, 0xf5, 0xad, 0x30, 0xcf, 0x34, 0x5f, 0x70, 0x6b, 0xf1, 0x0b, 0x4e,
+	0x14, 0x2b, 0xef, 0x38, 0xee, 0xd7, 0xbc, 0xcb, 0xc8, 0x0e, 0x93, 0x61, 0x44, 0xaf, 0x24, 0xad,
+	0x37, 0x8a, 0x3d, 0x7d, 0x0f, 0xae, 0x87, 0x9f, 0x82, 0xe2, 0x77, 0x20, 0xeb, 0x0e, 0x68, 0xc7,
+	0xed, 0x63, 0x5e, 0xf2, 0xb5, 0xc6, 0xab, 0xf1, 0x29, 0x88, 0xc9, 0xfd, 0x30, 0x40, 0x1b, 0x91,
+	0x9b, 0xfe, 0x95, 0xc2, 0xa3, 0xee, 0xf4, 0x90, 0xdd, 0xff, 0xc8, 0xee, 0x63, 0x77, 0x40, 0xff,
+	0x11, 0x1e, 0x83, 0xd9, 0x91, 0x4a, 0xbd, 0x95, 0xb4, 0x74, 0xa4, 0x4c, 0xf4, 0x27, 0xb0, 0x74,
+	0x49, 0xf5, 0x02, 0x4b, 0xff, 0x49, 0x81, 0x7c, 0x8b, 0x58, 0x5b, 0x94, 0x62, 0x42, 0xd5, 0x06,
+	0x64, 0xd1, 0xc0, 0xb4, 0xa9, 0x3b, 0xb9, 0xea, 0x08, 0xf8, 0xaf, 0xac, 0xfe, 0x66, 0x8d, 0x11,
+	0x17, 0x1d, 0xc9, 0x98, 0x5b, 0x4d, 0x60, 0x2e, 0x28, 0x44, 0xbf, 0x01, 0x8b, 0x42, 0x90, 0x77,
+	0x4d, 0x91, 0x8f, 0xa8, 0xe7, 0xfa, 0x74, 0xdf, 0x41, 0x43, 0x64, 0xf7, 0xd0, 0x41, 0x0f, 0xff,
+	0x77, 0x65, 0x37, 0xdf, 0xb8, 0x5c, 0xd7, 0xcb, 0x89, 0x5b, 0x46, 0x4a, 0x5a, 0x6f, 0xc2, 0xcd,
+	0xb8, 0x42, 0xc4, 0xbd, 0xd0, 0x20, 0xf7, 0xa9, 0x4d, 0xbb, 0x5d, 0xdc, 0x8b, 0xf6, 0x8e, 0x90,
+	0xf5, 0xef, 0x82, 0xcb, 0xbe, 0xef, 0x99, 0x88, 0xe2, 0xc7, 0xc8, 0x47, 0x7d, 0xa2, 0x3e, 0x84,
+	0x3c, 0x1a, 0xd0, 0xae, 0xeb, 0xdb, 0xf4, 0x78, 0x22, 0x05, 0x23, 0xa8, 0xfa, 0x36, 0x64, 0x3c,
+	0x1e, 0x81, 0x53, 0x90, 0xf8, 0xba, 0x09, 0x4e, 0x91, 0x27, 0x3f, 0x74, 0x6b, 0x3e, 0x64, 0xf5,
+	0x8f, 0x02, 0x8e, 0x9b, 0x09, 0x39, 0x61, 0x7d, 0x99, 0xcf, 0x84, 0xac, 0x8a, 0x6a, 0x6f, 0xfc,
+	0x9e, 0x81, 0x54, 0x8b, 0x58, 0xaa, 0x07, 0x0b, 0x57, 0x1e, 0xb2, 0x77, 0x12, 0x5e, 0x5f, 0x57,
+	0x1f, 0x49, 0xda, 0xe6, 0xd4, 0x50, 0xc1, 0xfa, 0x13, 0xc8, 0x8f, 0xde, 0x52, 0x7a, 0xa2, 0xbf,
+	0xc0, 0x68, 0x1b, 0x93, 0x31, 0x22, 0xf8, 0x27, 0x00, 0xd2, 0xf3, 0xe1, 0x56, 0xa2, 0xe7, 0x08,
+	0xa4, 0xdd, 0x9d, 0x02, 0x24, 0xe2, 0xef, 0x43, 0x36, 0xfa, 0x27, 0x5c, 0x19, 0xe3, 0xc7, 0x11,
+	0x5a, 0x75, 0x12, 0x42, 0x84, 0xfd, 0x00, 0xd2, 0xc1, 0x0b, 0x3d, 0x99, 0x4e, 0x8a, 0x3d, 0xed,
+	0x95, 0xb1, 0x66, 0x11, 0xcd, 0x84, 0xc2, 0x85, 0x25, 0x9d, 0xec, 0x26, 0xc3, 0xb4, 0x7b, 0x53,
+	0xc1, 0xc4, 0x29, 0x06, 0x64, 0xc2, 0x7d, 0xb8, 0x96, 0xe8, 0x18, 0x00, 0xb4, 0xdb, 0x13, 0x00,
+	0x22, 0x26, 0x81, 0xc5, 0xab, 0x7b, 0x67, 0x63, 0x0c, 0x8d, 0x97, 0xb0, 0x5a, 0x63, 0x7a, 0xac,
+	0x4c, 0xd7, 0x85, 0x31, 0x4f, 0xa6, 0x4b, 0x86, 0x8d, 0xa1, 0x2b, 0x6e, 0xe0, 0xb4, 0xb9, 0xcf,
+	0xd8, 0x48, 0x6f, 0xef, 0x3e, 0x3b, 0x2d, 0x2b, 0xcf, 0x4f, 0xcb, 0xca, 0xaf, 0xa7, 0x65, 0xe5,
+	0xcb, 0xb3, 0xf2, 0xcc, 0xf3, 0xb3, 0xf2, 0xcc, 0xcf, 0x67, 0xe5, 0x99, 0x8f, 0xeb, 0x96, 0x4d,
+	0xbb, 0x83, 0x83, 0x5a, 0xc7, 0xed, 0xd7, 0xa5, 0xe1, 0x8e, 0x9b, 0x73, 0x7a, 0xec, 0x61, 0x72,
+	0x90, 0xe1, 0x3f, 0x47, 0xef, 0xff, 0x19, 0x00, 0x00, 0xff, 0xff, 0x15, 0x23, 0xc7, 0x02, 0x45,
+	0x0f, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -925,6 +1248,14 @@ type MsgClient interface {
 	Respond(ctx context.Context, in *MsgRespond, opts ...grpc.CallOption) (*MsgRespondResponse, error)
 	// Step re-executes the single disputed step on-chain and ends the game.
 	Step(ctx context.Context, in *MsgStep, opts ...grpc.CallOption) (*MsgStepResponse, error)
+	// ClaimTimeout ends a game whose party to move missed its deadline, without waiting for
+	// the end blocker (which processes a capped number of deadlines per block).
+	ClaimTimeout(ctx context.Context, in *MsgClaimTimeout, opts ...grpc.CallOption) (*MsgClaimTimeoutResponse, error)
+	// Attest is an auditor's answer: the trace root it computed equals the provider's.
+	Attest(ctx context.Context, in *MsgAttest, opts ...grpc.CallOption) (*MsgAttestResponse, error)
+	// ReportUnavailable is an auditor's answer when the provider does not serve the state
+	// the checkpoint starts from.
+	ReportUnavailable(ctx context.Context, in *MsgReportUnavailable, opts ...grpc.CallOption) (*MsgReportUnavailableResponse, error)
 	UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error)
 }
 
@@ -981,6 +1312,33 @@ func (c *msgClient) Step(ctx context.Context, in *MsgStep, opts ...grpc.CallOpti
 	return out, nil
 }
 
+func (c *msgClient) ClaimTimeout(ctx context.Context, in *MsgClaimTimeout, opts ...grpc.CallOption) (*MsgClaimTimeoutResponse, error) {
+	out := new(MsgClaimTimeoutResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/ClaimTimeout", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) Attest(ctx context.Context, in *MsgAttest, opts ...grpc.CallOption) (*MsgAttestResponse, error) {
+	out := new(MsgAttestResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/Attest", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) ReportUnavailable(ctx context.Context, in *MsgReportUnavailable, opts ...grpc.CallOption) (*MsgReportUnavailableResponse, error) {
+	out := new(MsgReportUnavailableResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/ReportUnavailable", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *msgClient) UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error) {
 	out := new(MsgUpdateParamsResponse)
 	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/UpdateParams", in, out, opts...)
@@ -1002,6 +1360,14 @@ type MsgServer interface {
 	Respond(context.Context, *MsgRespond) (*MsgRespondResponse, error)
 	// Step re-executes the single disputed step on-chain and ends the game.
 	Step(context.Context, *MsgStep) (*MsgStepResponse, error)
+	// ClaimTimeout ends a game whose party to move missed its deadline, without waiting for
+	// the end blocker (which processes a capped number of deadlines per block).
+	ClaimTimeout(context.Context, *MsgClaimTimeout) (*MsgClaimTimeoutResponse, error)
+	// Attest is an auditor's answer: the trace root it computed equals the provider's.
+	Attest(context.Context, *MsgAttest) (*MsgAttestResponse, error)
+	// ReportUnavailable is an auditor's answer when the provider does not serve the state
+	// the checkpoint starts from.
+	ReportUnavailable(context.Context, *MsgReportUnavailable) (*MsgReportUnavailableResponse, error)
 	UpdateParams(context.Context, *MsgUpdateParams) (*MsgUpdateParamsResponse, error)
 }
 
@@ -1023,6 +1389,15 @@ func (*UnimplementedMsgServer) Respond(ctx context.Context, req *MsgRespond) (*M
 }
 func (*UnimplementedMsgServer) Step(ctx context.Context, req *MsgStep) (*MsgStepResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Step not implemented")
+}
+func (*UnimplementedMsgServer) ClaimTimeout(ctx context.Context, req *MsgClaimTimeout) (*MsgClaimTimeoutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClaimTimeout not implemented")
+}
+func (*UnimplementedMsgServer) Attest(ctx context.Context, req *MsgAttest) (*MsgAttestResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Attest not implemented")
+}
+func (*UnimplementedMsgServer) ReportUnavailable(ctx context.Context, req *MsgReportUnavailable) (*MsgReportUnavailableResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportUnavailable not implemented")
 }
 func (*UnimplementedMsgServer) UpdateParams(ctx context.Context, req *MsgUpdateParams) (*MsgUpdateParamsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateParams not implemented")
@@ -1122,6 +1497,60 @@ func _Msg_Step_Handler(srv interface{}, ctx context.Context, dec func(interface{
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Msg_ClaimTimeout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgClaimTimeout)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).ClaimTimeout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/ClaimTimeout",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).ClaimTimeout(ctx, req.(*MsgClaimTimeout))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_Attest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgAttest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).Attest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/Attest",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).Attest(ctx, req.(*MsgAttest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_ReportUnavailable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgReportUnavailable)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).ReportUnavailable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/ReportUnavailable",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).ReportUnavailable(ctx, req.(*MsgReportUnavailable))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Msg_UpdateParams_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MsgUpdateParams)
 	if err := dec(in); err != nil {
@@ -1164,6 +1593,18 @@ var _Msg_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Step",
 			Handler:    _Msg_Step_Handler,
+		},
+		{
+			MethodName: "ClaimTimeout",
+			Handler:    _Msg_ClaimTimeout_Handler,
+		},
+		{
+			MethodName: "Attest",
+			Handler:    _Msg_Attest_Handler,
+		},
+		{
+			MethodName: "ReportUnavailable",
+			Handler:    _Msg_ReportUnavailable_Handler,
 		},
 		{
 			MethodName: "UpdateParams",
@@ -1685,6 +2126,212 @@ func (m *MsgStepResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *MsgClaimTimeout) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgClaimTimeout) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgClaimTimeout) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Sender) > 0 {
+		i -= len(m.Sender)
+		copy(dAtA[i:], m.Sender)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Sender)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgClaimTimeoutResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgClaimTimeoutResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgClaimTimeoutResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Outcome != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Outcome))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgAttest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgAttest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgAttest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.TraceRoot) > 0 {
+		i -= len(m.TraceRoot)
+		copy(dAtA[i:], m.TraceRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.TraceRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgAttestResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgAttestResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgAttestResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgReportUnavailable) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgReportUnavailable) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgReportUnavailable) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.CheckpointIndex != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.CheckpointIndex))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Auditor) > 0 {
+		i -= len(m.Auditor)
+		copy(dAtA[i:], m.Auditor)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Auditor)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgReportUnavailableResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgReportUnavailableResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgReportUnavailableResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Withheld {
+		i--
+		if m.Withheld {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func (m *MsgUpdateParams) Marshal() (dAtA []byte, err error) {
 	size := m.Size()
 	dAtA = make([]byte, size)
@@ -2001,6 +2648,97 @@ func (m *MsgStepResponse) Size() (n int) {
 	_ = l
 	if m.Outcome != 0 {
 		n += 1 + sovTx(uint64(m.Outcome))
+	}
+	return n
+}
+
+func (m *MsgClaimTimeout) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Sender)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	return n
+}
+
+func (m *MsgClaimTimeoutResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Outcome != 0 {
+		n += 1 + sovTx(uint64(m.Outcome))
+	}
+	return n
+}
+
+func (m *MsgAttest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovTx(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovTx(uint64(m.CheckpointIndex))
+	}
+	l = len(m.TraceRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgAttestResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgReportUnavailable) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Auditor)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovTx(uint64(m.LeaseId))
+	}
+	if m.CheckpointIndex != 0 {
+		n += 1 + sovTx(uint64(m.CheckpointIndex))
+	}
+	return n
+}
+
+func (m *MsgReportUnavailableResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Withheld {
+		n += 2
 	}
 	return n
 }
@@ -3576,6 +4314,570 @@ func (m *MsgStepResponse) Unmarshal(dAtA []byte) error {
 					break
 				}
 			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgClaimTimeout) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgClaimTimeout: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgClaimTimeout: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Sender", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Sender = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgClaimTimeoutResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgClaimTimeoutResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgClaimTimeoutResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Outcome", wireType)
+			}
+			m.Outcome = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Outcome |= ChallengeOutcome(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgAttest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgAttest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgAttest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TraceRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.TraceRoot = append(m.TraceRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.TraceRoot == nil {
+				m.TraceRoot = []byte{}
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgAttestResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgAttestResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgAttestResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgReportUnavailable) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgReportUnavailable: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgReportUnavailable: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Auditor", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Auditor = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CheckpointIndex", wireType)
+			}
+			m.CheckpointIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CheckpointIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgReportUnavailableResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgReportUnavailableResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgReportUnavailableResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Withheld", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Withheld = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipTx(dAtA[iNdEx:])

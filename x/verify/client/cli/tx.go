@@ -39,7 +39,7 @@ func NewTxCmd() *cobra.Command {
 		SuggestionsMinimumDistance: 2,
 		RunE:                       client.ValidateCmd,
 	}
-	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd())
+	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd(), attestCmd())
 	return cmd
 }
 
@@ -152,6 +152,17 @@ func challengeCmd() *cobra.Command {
 		func(cmd *cobra.Command, ids []uint64) error {
 			return checkpointMove(cmd, ids, func(sender string, cp types.Checkpoint, tr trace.Trace) (sdk.Msg, error) {
 				return dispute.Challenge(sender, cp, tr)
+			})
+		})
+}
+
+func attestCmd() *cobra.Command {
+	return moveCmd("attest [lease-id] [index] --trace [file]",
+		"As a drawn auditor, attest to a checkpoint: your own trace of its steps has the provider's root",
+		[]string{"lease-id", "index"}, flagTrace, "your own per-step hash trace of the checkpoint's steps (required)",
+		func(cmd *cobra.Command, ids []uint64) error {
+			return checkpointMove(cmd, ids, func(sender string, cp types.Checkpoint, tr trace.Trace) (sdk.Msg, error) {
+				return dispute.Attest(sender, cp, tr)
 			})
 		})
 }
