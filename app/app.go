@@ -255,6 +255,8 @@ func New(
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, app.ShardKeeper, app.DistrKeeper, authority)
 	// x/stakingext's params must cover x/verify's longest dispute (unbonding_blocks).
 	app.StakingExtKeeper.SetSlashWindow(app.VerifyKeeper)
+	// x/market refuses jobs whose steps x/verify's referee could not re-execute.
+	app.MarketKeeper.SetWorkloadReferee(app.VerifyKeeper)
 
 	app.ModuleManager = module.NewManager(
 		genutil.NewAppModule(app.AccountKeeper, app.StakingKeeper, app, txConfig),

@@ -9,7 +9,7 @@ import (
 )
 
 // OneStep is the challenger's move in the one-step phase: the encoded
-// reference state at the agreed step lo, and every training-data chunk that
+// exact state at the agreed step lo, and every training-data chunk that
 // step's batch reads with its Merkle proof, for the chain to re-execute the
 // step and decide the game.
 func OneStep(sender string, g Game, preState []byte) (*verifytypes.MsgStep, error) {
@@ -17,7 +17,11 @@ func OneStep(sender string, g Game, preState []byte) (*verifytypes.MsgStep, erro
 	if err != nil {
 		return nil, err
 	}
-	chunks, err := verifytypes.StepData(data, verifytypes.ReferenceConfig(g.Job.Seed), g.Job.Seed, g.Challenge.Lo)
+	cfg, err := verifytypes.JobConfig(g.Job)
+	if err != nil {
+		return nil, err
+	}
+	chunks, err := verifytypes.StepData(data, cfg, g.Job.Seed, g.Challenge.Lo)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,32 @@ func (f fieldErrs) err(base error) error {
 	if len(f) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", base, strings.Join(f, "; "))
+	return &ConfigError{base: base, Problems: f}
+}
+
+// ConfigError is what Validate and CheckLimits return: every problem found,
+// each prefixed by its field path ("model.d_model: ..."). It wraps
+// ErrInvalidConfig or ErrLimits.
+type ConfigError struct {
+	base     error
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %s", e.base, strings.Join(e.Problems, "; "))
+}
+
+func (e *ConfigError) Unwrap() error { return e.base }
+
+// Under lists the problems with every field path under prefix (a job spec
+// writes the model as workload.model, so Under("workload.") names the
+// fields as the owner spelled them).
+func (e *ConfigError) Under(prefix string) string {
+	out := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = prefix + p
+	}
+	return strings.Join(out, "; ")
 }
 
 // Validate checks every field (after WithDefaults, which it applies itself)
@@ -402,4 +427,15 @@ func (c Config) CheckLimits(l Limits) error {
 	check("model", c.StateBytes(), l.MaxStateBytes, "state size in bytes")
 	check("model.layers", int64(c.Model.Layers), l.MaxLayers, "layer count")
 	return errs.err(ErrLimits)
+}
+
+// ReferenceConfig is the configuration of workload kind "reference": a
+// model small enough that the chain's one-step referee can re-execute any
+// of its steps in one transaction, and still a real transformer that learns
+// English bytes (the demo's loss falls from ln 256 ≈ 5.5 nats towards 2).
+func ReferenceConfig() Config {
+	return Config{
+		Model: ModelConfig{Layers: 1, DModel: 32, Heads: 2, DFF: 128, Context: 32, Vocab: Vocab},
+		Train: TrainConfig{Batch: 4, Optimizer: OptimizerAdamW, LR: 0.01, WarmupSteps: 10, WeightDecay: 0.01},
+	}.WithDefaults()
 }

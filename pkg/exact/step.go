@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/traindata"
 )
 
 // ErrInvalidData is wrapped by errors about training data and batches.
@@ -20,11 +21,9 @@ var ErrInvalidData = errors.New("exact: invalid data")
 const batchDomain = "depinchain/exact/batch/v1"
 
 // Window is one training example: stream[Start : Start+Length], Length =
-// context+1 (context input tokens; each position's target is the next).
-type Window struct {
-	Start  uint64
-	Length uint64
-}
+// context+1 (context input tokens; each position's target is the next). It is
+// the protocol's one window type, which data proofs (pkg/traindata) open.
+type Window = traindata.Window
 
 // BatchWindows returns the batch windows of step step over a stream of
 // streamSize bytes. Window k starts at

@@ -15,7 +15,7 @@ import (
 var ErrOutOfRange = errors.New("trace: step outside the trace")
 
 // CheckpointChunkSize is the leaf size of a checkpoint file's state_root tree.
-const CheckpointChunkSize = 1 << 20
+const CheckpointChunkSize = 4096
 
 // Trace is a per-step hash trace h_start..h_end and its Merkle tree.
 type Trace struct {

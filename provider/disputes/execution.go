@@ -4,29 +4,29 @@ import (
 	"fmt"
 
 	"github.com/depinchain/depinchain/pkg/dispute"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// Execution is an honest re-execution of a range of a reference job.
+// Execution is an honest re-execution of a range of an exact (transformer) job.
 type Execution struct {
 	// Trace is h_start..h_end.
 	Trace trace.Trace
 	// End is the state at the range's end.
-	End *reftrainer.State
+	End *exact.State
 
-	start     *reftrainer.State
+	start     *exact.State
 	startStep uint64
 	data      []byte
 	seed      []byte
 }
 
-// Reexecute trains job's reference workload from start (the state at
-// startStep) to endStep with the same package the chain's referee uses.
-func Reexecute(job markettypes.Job, start *reftrainer.State, startStep, endStep uint64) (*Execution, error) {
+// Reexecute trains job's exact workload from start (the state at startStep)
+// to endStep with the same package the chain's referee uses.
+func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint64) (*Execution, error) {
 	if endStep < startStep {
 		return nil, fmt.Errorf("dispute: range %d..%d is empty", startStep, endStep)
 	}
@@ -34,19 +34,34 @@ func Reexecute(job markettypes.Job, start *reftrainer.State, startStep, endStep 
 	if err != nil {
 		return nil, err
 	}
+	e := &Execution{start: start, startStep: startStep, data: data.Bytes, seed: job.Seed}
 	hashes := make([]merkle.Hash, 0, endStep-startStep+1)
-	hashes = append(hashes, start.Hash())
-	end, err := reftrainer.Run(start, data.Bytes, job.Seed, endStep-startStep, func(_ uint64, h [32]byte, _ reftrainer.StepMetrics) error {
-		hashes = append(hashes, h)
-		return nil
-	})
+	hashes = append(hashes, start.Root())
+	end, err := e.train(endStep, func(root merkle.Hash) { hashes = append(hashes, root) })
 	if err != nil {
 		return nil, err
 	}
-	return &Execution{
-		Trace: trace.New(startStep, hashes), End: end,
-		start: start, startStep: startStep, data: data.Bytes, seed: job.Seed,
-	}, nil
+	e.Trace, e.End = trace.New(startStep, hashes), end
+	return e, nil
+}
+
+// train steps from the range's start to step, showing each new root to onRoot.
+func (e *Execution) train(step uint64, onRoot func(merkle.Hash)) (*exact.State, error) {
+	s := e.start
+	for s.Step < step {
+		batch, err := exact.StepBatch(s.Config, e.seed, s.Step, e.data)
+		if err != nil {
+			return nil, err
+		}
+		var info exact.StepInfo
+		if s, info, err = exact.Step(s, batch); err != nil {
+			return nil, err
+		}
+		if onRoot != nil {
+			onRoot(info.Root)
+		}
+	}
+	return s, nil
 }
 
 // StateAt rebuilds the encoded state at step by training from the range's
@@ -55,7 +70,7 @@ func (e *Execution) StateAt(step uint64) ([]byte, error) {
 	if step < e.startStep || step > e.Trace.End() {
 		return nil, fmt.Errorf("dispute: step %d is outside %d..%d", step, e.startStep, e.Trace.End())
 	}
-	s, err := reftrainer.Run(e.start, e.data, e.seed, step-e.startStep, nil)
+	s, err := e.train(step, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +83,7 @@ func (e *Execution) Evidence() dispute.Evidence {
 	return dispute.Evidence{Trace: e.Trace, StateAt: e.StateAt}
 }
 
-// InitialState is the reference state of job at step 0.
-func InitialState(job markettypes.Job) (*reftrainer.State, error) {
-	return reftrainer.Init(verifytypes.ReferenceConfig(job.Seed))
+// InitialState is job's exact state at step 0.
+func InitialState(job markettypes.Job) (*exact.State, error) {
+	return verifytypes.InitialState(job)
 }

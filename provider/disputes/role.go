@@ -23,7 +23,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/dispute"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -120,7 +120,7 @@ type Role struct {
 	// executions are the verifier's re-executions of challenged checkpoints,
 	// by challenge; verified its latest computed state per lease.
 	executions map[uint64]*Execution
-	verified   map[uint64]*reftrainer.State
+	verified   map[uint64]*exact.State
 	// open are the open games the operator is a party to, by challenge,
 	// with its side: what depinprovider_disputes_open counts.
 	open map[uint64]dispute.Side
@@ -144,7 +144,7 @@ func New(opts Options) (*Role, error) {
 		fetcher:    checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxStartStateBytes},
 		games:      rolekit.NewQueue[uint64](disputeQueueSize),
 		checks:     rolekit.NewQueue[checkpoint.Ref](verifyQueueSize),
-		executions: map[uint64]*Execution{}, verified: map[uint64]*reftrainer.State{},
+		executions: map[uint64]*Execution{}, verified: map[uint64]*exact.State{},
 		open: map[uint64]dispute.Side{},
 	}, nil
 }

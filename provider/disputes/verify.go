@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/depinchain/depinchain/pkg/dispute"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -224,7 +224,7 @@ func (r *Role) reexecute(ctx context.Context, cp verifytypes.Checkpoint, job mar
 	return exec, nil
 }
 
-func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job) (*reftrainer.State, error) {
+func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job markettypes.Job) (*exact.State, error) {
 	if cp.StartStep == 0 {
 		return InitialState(job)
 	}
@@ -232,7 +232,7 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	cached := r.verified[cp.LeaseId]
 	r.mu.Unlock()
 	if cached != nil {
-		if h := cached.Hash(); slices.Equal(h[:], cp.StartHash) {
+		if h := cached.Root(); slices.Equal(h[:], cp.StartHash) {
 			return cached, nil
 		}
 	}
@@ -248,10 +248,10 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	if err != nil {
 		return nil, fmt.Errorf("%w: checkpoint %s at %s: %w", ErrStartStateUnavailable, ref, uri, err)
 	}
-	if h := sha256.Sum256(raw); !slices.Equal(h[:], cp.StartHash) {
-		return nil, fmt.Errorf("%w: the served state does not hash to the checkpoint's start hash", ErrStartStateUnavailable)
+	if h := exact.StateRoot(raw); !slices.Equal(h[:], cp.StartHash) {
+		return nil, fmt.Errorf("%w: the served state's root is not the checkpoint's start hash", ErrStartStateUnavailable)
 	}
-	return reftrainer.Decode(raw)
+	return exact.Decode(raw)
 }
 
 // startURI is where the state at cp's start step is served: the end of the

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/trainer"
-	markettypes "github.com/depinchain/depinchain/x/market/types"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // Progress is one step of a reference run, for logs and metrics.
@@ -19,10 +18,10 @@ type Progress struct {
 	Loss float64
 }
 
-// Reference runs the chain's reference workload in the sidecar's process,
-// for jobs of kind WORKLOAD_KIND_REFERENCE: the same deterministic trainer
-// the chain's referee re-executes, on the job's training data. It needs no
-// GPU and ignores Job.LogDir and Job.GPUs.
+// Reference runs the exact transformer workload (kinds reference and
+// transformer) in the sidecar's process with Go on every core: the same
+// package the chain's referee re-executes, on the job's training data (the
+// files of Job.DataDir). It needs no GPU and ignores Job.LogDir and Job.GPUs.
 type Reference struct {
 	// Progress, if set, is called after every step, from the run's
 	// goroutine.
@@ -34,14 +33,14 @@ func (*Reference) Name() string { return "reference" }
 
 // Start implements Runtime. The run stops between two steps when stopped.
 func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
-	if kind := job.Market.Spec.Workload.Kind; kind != markettypes.WORKLOAD_KIND_REFERENCE {
+	if kind := job.Market.Spec.Workload.Kind; !kind.Adjudicable() {
 		return nil, fmt.Errorf("runtime reference: job %d is a %s workload", job.Market.Id, kind)
 	}
-	env := job.Env()
-	if err := env.Validate(); err != nil {
+	env, err := prepare(job)
+	if err != nil {
 		return nil, err
 	}
-	data, err := verifytypes.JobTrainingData(job.Market)
+	stream, err := exact.ReadStreamDir(env.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +53,7 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &referenceHandle{run: newRun(), cancel: cancel}
 	go func() {
-		err := trainer.RunReference(ctx, env, data.Bytes, onStep)
+		err := trainer.RunExact(ctx, env, stream, onStep)
 		if errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w: reference run of lease %d", ErrStopped, job.LeaseID)
 		}

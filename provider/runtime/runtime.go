@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -71,7 +72,12 @@ type Job struct {
 
 // Env returns the trainer contract's environment for j, with host paths.
 func (j Job) Env() trainer.Env {
+	var cfg *exact.Config
+	if c, err := j.Market.Spec.ExactConfig(); err == nil {
+		cfg = &c
+	}
 	return trainer.Env{
+		Exact:              cfg,
 		JobID:              j.Market.Id,
 		LeaseID:            j.LeaseID,
 		OutputDir:          j.OutputDir,

@@ -2,11 +2,14 @@ package trainer
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/depinchain/depinchain/pkg/exact"
 )
 
 // Names of the environment variables a trainer receives (see CONTRACT.md).
@@ -21,6 +24,9 @@ const (
 	EnvCheckpointInterval = "DEPIN_CHECKPOINT_INTERVAL"
 	EnvJobSeed            = "DEPIN_JOB_SEED"
 	EnvVisibleDevices     = "CUDA_VISIBLE_DEVICES"
+	// EnvExactConfig is set for transformer workloads (kinds reference and transformer):
+	// the exact configuration as JSON ({"model": {...}, "train": {...}}).
+	EnvExactConfig = "DEPIN_EXACT_CONFIG"
 )
 
 // CorpusFileName is the file in the data directory holding the training text
@@ -57,6 +63,9 @@ type Env struct {
 	// string, which hides every GPU from CUDA, rather than left unset, which
 	// would show all of them.
 	VisibleDevices []string
+	// Exact is the transformer configuration of an exact workload (kinds reference and
+	// transformer); nil for container jobs.
+	Exact *exact.Config
 }
 
 // Validate checks that e describes a run a trainer can carry out.
@@ -91,6 +100,11 @@ func (e Env) Validate() error {
 	if len(e.JobSeed) == 0 {
 		return fail("%s must not be empty", EnvJobSeed)
 	}
+	if e.Exact != nil {
+		if err := e.Exact.Validate(); err != nil {
+			return fail("%s: %s", EnvExactConfig, err)
+		}
+	}
 	for _, d := range e.VisibleDevices {
 		if d == "" || strings.ContainsAny(d, ", \t\n") {
 			return fail("%s entry %q must be a non-empty device id without commas or spaces", EnvVisibleDevices, d)
@@ -113,7 +127,20 @@ func (e Env) Environ() []string {
 		EnvCheckpointInterval + "=" + u(e.CheckpointInterval),
 		EnvJobSeed + "=" + hex.EncodeToString(e.JobSeed),
 		EnvVisibleDevices + "=" + strings.Join(e.VisibleDevices, ","),
+		EnvExactConfig + "=" + e.exactJSON(),
 	}
+}
+
+// exactJSON is DEPIN_EXACT_CONFIG's value: the config as JSON, or empty.
+func (e Env) exactJSON() string {
+	if e.Exact == nil {
+		return ""
+	}
+	b, err := json.Marshal(e.Exact)
+	if err != nil {
+		panic(err) // a struct of numbers and a string always marshals
+	}
+	return string(b)
 }
 
 // ParseEnv reads an Env through lookup (os.LookupEnv in a trainer) and
@@ -152,6 +179,7 @@ func ParseEnv(lookup func(key string) (string, bool)) (Env, error) {
 	e.CheckpointInterval = num(EnvCheckpointInterval)
 	seed := str(EnvJobSeed)
 	devices := str(EnvVisibleDevices)
+	exactConfig, _ := lookup(EnvExactConfig)
 	if len(missing) > 0 {
 		return Env{}, fmt.Errorf("%w: not set: %s", ErrInvalidEnv, strings.Join(missing, ", "))
 	}
@@ -164,6 +192,13 @@ func ParseEnv(lookup func(key string) (string, bool)) (Env, error) {
 	}
 	if devices != "" {
 		e.VisibleDevices = strings.Split(devices, ",")
+	}
+	if exactConfig != "" {
+		var cfg exact.Config
+		if err := json.Unmarshal([]byte(exactConfig), &cfg); err != nil {
+			return Env{}, fmt.Errorf("%w: %s: %w", ErrInvalidEnv, EnvExactConfig, err)
+		}
+		e.Exact = &cfg
 	}
 	if err := e.Validate(); err != nil {
 		return Env{}, err

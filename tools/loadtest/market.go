@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -498,20 +499,23 @@ func (m *market) checkpoint(ctx context.Context, p *account, tk task) (*verifyty
 	if err != nil {
 		return nil, err
 	}
-	state, err := reftrainer.Init(verifytypes.ReferenceConfig(job.Seed))
+	state, err := verifytypes.InitialState(job)
 	if err != nil {
 		return nil, err
 	}
-	hashes := []merkle.Hash{state.Hash()}
-	var loss int32
-	steps := min(job.Spec.CheckpointInterval, job.Spec.TotalSteps)
-	final, err := reftrainer.Run(state, data.Bytes, job.Seed, steps, func(_ uint64, h [32]byte, sm reftrainer.StepMetrics) error {
-		hashes = append(hashes, h)
-		loss = sm.MeanLoss
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	hashes := []merkle.Hash{state.Root()}
+	var loss int64
+	for steps := min(job.Spec.CheckpointInterval, job.Spec.TotalSteps); state.Step < steps; {
+		batch, err := exact.StepBatch(state.Config, job.Seed, state.Step, data.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		var info exact.StepInfo
+		if state, info, err = exact.Step(state, batch); err != nil {
+			return nil, err
+		}
+		hashes = append(hashes, info.Root)
+		loss = info.Loss
 	}
 	tr := trace.New(0, hashes)
 	finalHash, proof, err := tr.Open(tr.End())
@@ -519,11 +523,10 @@ func (m *market) checkpoint(ctx context.Context, p *account, tk task) (*verifyty
 		return nil, err
 	}
 	root := tr.Root()
-	stateRoot := merkle.RootOfBytes(final.Encode(), trace.CheckpointChunkSize)
 	return &verifytypes.MsgSubmitCheckpoint{
 		Provider: p.address, LeaseId: tk.leaseID, Index: 0, StartStep: 0, EndStep: tr.End(),
-		StateRoot: stateRoot[:], TraceRoot: root[:], FinalHash: finalHash[:], FinalHashProof: proof,
+		StateRoot: finalHash[:], TraceRoot: root[:], FinalHash: finalHash[:], FinalHashProof: proof,
 		Uri:     fmt.Sprintf("https://%s.loadtest.invalid/ckpt/%d/0", p, tk.leaseID),
-		Metrics: []verifytypes.Metric{{Name: "loss", Value: reftrainer.FormatQ16(loss)}},
+		Metrics: []verifytypes.Metric{{Name: "loss", Value: strconv.FormatFloat(exact.LossNats(loss), 'f', 4, 64)}},
 	}, nil
 }

@@ -22,6 +22,9 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err := msg.Spec.ValidateWithParams(params); err != nil {
 		return types.Job{}, err
 	}
+	if err := k.checkAdjudicable(ctx, msg.Spec); err != nil {
+		return types.Job{}, err
+	}
 	if err := validateDeposit(msg.Deposit, params); err != nil {
 		return types.Job{}, err
 	}
@@ -48,6 +51,22 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 		return types.Job{}, err
 	}
 	return job, nil
+}
+
+// checkAdjudicable refuses an adjudicable job whose step the referee could not re-execute:
+// its checkpoints could never be disputed, so the owner would pay for unverifiable work.
+func (k Keeper) checkAdjudicable(ctx sdk.Context, spec types.JobSpec) error {
+	if !spec.Workload.Kind.Adjudicable() || k.referee.source == nil {
+		return nil
+	}
+	cfg, err := spec.ExactConfig()
+	if err != nil {
+		return err
+	}
+	if err := k.referee.source.CheckAdjudicable(ctx, cfg); err != nil {
+		return errorsmod.Wrap(types.ErrInvalidSpec, err.Error())
+	}
+	return nil
 }
 
 func validateDeposit(c sdk.Coin, params types.Params) error {

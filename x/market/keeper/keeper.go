@@ -55,6 +55,9 @@ type Keeper struct {
 	accountKeeper  types.AccountKeeper
 	bankKeeper     types.BankKeeper
 	providerKeeper types.ProviderKeeper
+	// referee is shared by every copy of the keeper: the app fills it in once x/verify
+	// exists (SetWorkloadReferee).
+	referee *refereeHolder
 
 	Schema collections.Schema
 	Params collections.Item[types.Params]
@@ -104,6 +107,7 @@ func NewKeeper(
 		accountKeeper:  ak,
 		bankKeeper:     bk,
 		providerKeeper: pk,
+		referee:        &refereeHolder{},
 		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
 		Jobs: collections.NewIndexedMap(sb, types.JobsKey, "jobs", collections.Uint64Key, codec.CollValue[types.Job](cdc),
 			JobIndexes{
@@ -171,3 +175,9 @@ func (k Keeper) GetLease(ctx context.Context, id uint64) (types.Lease, error) {
 func (k Keeper) moduleAddress() sdk.AccAddress {
 	return k.accountKeeper.GetModuleAddress(types.ModuleName)
 }
+
+type refereeHolder struct{ source types.WorkloadReferee }
+
+// SetWorkloadReferee gives the keeper (and every copy of it) x/verify's judgement of which
+// workloads a dispute could settle, so MsgSubmitJob refuses the others before escrowing.
+func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source = r }

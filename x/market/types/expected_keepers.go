@@ -9,8 +9,17 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
+
+// WorkloadReferee is x/verify's side of job admission: whether a dispute over a step of
+// this transformer configuration could be settled on chain. It returns an error that
+// names the bound the configuration exceeds. The app sets it after both keepers exist
+// (Keeper.SetWorkloadReferee); unset, nothing is refused for it.
+type WorkloadReferee interface {
+	CheckAdjudicable(ctx context.Context, cfg exact.Config) error
+}
 
 // AccountKeeper is what x/market needs from x/auth.
 type AccountKeeper interface {

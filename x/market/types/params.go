@@ -7,10 +7,19 @@ import (
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/exact"
 )
 
 // DefaultDenom is the denomination jobs are priced and paid in.
 const DefaultDenom = "udepin"
+
+// Defaults of the transformer bounds: 4 Mi parameters and 64 Ki tokens per step, a
+// 3.3 M-parameter 4-layer d_model 256 model at batch 16 × context 128 fits with room.
+const (
+	DefaultMaxTransformerParams = 4 << 20
+	DefaultMaxTokensPerStep     = 64 << 10
+)
 
 // DefaultParams are conservative defaults for a public network.
 func DefaultParams() Params {
@@ -27,6 +36,8 @@ func DefaultParams() Params {
 		MinDeposit:                      sdk.NewInt64Coin(DefaultDenom, 1_000),
 		BlockHashRetention:              1_000,
 		NonPerformanceJailDuration:      time.Hour,
+		MaxTransformerParams:            DefaultMaxTransformerParams,
+		MaxTokensPerStep:                DefaultMaxTokensPerStep,
 	}
 }
 
@@ -64,6 +75,12 @@ func (p Params) Validate() error {
 	}
 	if p.NonPerformanceJailDuration < 0 {
 		return fmt.Errorf("non_performance_jail_duration must not be negative")
+	}
+	if p.MaxTransformerParams == 0 {
+		return fmt.Errorf("max_transformer_params must be positive")
+	}
+	if p.MaxTokensPerStep == 0 || p.MaxTokensPerStep > exact.HardMaxTokensPerStep {
+		return fmt.Errorf("max_tokens_per_step must be in [1, %d] (the exact arithmetic's bound), got %d", exact.HardMaxTokensPerStep, p.MaxTokensPerStep)
 	}
 	return nil
 }

@@ -76,11 +76,20 @@ func (s JobSpec) ValidateStateless() error {
 		return fail("workers: must be at least 1")
 	}
 	switch s.Workload.Kind {
-	case WORKLOAD_KIND_REFERENCE:
+	case WORKLOAD_KIND_REFERENCE, WORKLOAD_KIND_TRANSFORMER:
 		if s.Workload.Image != "" || s.Workload.Digest != "" || len(s.Workload.Command) != 0 {
 			return fail("workload: image, digest and command are only for kind container")
 		}
+		if s.Workload.Kind == WORKLOAD_KIND_REFERENCE && s.Workload.Transformer != nil {
+			return fail("workload: model and train are only for kind transformer (reference is a fixed configuration)")
+		}
+		if _, err := s.ExactConfig(); err != nil {
+			return err
+		}
 	case WORKLOAD_KIND_CONTAINER:
+		if s.Workload.Transformer != nil {
+			return fail("workload: model and train are only for kind transformer")
+		}
 		if s.Workload.Image == "" || len(s.Workload.Image) > MaxImageLength {
 			return fail("workload.image: required for kind container, at most %d characters", MaxImageLength)
 		}
@@ -96,7 +105,7 @@ func (s JobSpec) ValidateStateless() error {
 			}
 		}
 	default:
-		return fail("workload.kind: must be reference or container")
+		return fail("workload.kind: must be reference, transformer or container")
 	}
 	if len(s.DatasetId) > MaxDatasetIDLength {
 		return fail("dataset: longer than %d characters", MaxDatasetIDLength)
@@ -146,6 +155,15 @@ func (s JobSpec) ValidateWithParams(p Params) error {
 	if s.BiddingWindowBlocks < p.MinBiddingWindowBlocks || s.BiddingWindowBlocks > p.MaxBiddingWindowBlocks {
 		return errorsmod.Wrapf(ErrInvalidSpec, "bidding_window_blocks: must be between %d and %d, got %d",
 			p.MinBiddingWindowBlocks, p.MaxBiddingWindowBlocks, s.BiddingWindowBlocks)
+	}
+	if s.Workload.Kind == WORKLOAD_KIND_TRANSFORMER {
+		cfg, err := s.ExactConfig()
+		if err != nil {
+			return err
+		}
+		if err := cfg.CheckLimits(p.TransformerLimits()); err != nil {
+			return errorsmod.Wrap(ErrInvalidSpec, ConfigProblems(err))
+		}
 	}
 	return nil
 }
@@ -224,8 +242,10 @@ func ParseWorkloadKind(s string) (WorkloadKind, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "reference":
 		return WORKLOAD_KIND_REFERENCE, nil
+	case "transformer":
+		return WORKLOAD_KIND_TRANSFORMER, nil
 	case "container":
 		return WORKLOAD_KIND_CONTAINER, nil
 	}
-	return WORKLOAD_KIND_UNSPECIFIED, fmt.Errorf("must be reference or container, got %q", s)
+	return WORKLOAD_KIND_UNSPECIFIED, fmt.Errorf("must be reference, transformer or container, got %q", s)
 }

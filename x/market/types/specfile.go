@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	"github.com/depinchain/depinchain/pkg/exact"
 )
 
 // JobSpecFile is the YAML a job owner writes (`submit-job --spec job.yaml`).
@@ -55,12 +57,37 @@ type ResourcesFile struct {
 	DiskGiB   uint64      `json:"disk_gib"`
 }
 
-// WorkloadFile is the `workload:` section.
+// WorkloadFile is the `workload:` section. Model and Train are the transformer
+// workload's (docs/workloads.md); their fields are pkg/exact's.
 type WorkloadFile struct {
-	Kind    *string  `json:"kind"`
-	Image   string   `json:"image"`
-	Digest  string   `json:"digest"`
-	Command []string `json:"command"`
+	Kind    *string            `json:"kind"`
+	Image   string             `json:"image"`
+	Digest  string             `json:"digest"`
+	Command []string           `json:"command"`
+	Model   *exact.ModelConfig `json:"model"`
+	Train   *exact.TrainConfig `json:"train"`
+}
+
+// transformer returns the on-chain config of a transformer workload section, or nil for
+// other kinds; the model and train sections belong to kind transformer alone.
+func (w WorkloadFile) transformer(kind WorkloadKind) (*TransformerConfig, error) {
+	if kind != WORKLOAD_KIND_TRANSFORMER {
+		if w.Model != nil || w.Train != nil {
+			return nil, errors.New("workload: model and train are only for kind transformer")
+		}
+		return nil, nil
+	}
+	if w.Model == nil {
+		return nil, errors.New("workload.model: required field is missing")
+	}
+	if w.Train == nil {
+		return nil, errors.New("workload.train: required field is missing")
+	}
+	cfg := exact.Config{Model: *w.Model, Train: *w.Train}
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.New(ConfigProblems(err))
+	}
+	return NewTransformerConfig(cfg), nil
 }
 
 // ParseJobSpecYAML decodes a job spec file strictly (unknown or duplicate fields are
@@ -124,6 +151,9 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 		return spec, fmt.Errorf("workload.kind: %w", err)
 	}
 	spec.Workload = Workload{Kind: kind, Image: f.Workload.Image, Digest: f.Workload.Digest, Command: f.Workload.Command}
+	if spec.Workload.Transformer, err = f.Workload.transformer(kind); err != nil {
+		return spec, err
+	}
 	spec.DatasetId = f.Dataset
 	if f.TotalSteps == nil {
 		return spec, missing("total_steps")

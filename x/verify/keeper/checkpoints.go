@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
@@ -37,13 +38,30 @@ func (k Keeper) expectedStart(ctx context.Context, lease markettypes.Lease, job 
 	if lease.ResumeStep > 0 {
 		return 0, lease.ResumeStep, lease.ResumeHash, nil
 	}
-	if job.Spec.Workload.Kind == markettypes.WORKLOAD_KIND_REFERENCE {
-		h, err := types.InitialStateHash(job.Seed)
+	if job.Spec.Workload.Kind.Adjudicable() {
+		h, err := k.initialStateHash(ctx, job)
 		return 0, 0, h, err
 	}
 	// A container job's initial state is whatever its image starts from; nothing on-chain
 	// can compute it, and its checkpoints are never adjudicated.
 	return 0, 0, nil, nil
+}
+
+// initialStateHash computes h_0, the root of the job's freshly initialised state, charging
+// the hashing of its chunks like any other hashing the module does: the state of a large
+// model is tens of megabytes, and its first checkpoint's sender pays for it.
+func (k Keeper) initialStateHash(ctx context.Context, job markettypes.Job) ([]byte, error) {
+	cfg, err := types.JobConfig(job)
+	if err != nil {
+		return nil, err
+	}
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	chunks := uint64(cfg.StateBytes()) / trace.CheckpointChunkSize
+	sdk.UnwrapSDKContext(ctx).GasMeter().ConsumeGas(params.GasPerHash*2*chunks, "initial state root")
+	return types.InitialStateHash(job)
 }
 
 // submitCheckpoint checks a provider's checkpoint against its lease and the previous
@@ -83,7 +101,7 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongRange, "end_step must be in (%d, %d] (checkpoint every %d of %d steps), got %d",
 			start, maxEnd, job.Spec.CheckpointInterval, job.Spec.TotalSteps, msg.EndStep)
 	}
-	adjudicable := job.Spec.Workload.Kind == markettypes.WORKLOAD_KIND_REFERENCE
+	adjudicable := job.Spec.Workload.Kind.Adjudicable()
 	if adjudicable && msg.EndStep-msg.StartStep > markettypes.MaxCheckpointInterval {
 		// A longer checkpoint would allow a longer dispute than the unbonding period
 		// covers (jobs from before the spec's bound existed may ask for one).
@@ -92,6 +110,13 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	}
 	if _, err := hashFromBytes("state_root", msg.StateRoot); err != nil {
 		return types.Checkpoint{}, err
+	}
+	if adjudicable && !sameHash(msg.FinalHash, msg.StateRoot) {
+		// An exact state's hash h_i is its Merkle root, so the trace's last leaf is the
+		// state the pieces and the resume path serve: a state that is not the trace's end
+		// could be paid for and never be disputed.
+		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrInvalidCheckpoint,
+			"state_root %x is not the trace's final hash %x: a transformer state's hash is its root", msg.StateRoot, msg.FinalHash)
 	}
 	size := msg.EndStep - msg.StartStep + 1
 	if err := verifyTraceLeaf(ctx, params, "final_hash", msg.TraceRoot, size-1, size, msg.FinalHash, msg.FinalHashProof); err != nil {
@@ -107,7 +132,7 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	}
 	version, auditors := uint32(0), uint32(0)
 	if adjudicable {
-		version = types.ReferenceWorkloadVersion
+		version = types.ExactWorkloadVersion
 		auditors = min(job.Spec.Auditors(), types.MaxAuditors)
 	}
 	cp := types.Checkpoint{

@@ -50,7 +50,7 @@ func (k Keeper) openChallenge(ctx sdk.Context, challenger sdk.AccAddress, msg *t
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable,
 			"checkpoint %d/%d belongs to a container workload: one-step re-execution exists only for the reference workload", cp.LeaseId, cp.Index)
 	}
-	if cp.WorkloadVersion != types.ReferenceWorkloadVersion {
+	if cp.WorkloadVersion != types.ExactWorkloadVersion {
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "reference workload version %d is not supported by this chain", cp.WorkloadVersion)
 	}
 	// The referee re-executes a step on data proven against the job's data root; a job

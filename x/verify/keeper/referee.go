@@ -1,32 +1,43 @@
 package keeper
 
 import (
-	"crypto/sha256"
+	"context"
 	"fmt"
 
 	errorsmod "cosmossdk.io/errors"
-	storetypes "cosmossdk.io/store/types"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// gasMeterMACs charges the reference workload's multiply-accumulates to the tx gas meter,
-// so a referee step costs what it computes and is bounded by the tx's gas limit.
-type gasMeterMACs struct {
-	meter  storetypes.GasMeter
-	perMAC uint64
-	total  uint64
+// CheckAdjudicable reports whether the one-step referee could re-execute a step of cfg
+// within max_step_macs (x/market asks before it escrows a job; see
+// markettypes.WorkloadReferee).
+func (k Keeper) CheckAdjudicable(ctx context.Context, cfg exact.Config) error {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if macs := uint64(cfg.MACsPerStep()); macs > params.MaxStepMacs {
+		return errorsmod.Wrapf(types.ErrStepTooExpensive,
+			"workload.model: a step is %d multiply-accumulates, more than the one-step referee can re-execute (max_step_macs %d)", macs, params.MaxStepMacs)
+	}
+	return nil
 }
 
-func (g *gasMeterMACs) ConsumeMACs(n uint64) {
-	g.total += n
-	g.meter.ConsumeGas(n*g.perMAC, "reference workload step")
+// chargeStep charges a step's work to the tx gas meter before the referee runs it: its
+// multiply-accumulates and the elements of its other operators, both exact functions of
+// the configuration, so a referee step costs what it computes.
+func chargeStep(ctx sdk.Context, params types.Params, cfg exact.Config) uint64 {
+	macs := uint64(cfg.MACsPerStep())
+	ctx.GasMeter().ConsumeGas(macs*params.GasPerMac, "exact step multiply-accumulates")
+	ctx.GasMeter().ConsumeGas(uint64(cfg.ElementsPerStep())*params.GasPerMac, "exact step elementwise work")
+	return macs
 }
 
 // executeStep is the one-step referee: it checks the pre-state against the agreed h_lo,
@@ -54,7 +65,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if err := checkPending(ch, cp); err != nil {
 		return 0, err
 	}
-	if cp.WorkloadVersion != types.ReferenceWorkloadVersion {
+	if cp.WorkloadVersion != types.ExactWorkloadVersion {
 		return 0, errorsmod.Wrapf(types.ErrNotAdjudicable, "workload version %d", cp.WorkloadVersion)
 	}
 	job, err := k.marketKeeper.GetJob(ctx, cp.JobId)
@@ -77,36 +88,40 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 		return 0, fmt.Errorf("challenge %d: trace hashes at %d or %d missing in the one-step phase", ch.Id, ch.Lo, ch.Hi)
 	}
 
-	ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(msg.PreState)), "pre-state bytes")
-	ctx.GasMeter().ConsumeGas(params.GasPerHash, "pre-state hash")
-	if got := sha256.Sum256(msg.PreState); !sameHash(got[:], agreed) {
-		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state hashes to %x, not the agreed h_%d %x", got, ch.Lo, agreed)
+	cfg, err := types.JobConfig(job)
+	if err != nil {
+		return 0, err
 	}
-	pre, err := reftrainer.Decode(msg.PreState)
+	if macs := uint64(cfg.MACsPerStep()); macs > params.MaxStepMacs {
+		return 0, errorsmod.Wrapf(types.ErrStepTooExpensive, "%d MACs > max_step_macs %d", macs, params.MaxStepMacs)
+	}
+	ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(msg.PreState)), "pre-state bytes")
+	ctx.GasMeter().ConsumeGas(params.GasPerHash*2*uint64(merkle.ChunkCount(int64(len(msg.PreState)), exact.ChunkSize)), "pre-state root")
+	if got := exact.StateRoot(msg.PreState); !sameHash(got[:], agreed) {
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state's root is %x, not the agreed h_%d %x", got, ch.Lo, agreed)
+	}
+	pre, err := exact.Decode(msg.PreState)
 	if err != nil {
 		return 0, keeperutil.WrapCause(types.ErrInvalidPreState, err, "")
 	}
 	if pre.Step != ch.Lo {
 		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state is at step %d, want %d", pre.Step, ch.Lo)
 	}
-	if want := types.ReferenceConfig(job.Seed); pre.Config != want {
+	if pre.Config.Hyper() != cfg.Hyper() {
 		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state's model config is not job %d's", job.Id)
 	}
-	if macs := pre.Config.MACsPerStep(); macs > params.MaxStepMacs {
-		return 0, errorsmod.Wrapf(types.ErrStepTooExpensive, "%d MACs > max_step_macs %d", macs, params.MaxStepMacs)
-	}
-	batch, err := k.provenBatch(ctx, params, pre.Config, job.Seed, ch.Lo, layout, msg.Data)
+	batch, err := k.provenBatch(ctx, params, cfg, job.Seed, ch.Lo, layout, msg.Data)
 	if err != nil {
 		return 0, err
 	}
-	meter := &gasMeterMACs{meter: ctx.GasMeter(), perMAC: params.GasPerMac}
-	next, _, err := reftrainer.Step(pre, batch, meter)
+	macs := chargeStep(ctx, params, cfg)
+	_, info, err := exact.Step(pre, batch)
 	if err != nil {
 		return 0, keeperutil.WrapCause(types.ErrInvalidData, err, "re-executing step %d", ch.Lo)
 	}
-	computed := next.Hash()
+	computed := info.Root
 	if err := keeperutil.Emit(ctx, &types.EventStepExecuted{
-		ChallengeId: ch.Id, Step: ch.Lo, ComputedHash: computed[:], ProviderHash: claimed, Macs: meter.total,
+		ChallengeId: ch.Id, Step: ch.Lo, ComputedHash: computed[:], ProviderHash: claimed, Macs: macs,
 	}); err != nil {
 		return 0, err
 	}
@@ -122,8 +137,8 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 // each proven against its segment's root in the worker's committed data layout. Which
 // windows make the batch is fixed by the job seed and the step index, so the sender
 // chooses nothing but the (proven) bytes.
-func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg reftrainer.Config, jobSeed []byte, step uint64, layout traindata.Layout, chunks []types.DataChunk) ([][]byte, error) {
-	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, layout.Size())
+func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg exact.Config, jobSeed []byte, step uint64, layout traindata.Layout, chunks []types.DataChunk) ([][]byte, error) {
+	windows, err := exact.BatchWindows(cfg, jobSeed, step, layout.Size())
 	if err != nil {
 		return nil, keeperutil.WrapCause(types.ErrInvalidData, err, "")
 	}

@@ -3,7 +3,6 @@ package simulation
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"math/rand"
 
@@ -92,7 +91,7 @@ func (d Deps) workFor(ctx sdk.Context, jobID uint64, worker uint32, upTo uint64)
 		return work{}, err
 	}
 	w := work{job: job}
-	if job.Spec.Workload.Kind != markettypes.WORKLOAD_KIND_REFERENCE {
+	if !job.Spec.Workload.Kind.Adjudicable() {
 		w.whyNot = "container workload"
 		return w, nil
 	}
@@ -233,10 +232,10 @@ func checkpointMsg(provider string, leaseID, index uint64, tr trace.Trace, param
 		panic(err) // End is always inside the trace
 	}
 	root := tr.Root()
-	stateRoot := sha256.Sum256(append([]byte("depinchain/sim/state/"), final[:]...))
+	// An exact state's root is its hash h_end (a container job's is whatever it says).
 	msg := types.MsgSubmitCheckpoint{
 		Provider: provider, LeaseId: leaseID, Index: index, StartStep: tr.Start, EndStep: tr.End(),
-		StateRoot: stateRoot[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
+		StateRoot: final[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
 		Uri: fmt.Sprintf("https://provider.example.com/leases/%d/checkpoints/%d", leaseID, index),
 	}
 	for i := 0; i < r.Intn(int(params.MaxMetrics)+1); i++ {

@@ -10,8 +10,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -59,13 +59,13 @@ func trainingData(ctx sdk.Context, shards types.ShardKeeper, job markettypes.Job
 	return traindata.NewStream(layout, stream)
 }
 
-// honestRun is the reference workload of one job and worker stream, trained from the
+// honestRun is the exact workload of one job and worker stream, trained from the
 // job's freshly initialised model: every state and its hash.
 type honestRun struct {
-	cfg    reftrainer.Config
+	cfg    exact.Config
 	seed   []byte
 	data   traindata.Stream
-	states []*reftrainer.State
+	states []*exact.State
 	hashes []merkle.Hash
 }
 
@@ -92,18 +92,22 @@ func runFor(job markettypes.Job, data traindata.Stream, n uint64) (*honestRun, e
 	if r, ok := runs[key]; ok {
 		return r, nil
 	}
-	cfg := types.ReferenceConfig(job.Seed)
-	s, err := reftrainer.Init(cfg)
+	s, err := types.InitialState(job)
 	if err != nil {
 		return nil, err
 	}
-	r := &honestRun{cfg: cfg, seed: job.Seed, data: data, states: []*reftrainer.State{s}, hashes: []merkle.Hash{s.Hash()}}
+	r := &honestRun{cfg: s.Config, seed: job.Seed, data: data, states: []*exact.State{s}, hashes: []merkle.Hash{s.Root()}}
 	for s.Step < n {
-		if s, err = reftrainer.Run(s, data.Bytes, job.Seed, 1, nil); err != nil {
+		batch, err := exact.StepBatch(r.cfg, job.Seed, s.Step, data.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		var info exact.StepInfo
+		if s, info, err = exact.Step(s, batch); err != nil {
 			return nil, err
 		}
 		r.states = append(r.states, s)
-		r.hashes = append(r.hashes, s.Hash())
+		r.hashes = append(r.hashes, info.Root)
 	}
 	if len(runs) >= maxCachedRuns {
 		runs = map[string]*honestRun{}

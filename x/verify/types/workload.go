@@ -1,50 +1,59 @@
 package types
 
 import (
-	"crypto/sha256"
 	"sort"
 	"sync"
 
 	errorsmod "cosmossdk.io/errors"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
-// ReferenceWorkloadVersion is the version of the reference workload's rules that new
-// checkpoints are pinned to. A dispute is always judged by the version its checkpoint
-// names, so an upgrade that adds version 2 cannot change the outcome of a running game.
-const ReferenceWorkloadVersion = 1
+// ExactWorkloadVersion is the version of the workload rules new checkpoints are pinned
+// to: 2, the exact transformer (pkg/exact) for kinds reference and transformer. A dispute
+// is always judged by the version its checkpoint names; version 1 was the retired
+// fixed-point MLP, whose checkpoints no referee of this release re-executes.
+const ExactWorkloadVersion = 2
 
 // DataChunkSize is the leaf size of the Merkle tree over a job's training data; MsgStep
 // proves each chunk a batch touches against that tree's root.
 const DataChunkSize = 1024
 
-const modelSeedDomain = "depinchain/verify/model-seed/v1"
-
-// ReferenceConfig is the model a reference-workload job trains: the package default,
-// initialised from the job's seed (which the chain derived from a block hash).
-func ReferenceConfig(jobSeed []byte) reftrainer.Config {
-	cfg := reftrainer.DefaultConfig()
-	cfg.Seed = sha256.Sum256(append([]byte(modelSeedDomain), jobSeed...))
-	return cfg
+// JobConfig is the exact transformer configuration a job trains.
+func JobConfig(job markettypes.Job) (exact.Config, error) {
+	cfg, err := job.Spec.ExactConfig()
+	if err != nil {
+		return exact.Config{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d: %s", job.Id, err)
+	}
+	return cfg, nil
 }
 
-// InitialStateHash is h_0 of a reference job: the hash of its freshly initialised model.
-func InitialStateHash(jobSeed []byte) ([]byte, error) {
-	s, err := reftrainer.Init(ReferenceConfig(jobSeed))
+// InitialState is the step-0 state of a job: its configuration initialised from the job's
+// seed (which the chain derived from a block hash).
+func InitialState(job markettypes.Job) (*exact.State, error) {
+	cfg, err := JobConfig(job)
 	if err != nil {
 		return nil, err
 	}
-	h := s.Hash()
+	return exact.Init(cfg, job.Seed)
+}
+
+// InitialStateHash is h_0 of a job: the Merkle root of its freshly initialised state.
+func InitialStateHash(job markettypes.Job) ([]byte, error) {
+	s, err := InitialState(job)
+	if err != nil {
+		return nil, err
+	}
+	h := s.Root()
 	return h[:], nil
 }
 
 var builtinData = sync.OnceValue(func() traindata.Stream {
-	return traindata.SingleSegment(reftrainer.DefaultCorpus(), DataChunkSize)
+	return traindata.SingleSegment(traindata.BuiltinCorpus(), DataChunkSize)
 })
 
 // BuiltinData is the corpus jobs without a dataset train on.
@@ -96,8 +105,8 @@ func DatasetLayout(ds shardtypes.Dataset, shards []shardtypes.Shard) (traindata.
 
 // StepData returns the data chunks, with inclusion proofs, that step `step`'s batch
 // windows touch: exactly what MsgStep must carry for the referee to rebuild the batch.
-func StepData(d traindata.Stream, cfg reftrainer.Config, jobSeed []byte, step uint64) ([]DataChunk, error) {
-	windows, err := reftrainer.BatchWindows(cfg, jobSeed, step, d.Size())
+func StepData(d traindata.Stream, cfg exact.Config, jobSeed []byte, step uint64) ([]DataChunk, error) {
+	windows, err := exact.BatchWindows(cfg, jobSeed, step, d.Size())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,37 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/merkle"
+)
+
+// RunExact trains the exact transformer workload (pkg/exact, env.Exact's
+// configuration) on stream with Go on every core, as the contract asks of
+// any trainer: from the seed's initial weights or the resume checkpoint, one
+// checkpoint folder per interval (h_i = the state's Merkle root), a metrics
+// line per step, and DONE at the end. onStep, if set, sees every step's
+// metric. It stops between steps when ctx is done and returns ctx's error;
+// checkpoints completed before then stay valid.
+func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetric)) error {
+	if err := env.Validate(); err != nil {
+		return err
+	}
+	if env.Exact == nil {
+		return fmt.Errorf("%w: %s is not set: not an exact workload", ErrInvalidEnv, EnvExactConfig)
+	}
+	var progress func(uint64, int64, merkle.Hash)
+	if onStep != nil {
+		progress = func(step uint64, loss int64, _ merkle.Hash) {
+			onStep(StepMetric{Step: step, Loss: exact.LossNats(loss)})
+		}
+	}
+	return exact.Train(ctx, exact.TrainOptions{
+		Config: *env.Exact, Seed: env.JobSeed, Stream: stream, OutputDir: env.OutputDir,
+		ResumeFrom: env.ResumeFrom, StartStep: env.StartStep, TotalSteps: env.TotalSteps,
+		CheckpointInterval: env.CheckpointInterval, Workers: runtime.GOMAXPROCS(0), Progress: progress,
+	})
+}
