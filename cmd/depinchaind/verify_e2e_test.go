@@ -16,7 +16,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -40,13 +40,13 @@ bidding_window_blocks: 25
 // referenceRun is what an honest party computes: the states and per-step hashes of the
 // reference workload for a job, with the same package the chain's referee uses.
 type referenceRun struct {
-	states []*reftrainer.State
+	states []*exact.State
 	hashes []string
 }
 
 func runReference(t *testing.T, seed []byte, steps uint64) referenceRun {
 	t.Helper()
-	s, err := reftrainer.Init(verifytypes.ReferenceConfig(seed))
+	s, err := exact.Init(exact.ReferenceConfig(), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +54,16 @@ func runReference(t *testing.T, seed []byte, steps uint64) referenceRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := s.Hash()
-	run := referenceRun{states: []*reftrainer.State{s}, hashes: []string{hex.EncodeToString(h[:])}}
+	h := s.Root()
+	run := referenceRun{states: []*exact.State{s}, hashes: []string{hex.EncodeToString(h[:])}}
 	cur := s
 	for i := uint64(0); i < steps; i++ {
-		next, err := reftrainer.Run(cur, data.Bytes, seed, 1, nil)
+		next, err := exact.Run(cur, data.Bytes, seed, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cur = next
-		h := cur.Hash()
+		h := cur.Root()
 		run.states = append(run.states, cur)
 		run.hashes = append(run.hashes, hex.EncodeToString(h[:]))
 	}

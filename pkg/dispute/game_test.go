@@ -3,7 +3,6 @@ package dispute_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -11,15 +10,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/depinchain/depinchain/pkg/dispute"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 func testJob() markettypes.Job {
-	return markettypes.Job{Id: 7, Seed: bytes.Repeat([]byte{3}, 32)}
+	return markettypes.Job{Id: 7, Seed: bytes.Repeat([]byte{3}, 32),
+		Spec: markettypes.JobSpec{Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
 }
 
 // honest trains the test job's reference workload for steps steps and
@@ -32,19 +32,19 @@ func honest(t *testing.T, steps uint64) dispute.Evidence {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := reftrainer.Init(verifytypes.ReferenceConfig(job.Seed))
+	start, err := exact.Init(exact.ReferenceConfig(), job.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes := []merkle.Hash{start.Hash()}
-	if _, err := reftrainer.Run(start, data.Bytes, job.Seed, steps, func(_ uint64, h [32]byte, _ reftrainer.StepMetrics) error {
-		hashes = append(hashes, h)
+	hashes := []merkle.Hash{start.Root()}
+	if _, err := exact.Run(start, data.Bytes, job.Seed, steps, func(_ uint64, info exact.StepInfo) error {
+		hashes = append(hashes, info.Root)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	return dispute.Evidence{Trace: trace.New(0, hashes), StateAt: func(step uint64) ([]byte, error) {
-		s, err := reftrainer.Run(start, data.Bytes, job.Seed, step, nil)
+		s, err := exact.Run(start, data.Bytes, job.Seed, step, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -103,10 +103,10 @@ func TestNextMoveByTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := msg.(*verifytypes.MsgStep)
-	if merkle.Hash(sha256.Sum256(step.PreState)) != ev.Trace.Hashes[11] || len(step.Data) == 0 {
-		t.Fatalf("one-step proof: pre-state does not hash to h_11 or no data (%d chunks)", len(step.Data))
+	if exact.StateRoot(step.PreState) != ev.Trace.Hashes[11] || len(step.Data) == 0 {
+		t.Fatalf("one-step proof: pre-state root is not h_11 or no data (%d chunks)", len(step.Data))
 	}
-	if _, err := reftrainer.Decode(step.PreState); err != nil {
+	if _, err := exact.Decode(step.PreState); err != nil {
 		t.Fatal(err)
 	}
 

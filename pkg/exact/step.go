@@ -166,3 +166,25 @@ func StepInputs(g *Graph, s *State, batch [][]byte) (map[int]*Tensor, error) {
 	}
 	return in, nil
 }
+
+// Run trains s for n steps on stream (the job's data, windows by seed) and
+// returns the final state; onStep, if set, sees every step's result and may
+// stop the run by returning an error. s is not modified.
+func Run(s *State, stream, seed []byte, n uint64, onStep func(step uint64, info StepInfo) error) (*State, error) {
+	for end := s.Step + n; s.Step < end; {
+		batch, err := StepBatch(s.Config, seed, s.Step, stream)
+		if err != nil {
+			return nil, err
+		}
+		var info StepInfo
+		if s, info, err = Step(s, batch); err != nil {
+			return nil, err
+		}
+		if onStep != nil {
+			if err := onStep(s.Step, info); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}

@@ -47,21 +47,12 @@ func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint6
 
 // train steps from the range's start to step, showing each new root to onRoot.
 func (e *Execution) train(step uint64, onRoot func(merkle.Hash)) (*exact.State, error) {
-	s := e.start
-	for s.Step < step {
-		batch, err := exact.StepBatch(s.Config, e.seed, s.Step, e.data)
-		if err != nil {
-			return nil, err
-		}
-		var info exact.StepInfo
-		if s, info, err = exact.Step(s, batch); err != nil {
-			return nil, err
-		}
+	return exact.Run(e.start, e.data, e.seed, step-e.start.Step, func(_ uint64, info exact.StepInfo) error {
 		if onRoot != nil {
 			onRoot(info.Root)
 		}
-	}
-	return s, nil
+		return nil
+	})
 }
 
 // StateAt rebuilds the encoded state at step by training from the range's

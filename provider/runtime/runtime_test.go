@@ -9,12 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 var jobSeed = func() []byte { h := sha256.Sum256([]byte("runtime test job")); return h[:] }()
@@ -46,13 +46,13 @@ func newJob(t *testing.T, kind markettypes.WorkloadKind, total, interval uint64)
 // directly with reftrainer on the built-in corpus.
 func directTrace(t *testing.T, steps uint64) []merkle.Hash {
 	t.Helper()
-	state, err := reftrainer.Init(verifytypes.ReferenceConfig(jobSeed))
+	state, err := exact.Init(exact.ReferenceConfig(), jobSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes := []merkle.Hash{state.Hash()}
-	if _, err := reftrainer.Run(state, reftrainer.DefaultCorpus(), jobSeed, steps, func(_ uint64, h [32]byte, _ reftrainer.StepMetrics) error {
-		hashes = append(hashes, h)
+	hashes := []merkle.Hash{state.Root()}
+	if _, err := exact.Run(state, traindata.BuiltinCorpus(), jobSeed, steps, func(_ uint64, info exact.StepInfo) error {
+		hashes = append(hashes, info.Root)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

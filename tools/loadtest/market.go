@@ -505,17 +505,13 @@ func (m *market) checkpoint(ctx context.Context, p *account, tk task) (*verifyty
 	}
 	hashes := []merkle.Hash{state.Root()}
 	var loss int64
-	for steps := min(job.Spec.CheckpointInterval, job.Spec.TotalSteps); state.Step < steps; {
-		batch, err := exact.StepBatch(state.Config, job.Seed, state.Step, data.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		var info exact.StepInfo
-		if state, info, err = exact.Step(state, batch); err != nil {
-			return nil, err
-		}
+	steps := min(job.Spec.CheckpointInterval, job.Spec.TotalSteps)
+	if _, err := exact.Run(state, data.Bytes, job.Seed, steps, func(_ uint64, info exact.StepInfo) error {
 		hashes = append(hashes, info.Root)
 		loss = info.Loss
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	tr := trace.New(0, hashes)
 	finalHash, proof, err := tr.Open(tr.End())

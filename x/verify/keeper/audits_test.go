@@ -13,7 +13,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/testutil/keepers"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -159,7 +159,6 @@ func TestAuditDrawIsReproducibleAndNotSteerable(t *testing.T) {
 		if lie {
 			msg.Uri = "https://elsewhere.example.com/a-different-uri"
 			msg.Metrics = []types.Metric{{Name: "loss", Value: "0.01"}, {Name: "tokens", Value: "42"}}
-			msg.StateRoot = bytes.Repeat([]byte{7}, 32)
 		}
 		_, err = s.msg.SubmitCheckpoint(s.Ctx, msg)
 		require.NoError(t, err)
@@ -305,7 +304,7 @@ func TestAuditorChallengeIsPaid(t *testing.T) {
 	params := s.verifyParams()
 	cheater := s.liar(s.prov, 0, 16, 11, true)
 	s.drawn(s.submitCheckpoint(cheater, s.lease.Id, 0))
-	a := newParty(auditors[0], s.run.trace(0, 16), func(step uint64) *reftrainer.State { return s.run.stateAt(s.t, step) })
+	a := newParty(auditors[0], s.run.trace(0, 16), func(step uint64) *exact.State { return s.run.stateAt(s.t, step) })
 	err := s.requireRejected(types.ErrAttestationDiffers, func(ctx sdk.Context) error {
 		_, err := s.msg.Attest(ctx, &types.MsgAttest{Auditor: a.addr.String(), LeaseId: s.lease.Id, CheckpointIndex: 0, TraceRoot: rootOf(a.trace)})
 		return err

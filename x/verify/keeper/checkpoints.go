@@ -111,16 +111,16 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	if _, err := hashFromBytes("state_root", msg.StateRoot); err != nil {
 		return types.Checkpoint{}, err
 	}
+	size := msg.EndStep - msg.StartStep + 1
+	if err := verifyTraceLeaf(ctx, params, "final_hash", msg.TraceRoot, size-1, size, msg.FinalHash, msg.FinalHashProof); err != nil {
+		return types.Checkpoint{}, err
+	}
 	if adjudicable && !sameHash(msg.FinalHash, msg.StateRoot) {
 		// An exact state's hash h_i is its Merkle root, so the trace's last leaf is the
 		// state the pieces and the resume path serve: a state that is not the trace's end
 		// could be paid for and never be disputed.
 		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrInvalidCheckpoint,
 			"state_root %x is not the trace's final hash %x: a transformer state's hash is its root", msg.StateRoot, msg.FinalHash)
-	}
-	size := msg.EndStep - msg.StartStep + 1
-	if err := verifyTraceLeaf(ctx, params, "final_hash", msg.TraceRoot, size-1, size, msg.FinalHash, msg.FinalHashProof); err != nil {
-		return types.Checkpoint{}, err
 	}
 	if err := validateCheckpointText(params, msg); err != nil {
 		return types.Checkpoint{}, err

@@ -34,14 +34,14 @@ func TestSubmitCheckpointHappyPath(t *testing.T) {
 	require.True(t, after.Pending.IsGTE(before.Pending))
 	require.True(t, after.Withdrawable.IsZero())
 
-	h0, err := types.InitialStateHash(s.job.Seed)
+	h0, err := types.InitialStateHash(s.job)
 	require.NoError(t, err)
 	require.Equal(t, types.Checkpoint{
 		LeaseId: s.lease.Id, Index: 0, JobId: s.job.Id, Worker: 0, Provider: s.prov.String(),
 		StartStep: 0, EndStep: 16, StartHash: h0, FinalHash: msg.FinalHash, StateRoot: msg.StateRoot,
 		TraceRoot: msg.TraceRoot, Uri: msg.Uri, Metrics: msg.Metrics, Status: types.CHECKPOINT_STATUS_PENDING,
 		SubmittedHeight: s.Ctx.BlockHeight(), ChallengeDeadline: s.Ctx.BlockHeight() + int64(params.ChallengeWindow),
-		Claim: cp.Claim, WorkloadVersion: types.ReferenceWorkloadVersion,
+		Claim: cp.Claim, WorkloadVersion: types.ExactWorkloadVersion,
 		// The job asked for the default audit (one auditor), drawn at the next block.
 		AuditRequested: markettypes.DefaultAuditors, AuditFee: coin(0),
 	}, cp)
@@ -101,6 +101,9 @@ func TestSubmitCheckpointRejections(t *testing.T) {
 		{"end beyond total steps", tamper(func(m *types.MsgSubmitCheckpoint) { m.EndStep = 33 }), types.ErrWrongRange},
 		{"short state root", tamper(func(m *types.MsgSubmitCheckpoint) { m.StateRoot = m.StateRoot[:31] }), types.ErrInvalidHash},
 		{"empty state root", tamper(func(m *types.MsgSubmitCheckpoint) { m.StateRoot = nil }), types.ErrInvalidHash},
+		// A transformer state's hash h_end is its root: a state_root that is not the trace's
+		// last leaf commits to a state nobody could dispute.
+		{"state root not the final hash", tamper(func(m *types.MsgSubmitCheckpoint) { m.StateRoot = otherHash[:] }), types.ErrInvalidCheckpoint},
 		{"short trace root", tamper(func(m *types.MsgSubmitCheckpoint) { m.TraceRoot = m.TraceRoot[:31] }), types.ErrInvalidHash},
 		{"short final hash", tamper(func(m *types.MsgSubmitCheckpoint) { m.FinalHash = m.FinalHash[:31] }), types.ErrInvalidHash},
 		{"tampered proof sibling", tamper(func(m *types.MsgSubmitCheckpoint) {

@@ -9,8 +9,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/manifest"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -24,7 +24,7 @@ func TestDatasetJobDisputeChecksShardRoots(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	input := filepath.Join(dir, "corpus.txt")
-	require.NoError(t, os.WriteFile(input, reftrainer.DefaultCorpus()[:24_000], 0o644))
+	require.NoError(t, os.WriteFile(input, traindata.BuiltinCorpus()[:24_000], 0o644))
 	out := filepath.Join(dir, "out")
 	m, err := manifest.Build(input, out, manifest.Options{
 		ShardSize: 4096, ChunkSize: 256,
@@ -67,7 +67,7 @@ func TestDatasetJobDisputeChecksShardRoots(t *testing.T) {
 	liarTrace, liarStates := r.corruptedAt(t, 0, 16, 11)
 	liar := newParty(prov, liarTrace, liarStates)
 	e.submitCheckpoint(liar, lease.Id, 0)
-	v := newParty(e.account("verifier"), r.trace(0, 16), func(step uint64) *reftrainer.State { return r.stateAt(t, step) })
+	v := newParty(e.account("verifier"), r.trace(0, 16), func(step uint64) *exact.State { return r.stateAt(t, step) })
 	id := e.openChallenge(v, lease.Id, 0)
 	g := e.game(id, liar, v, nil)
 	g.play(r)

@@ -14,8 +14,8 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/testutil/keepers"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -166,7 +166,7 @@ func TestHonestProviderBeatsLyingChallenger(t *testing.T) {
 			steps := typedEvents[*types.EventStepExecuted](s.env)
 			require.Len(t, steps, 1)
 			require.Equal(t, steps[0].ComputedHash, steps[0].ProviderHash)
-			require.Equal(t, s.run.cfg.MACsPerStep(), steps[0].Macs)
+			require.Equal(t, uint64(s.run.cfg.MACsPerStep()), steps[0].Macs)
 
 			// The bond is split: lost_bond_provider_share to the provider for its defence,
 			// lost_bond_owner_share to the job for the delay, the rest to the community
@@ -794,28 +794,28 @@ func TestBisectionFindsFirstDisagreement(t *testing.T) {
 func TestStepForgedPreStates(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		forge func(s *reftrainer.State) []byte
+		forge func(s *exact.State) []byte
 		want  string
 	}{
-		{"state at the wrong step", func(s *reftrainer.State) []byte {
+		{"state at the wrong step", func(s *exact.State) []byte {
 			s.Step++
 			return s.Encode()
 		}, "at step 7, want 6"},
-		{"another model config", func(s *reftrainer.State) []byte {
-			s.Config.LearningRate++
+		{"another learning rate", func(s *exact.State) []byte {
+			s.Config.Train.LR *= 2
 			return s.Encode()
 		}, "model config"},
-		{"another job's model", func(s *reftrainer.State) []byte {
-			s.Config.Seed[0] ^= 1
+		{"another weight decay", func(s *exact.State) []byte {
+			s.Config.Train.WeightDecay = 0.5
 			return s.Encode()
 		}, "model config"},
-		{"not a state at all", func(*reftrainer.State) []byte { return []byte("definitely not a model") }, "invalid state"},
+		{"not a state at all", func(*exact.State) []byte { return []byte("definitely not a model") }, "invalid state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScenario(t, 16, 16)
 			forged := tc.forge(s.run.stateAt(t, 6))
 			hs := append([]merkle.Hash(nil), s.run.hashes[:17]...)
-			hs[6] = sha256.Sum256(forged)
+			hs[6] = exact.StateRoot(forged)
 			provHashes, chalHashes := append([]merkle.Hash(nil), hs...), append([]merkle.Hash(nil), hs...)
 			for i := 7; i <= 16; i++ {
 				provHashes[i] = sha256.Sum256([]byte{'p', byte(i)})

@@ -10,7 +10,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -76,38 +76,36 @@ func TestGasConsumption(t *testing.T) {
 		// The first move of each kind (the first reveal and answer are at step 32).
 		// SubmitCheckpoint and Step also keep x/market's leases-by-state index
 		// (consensus version 2) up to date when they touch the lease; SubmitCheckpoint
-		// queues the checkpoint's audit draw.
-		{"SubmitCheckpoint", 107007},
+		// queues the checkpoint's audit draw. The lease's first checkpoint also pays for
+		// hashing the initial state (h_0): 117 chunks of the reference model's 479 KB.
+		{"SubmitCheckpoint", 120406},
 		{"Challenge", 53503},
 		// One write, whatever the number of games waiting on the step (x/verify
 		// version 2; it was 25903 when a reveal updated every waiting game).
 		{"RevealHash", 11777},
 		// Reads the reveal's height to see whose turn it is.
 		{"Respond", 24847},
-		// The referee step that proves the fraud: re-execution (one gas per MAC), the
-		// pre-state and data bytes and proofs, then the slash of the bond and of the
+		// The referee step that proves the fraud: re-execution of one exact step of the
+		// reference transformer (one gas per MAC, 8.65 M, and per element of its other
+		// operators, 0.74 M), the 479 KB pre-state (2 gas a byte) and its root, the data
+		// bytes and proofs, then the slash of the bond and of the
 		// unbondings begun since the commit, and the payouts: the challenger's reward,
 		// the owner's compensation (into the job's escrow), the community pool.
-		{"Step", 492590},
+		{"Step", 10696192},
 	} {
 		t.Logf("%-16s %d gas", tc.msg, used[tc.msg])
 		assert.Equal(t, tc.gas, used[tc.msg], "gas of %s", tc.msg)
 	}
-	require.Greater(t, used["Step"], s.run.cfg.MACsPerStep()*s.verifyParams().GasPerMac)
+	require.Greater(t, used["Step"], uint64(s.run.cfg.MACsPerStep())*s.verifyParams().GasPerMac)
 }
 
-// The referee's cost cap: the largest documented reference configuration fits under the
-// default max_step_macs, so its step costs MACs × gas_per_mac, below the cap's gas.
+// The referee's cost cap: a step of the reference configuration fits under the default
+// max_step_macs, so any reference job can be adjudicated at default params.
 func TestStepCostCap(t *testing.T) {
 	p := types.DefaultParams()
-	worst := reftrainer.WorstCaseConfig()
-	require.NoError(t, worst.Validate())
-	worstGas := worst.MACsPerStep() * p.GasPerMac
-	capGas := p.MaxStepMacs * p.GasPerMac
-	t.Logf("worst case: %d MACs = %d gas, cap %d gas; default config: %d MACs",
-		worst.MACsPerStep(), worstGas, capGas, types.ReferenceConfig(nil).MACsPerStep())
-	require.Less(t, worstGas, capGas)
-	require.LessOrEqual(t, types.ReferenceConfig(nil).MACsPerStep(), p.MaxStepMacs)
+	ref := exact.ReferenceConfig()
+	t.Logf("reference config: %d MACs + %d elements per step, cap %d MACs", ref.MACsPerStep(), ref.ElementsPerStep(), p.MaxStepMacs)
+	require.LessOrEqual(t, uint64(ref.MACsPerStep()), p.MaxStepMacs)
 }
 
 // oneStepDispute leads a 16-step dispute against a provider lying from step 9 up to the
@@ -126,7 +124,7 @@ func oneStepDispute(t *testing.T) (*scenario, *party, uint64) {
 
 func TestStepTooExpensive(t *testing.T) {
 	s, v, id := oneStepDispute(t)
-	macs := s.run.cfg.MACsPerStep()
+	macs := uint64(s.run.cfg.MACsPerStep())
 	step := func(ctx sdk.Context) error {
 		_, err := s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, 8), 8))
 		return err
@@ -144,8 +142,8 @@ func TestStepTooExpensive(t *testing.T) {
 	require.Equal(t, macs, ev[0].Macs)
 }
 
-// The re-execution is paid per MAC: raising gas_per_mac by 9 raises the step's gas by
-// exactly 9 × MACsPerStep, and a gas limit below it stops the step.
+// The re-execution is paid per MAC and per element: raising gas_per_mac by 9 raises the
+// step's gas by exactly 9 × (MACsPerStep + ElementsPerStep), and a gas limit below it stops the step.
 func TestStepGasPerMAC(t *testing.T) {
 	stepGas := func(gasPerMac uint64) uint64 {
 		s, v, id := oneStepDispute(t)
@@ -158,8 +156,9 @@ func TestStepGasPerMAC(t *testing.T) {
 		return gas
 	}
 	one, ten := stepGas(1), stepGas(10)
-	macs := types.ReferenceConfig(nil).MACsPerStep()
-	require.Equal(t, 9*macs, ten-one)
+	ref := exact.ReferenceConfig()
+	macs := uint64(ref.MACsPerStep())
+	require.Equal(t, 9*(macs+uint64(ref.ElementsPerStep())), ten-one)
 
 	// A gas limit of half the re-execution stops the step inside the referee, before it
 	// has written anything. (Byte and hash charges are zeroed so that the limit is reached
@@ -168,7 +167,7 @@ func TestStepGasPerMAC(t *testing.T) {
 	s.setVerifyParams(func(p *types.Params) { p.GasPerByte, p.GasPerHash = 0, 0 })
 	before := s.snapshot()
 	ctx := s.Ctx.WithGasMeter(storetypes.NewGasMeter(macs / 2))
-	require.PanicsWithValue(t, storetypes.ErrorOutOfGas{Descriptor: "reference workload step"}, func() {
+	require.PanicsWithValue(t, storetypes.ErrorOutOfGas{Descriptor: "exact step multiply-accumulates"}, func() {
 		_, _ = s.msg.Step(ctx, stepMsg(s.run, v.addr, id, s.run.stateAt(t, 8), 8))
 	})
 	s.requireUnchanged(before)

@@ -10,7 +10,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/query"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -111,7 +111,7 @@ func TestQueries(t *testing.T) {
 	requireCode(t, err, codes.InvalidArgument)
 
 	// DataRoot: the Merkle root of the built-in corpus in DataChunkSize chunks.
-	corpus := reftrainer.DefaultCorpus()
+	corpus := traindata.BuiltinCorpus()
 	dr, err := q.DataRoot(s.Ctx, &types.QueryDataRootRequest{JobId: s.job.Id})
 	require.NoError(t, err)
 	root := merkle.RootOfBytes(corpus, types.DataChunkSize)

@@ -20,8 +20,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/testutil/keepers"
@@ -294,12 +294,12 @@ func (e *env) requireRejected(want *errorsmod.Error, call func(ctx sdk.Context) 
 // honestRun is the reference computation of a job: h_0..h_n and the states, kept every
 // `every` steps (others are recomputed from the nearest kept one).
 type honestRun struct {
-	cfg    reftrainer.Config
+	cfg    exact.Config
 	seed   []byte
 	data   traindata.Stream
 	hashes []merkle.Hash
 	every  uint64
-	snaps  map[uint64]*reftrainer.State
+	snaps  map[uint64]*exact.State
 }
 
 var (
@@ -326,18 +326,19 @@ func computeRunOn(t testing.TB, job markettypes.Job, data traindata.Stream, n ui
 		return r
 	}
 	var err error
-	cfg := types.ReferenceConfig(job.Seed)
-	s0, err := reftrainer.Init(cfg)
+	cfg := exact.ReferenceConfig()
+	s0, err := exact.Init(cfg, job.Seed)
 	require.NoError(t, err)
 	every := uint64(1)
 	if n > 1024 {
 		every = 128
 	}
-	r := &honestRun{cfg: cfg, seed: job.Seed, data: data, hashes: []merkle.Hash{s0.Hash()}, every: every,
-		snaps: map[uint64]*reftrainer.State{0: s0}}
+	r := &honestRun{cfg: cfg, seed: job.Seed, data: data, hashes: []merkle.Hash{s0.Root()}, every: every,
+		snaps: map[uint64]*exact.State{0: s0}}
 	cur := s0
 	for cur.Step < n {
-		cur, err = reftrainer.Run(cur, data.Bytes, job.Seed, min(every, n-cur.Step), func(step uint64, h [32]byte, _ reftrainer.StepMetrics) error {
+		cur, err = exact.Run(cur, data.Bytes, job.Seed, min(every, n-cur.Step), func(step uint64, info exact.StepInfo) error {
+			h := info.Root
 			if step != uint64(len(r.hashes)) {
 				return fmt.Errorf("step %d out of order", step)
 			}
@@ -352,13 +353,13 @@ func computeRunOn(t testing.TB, job markettypes.Job, data traindata.Stream, n ui
 }
 
 // stateAt returns (a copy of) the honest state after `step` steps.
-func (r *honestRun) stateAt(t testing.TB, step uint64) *reftrainer.State {
+func (r *honestRun) stateAt(t testing.TB, step uint64) *exact.State {
 	base := r.snaps[step/r.every*r.every]
-	s, err := reftrainer.Run(base, r.data.Bytes, r.seed, step-base.Step, nil)
+	s, err := exact.Run(base, r.data.Bytes, r.seed, step-base.Step, nil)
 	require.NoError(t, err)
 	if s == base {
 		// Run returned the cached state itself; callers may change what they get.
-		s, err = reftrainer.Decode(base.Encode())
+		s, err = exact.Decode(base.Encode())
 		require.NoError(t, err)
 	}
 	return s
@@ -380,31 +381,31 @@ func (r *honestRun) garbageFrom(a, b, k uint64) trace.Trace {
 
 // corruptState returns a copy of s with one weight changed: a provider that computed
 // step s.Step wrongly.
-func corruptState(s *reftrainer.State) *reftrainer.State {
-	c, err := reftrainer.Decode(s.Encode())
+func corruptState(s *exact.State) *exact.State {
+	c, err := exact.Decode(s.Encode())
 	if err != nil {
 		panic(err)
 	}
-	c.OutputBias[0] += 7
+	c.Tensors[0].Data[0] += 7
 	return c
 }
 
 // corruptedAt is a liar whose step k went wrong (one weight off) and who kept training
 // from the corrupted state: its trace over [a, b] and its states.
-func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (trace.Trace, func(uint64) *reftrainer.State) {
+func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (trace.Trace, func(uint64) *exact.State) {
 	hs := append([]merkle.Hash(nil), r.hashes[a:k]...)
-	states := map[uint64]*reftrainer.State{}
+	states := map[uint64]*exact.State{}
 	cur := corruptState(r.stateAt(t, k))
 	states[k] = cur
-	hs = append(hs, cur.Hash())
+	hs = append(hs, cur.Root())
 	for cur.Step < b {
-		next, err := reftrainer.Run(cur, r.data.Bytes, r.seed, 1, nil)
+		next, err := exact.Run(cur, r.data.Bytes, r.seed, 1, nil)
 		require.NoError(t, err)
 		cur = next
 		states[cur.Step] = cur
-		hs = append(hs, cur.Hash())
+		hs = append(hs, cur.Root())
 	}
-	return trace.New(a, hs), func(step uint64) *reftrainer.State {
+	return trace.New(a, hs), func(step uint64) *exact.State {
 		if step < k {
 			return r.stateAt(t, step)
 		}
@@ -419,12 +420,12 @@ func (r *honestRun) corruptedAt(t testing.TB, a, b, k uint64) (trace.Trace, func
 type party struct {
 	addr    sdk.AccAddress
 	trace   trace.Trace
-	stateAt func(step uint64) *reftrainer.State
+	stateAt func(step uint64) *exact.State
 	// reveals counts the provider's MsgRevealHash per step, across all its games.
 	reveals map[uint64]int
 }
 
-func newParty(a sdk.AccAddress, tr trace.Trace, stateAt func(uint64) *reftrainer.State) *party {
+func newParty(a sdk.AccAddress, tr trace.Trace, stateAt func(uint64) *exact.State) *party {
 	return &party{addr: a, trace: tr, stateAt: stateAt, reveals: map[uint64]int{}}
 }
 
@@ -445,11 +446,11 @@ func checkpointMsg(p *party, leaseID, index uint64) *types.MsgSubmitCheckpoint {
 		panic(err)
 	}
 	root := p.trace.Root()
-	stateRoot := sha256.Sum256(append([]byte("state"), final[:]...))
 	return &types.MsgSubmitCheckpoint{
 		Provider: p.addr.String(), LeaseId: leaseID, Index: index,
 		StartStep: p.trace.Start, EndStep: p.trace.End(),
-		StateRoot: stateRoot[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
+		// An exact state's hash is its root: the trace's last leaf.
+		StateRoot: final[:], TraceRoot: root[:], FinalHash: final[:], FinalHashProof: proof,
 		Uri:     fmt.Sprintf("https://provider.example.com/lease/%d/ckpt/%d", leaseID, index),
 		Metrics: []types.Metric{{Name: "loss", Value: "2.31"}},
 	}
@@ -519,7 +520,7 @@ func (g *game) respondMsg(step uint64) *types.MsgRespond {
 	return &types.MsgRespond{Challenger: g.chal.addr.String(), ChallengeId: g.id, Hash: h[:], Proof: proof}
 }
 
-func stepMsg(r *honestRun, sender sdk.AccAddress, id uint64, pre *reftrainer.State, lo uint64) *types.MsgStep {
+func stepMsg(r *honestRun, sender sdk.AccAddress, id uint64, pre *exact.State, lo uint64) *types.MsgStep {
 	data, err := types.StepData(r.data, r.cfg, r.seed, lo)
 	if err != nil {
 		panic(err)
@@ -596,12 +597,12 @@ func newScenario(t testing.TB, totalSteps, interval uint64) *scenario {
 
 // honest is the provider committing the honest trace over [a, b].
 func (s *scenario) honest(a, b uint64) *party {
-	return newParty(s.prov, s.run.trace(a, b), func(step uint64) *reftrainer.State { return s.run.stateAt(s.t, step) })
+	return newParty(s.prov, s.run.trace(a, b), func(step uint64) *exact.State { return s.run.stateAt(s.t, step) })
 }
 
 // verifier is an honest challenger account with the honest trace over [a, b].
 func (s *scenario) verifier(label string, a, b uint64) *party {
-	return newParty(s.account(label), s.run.trace(a, b), func(step uint64) *reftrainer.State { return s.run.stateAt(s.t, step) })
+	return newParty(s.account(label), s.run.trace(a, b), func(step uint64) *exact.State { return s.run.stateAt(s.t, step) })
 }
 
 // liar is an account whose trace over [a, b] is honest before step k and wrong from k on:
@@ -611,7 +612,7 @@ func (s *scenario) liar(a sdk.AccAddress, from, to, k uint64, corrupt bool) *par
 		tr, states := s.run.corruptedAt(s.t, from, to, k)
 		return newParty(a, tr, states)
 	}
-	return newParty(a, s.run.garbageFrom(from, to, k), func(step uint64) *reftrainer.State { return s.run.stateAt(s.t, step) })
+	return newParty(a, s.run.garbageFrom(from, to, k), func(step uint64) *exact.State { return s.run.stateAt(s.t, step) })
 }
 
 // resolvedEvent returns the EventChallengeResolved of challenge id.

@@ -98,16 +98,11 @@ func runFor(job markettypes.Job, data traindata.Stream, n uint64) (*honestRun, e
 	}
 	r := &honestRun{cfg: s.Config, seed: job.Seed, data: data, states: []*exact.State{s}, hashes: []merkle.Hash{s.Root()}}
 	for s.Step < n {
-		batch, err := exact.StepBatch(r.cfg, job.Seed, s.Step, data.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		var info exact.StepInfo
-		if s, info, err = exact.Step(s, batch); err != nil {
+		if s, err = exact.Run(s, data.Bytes, job.Seed, 1, nil); err != nil {
 			return nil, err
 		}
 		r.states = append(r.states, s)
-		r.hashes = append(r.hashes, info.Root)
+		r.hashes = append(r.hashes, s.Root())
 	}
 	if len(runs) >= maxCachedRuns {
 		runs = map[string]*honestRun{}

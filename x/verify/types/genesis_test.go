@@ -20,7 +20,7 @@ func validGenesis() types.GenesisState {
 		return types.Checkpoint{
 			LeaseId: 1, Index: index, StartStep: start, EndStep: end, StartHash: hash(1), FinalHash: hash(2),
 			StateRoot: hash(3), TraceRoot: hash(4), Status: types.CHECKPOINT_STATUS_PENDING, OpenChallenges: open,
-			Claim: sdk.NewInt64Coin("udepin", 5), WorkloadVersion: types.ReferenceWorkloadVersion,
+			Claim: sdk.NewInt64Coin("udepin", 5), WorkloadVersion: types.ExactWorkloadVersion,
 		}
 	}
 	return types.GenesisState{

@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	"github.com/depinchain/depinchain/x/verify/types"
@@ -16,7 +16,7 @@ import (
 // returns the worker layout over them plus the stream's bytes.
 func layoutOf(t *testing.T, chunkSize uint32, sizes ...int) (traindata.Layout, []byte) {
 	t.Helper()
-	corpus := reftrainer.DefaultCorpus()
+	corpus := traindata.BuiltinCorpus()
 	var shards []shardtypes.Shard
 	var stream []byte
 	off := 0
@@ -40,7 +40,7 @@ func TestStepDataAcrossPieces(t *testing.T) {
 	data, err := traindata.NewStream(layout, stream)
 	require.NoError(t, err)
 	seed := []byte("seed")
-	cfg := types.ReferenceConfig(seed)
+	cfg := exact.ReferenceConfig()
 	for step := uint64(0); step < 20; step++ {
 		chunks, err := types.StepData(data, cfg, seed, step)
 		require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestStepDataAcrossPieces(t *testing.T) {
 			require.NoError(t, merkle.VerifyInclusion(seg.Root, local, seg.Chunks(), merkle.LeafHash(c.Data), proof))
 			got[c.Index] = c.Data
 		}
-		windows, err := reftrainer.BatchWindows(cfg, seed, step, layout.Size())
+		windows, err := exact.BatchWindows(cfg, seed, step, layout.Size())
 		require.NoError(t, err)
 		for _, w := range windows {
 			for off := w.Start; off < w.Start+w.Length; off++ {

@@ -9,17 +9,15 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
 func TestDefaultParamsValid(t *testing.T) {
 	p := types.DefaultParams()
 	require.NoError(t, p.Validate())
-	// The referee can re-execute the default model, and the documented worst case fits
-	// under the default cap too.
-	require.LessOrEqual(t, types.ReferenceConfig(nil).MACsPerStep(), p.MaxStepMacs)
-	require.Less(t, reftrainer.WorstCaseConfig().MACsPerStep(), p.MaxStepMacs)
+	// The referee can re-execute a step of the reference model under the default cap.
+	require.LessOrEqual(t, uint64(exact.ReferenceConfig().MACsPerStep()), p.MaxStepMacs)
 }
 
 func TestParamsValidateNamesTheField(t *testing.T) {

@@ -5,40 +5,55 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reftrainer"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
 var seedA, seedB = []byte("job-seed-a"), []byte("job-seed-b")
 
-func TestReferenceConfig(t *testing.T) {
-	a, b := types.ReferenceConfig(seedA), types.ReferenceConfig(seedB)
-	require.NoError(t, a.Validate())
-	require.Equal(t, a, types.ReferenceConfig(seedA), "deterministic")
-	require.NotEqual(t, a.Seed, b.Seed, "the job seed picks the initial weights")
-	// Apart from the seed it is the package default.
-	def := reftrainer.DefaultConfig()
-	def.Seed = a.Seed
-	require.Equal(t, def, a)
+func referenceJob(seed []byte) markettypes.Job {
+	return markettypes.Job{Id: 7, Seed: seed, Spec: markettypes.JobSpec{Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
+}
 
-	h, err := types.InitialStateHash(seedA)
+func TestJobConfigAndInitialState(t *testing.T) {
+	cfg, err := types.JobConfig(referenceJob(seedA))
 	require.NoError(t, err)
-	s, err := reftrainer.Init(a)
+	require.Equal(t, exact.ReferenceConfig(), cfg, "kind reference is the fixed reference configuration")
+
+	small := exact.Config{
+		Model: exact.ModelConfig{Layers: 2, DModel: 16, Heads: 2, DFF: 32, Context: 8, Vocab: exact.Vocab},
+		Train: exact.TrainConfig{Batch: 2, Optimizer: exact.OptimizerAdamW, LR: 0.002, WeightDecay: 0.1},
+	}.WithDefaults()
+	tj := referenceJob(seedA)
+	tj.Spec.Workload = markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_TRANSFORMER, Transformer: markettypes.NewTransformerConfig(small)}
+	cfg, err = types.JobConfig(tj)
 	require.NoError(t, err)
-	want := s.Hash()
-	require.Equal(t, want[:], h)
-	hb, err := types.InitialStateHash(seedB)
+	require.Equal(t, small.Hyper(), cfg.Hyper())
+
+	cj := referenceJob(seedA)
+	cj.Spec.Workload = markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_CONTAINER}
+	_, err = types.JobConfig(cj)
+	require.ErrorIs(t, err, types.ErrNotAdjudicable)
+
+	h, err := types.InitialStateHash(referenceJob(seedA))
 	require.NoError(t, err)
-	require.NotEqual(t, h, hb)
+	s, err := exact.Init(exact.ReferenceConfig(), seedA)
+	require.NoError(t, err)
+	want := s.Root()
+	require.Equal(t, want[:], h, "h_0 is the Merkle root of the seed's initial state")
+	hb, err := types.InitialStateHash(referenceJob(seedB))
+	require.NoError(t, err)
+	require.NotEqual(t, h, hb, "the job seed picks the initial weights")
 }
 
 func TestJobTrainingData(t *testing.T) {
 	job := markettypes.Job{Id: 7, Seed: seedA}
 	d, err := types.JobTrainingData(job)
 	require.NoError(t, err)
-	corpus := reftrainer.DefaultCorpus()
+	corpus := traindata.BuiltinCorpus()
 	require.Equal(t, corpus, d.Bytes)
 	require.Equal(t, merkle.RootOfBytes(corpus, types.DataChunkSize), d.Segments[0].Root)
 	require.Equal(t, merkle.ChunkCount(int64(len(corpus)), types.DataChunkSize), d.Chunks())
@@ -55,11 +70,11 @@ func TestJobTrainingData(t *testing.T) {
 func TestStepData(t *testing.T) {
 	d, err := types.JobTrainingData(markettypes.Job{Seed: seedA})
 	require.NoError(t, err)
-	cfg := types.ReferenceConfig(seedA)
+	cfg := exact.ReferenceConfig()
 	for _, step := range []uint64{0, 1, 17, 1 << 20} {
 		chunks, err := types.StepData(d, cfg, seedA, step)
 		require.NoError(t, err)
-		windows, err := reftrainer.BatchWindows(cfg, seedA, step, uint64(len(d.Bytes)))
+		windows, err := exact.BatchWindows(cfg, seedA, step, uint64(len(d.Bytes)))
 		require.NoError(t, err)
 		need := map[uint64]bool{}
 		for _, w := range windows {
@@ -82,7 +97,7 @@ func TestStepData(t *testing.T) {
 		for i := range need {
 			require.NotNil(t, got[i], "chunk %d missing", i)
 		}
-		batch, err := reftrainer.Batch(d.Bytes, windows)
+		batch, err := exact.Batch(d.Bytes, windows)
 		require.NoError(t, err)
 		for k, w := range windows {
 			var rebuilt []byte
