@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -41,7 +42,7 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	if err := env.Validate(); err != nil {
 		return nil, err
 	}
-	data, err := verifytypes.JobTrainingData(job.Market)
+	data, err := referenceData(job)
 	if err != nil {
 		return nil, err
 	}
@@ -54,13 +55,32 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &referenceHandle{run: newRun(), cancel: cancel}
 	go func() {
-		err := trainer.RunReference(ctx, env, data.Bytes, onStep)
+		err := trainer.RunReference(ctx, env, data, onStep)
 		if errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w: reference run of lease %d", ErrStopped, job.LeaseID)
 		}
 		h.finish(err)
 	}()
 	return h, nil
+}
+
+// referenceData is the training stream of a reference run: the built-in
+// corpus for a job without a dataset, else what the leases role put in the
+// data folder (the worker's shard pieces), read as every trainer reads
+// DEPIN_DATA_DIR (exact.ReadStreamDir).
+func referenceData(job Job) ([]byte, error) {
+	if job.Market.Spec.DatasetId == "" {
+		data, err := verifytypes.JobTrainingData(job.Market)
+		return data.Bytes, err
+	}
+	data, err := exact.ReadStreamDir(job.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime reference: reading the training data of job %d: %w", job.Market.Id, err)
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("runtime reference: job %d trains on dataset %q and its data folder %s is empty", job.Market.Id, job.Market.Spec.DatasetId, job.DataDir)
+	}
+	return data, nil
 }
 
 type referenceHandle struct {
