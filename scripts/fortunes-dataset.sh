@@ -50,7 +50,8 @@ corpus="$out/fortunes.txt"
 mapfile -t files < <(find "$src" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | LC_ALL=C sort)
 [ ${#files[@]} -gt 0 ] || { echo "fortunes-dataset: no fortune files in $src" >&2; exit 1; }
 if [ -n "$max_bytes" ]; then
-	cat "${files[@]}" | head -c "$max_bytes" >"$corpus.tmp"
+	# cat ends with SIGPIPE once head has enough: only head's status counts.
+	{ cat "${files[@]}" || true; } | head -c "$max_bytes" >"$corpus.tmp"
 else
 	cat "${files[@]}" >"$corpus.tmp"
 fi
