@@ -62,7 +62,15 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 // decide returns the bid to place on job, or why there is none.
 func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip string) {
 	if job.Spec.DatasetId != "" {
-		return o, "dataset-backed jobs need the shard data, which this sidecar does not fetch yet"
+		if r.opts.Data == nil {
+			return o, "dataset-backed jobs need the shard data, which this sidecar cannot fetch"
+		}
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := r.opts.Data.Fetchable(dctx, job)
+		cancel()
+		if err != nil {
+			return o, err.Error()
+		}
 	}
 	name, err := r.opts.Runtime(ctx, job)
 	if err != nil {

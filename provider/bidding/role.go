@@ -46,6 +46,12 @@ type Metrics interface {
 	SetBond(bonded, locked, required float64)
 }
 
+// DataChecker says why a dataset-backed job's training data cannot be
+// fetched, or nil when it can.
+type DataChecker interface {
+	Fetchable(ctx context.Context, job markettypes.Job) error
+}
+
 // Options configure a Role.
 type Options struct {
 	// Operator is the provider address bids are placed for.
@@ -62,6 +68,10 @@ type Options struct {
 	Pricer    Pricer
 	// Runtime names the runtime that would train job, or says why none can.
 	Runtime func(ctx context.Context, job markettypes.Job) (string, error)
+	// Data says whether a dataset-backed job's training data can be fetched
+	// (a cheap chain check; the datasets fetcher satisfies it). Nil: such
+	// jobs get no bid.
+	Data DataChecker
 	// Bond reads the operator's bond, which every bid's collateral comes
 	// from; it is exported as metrics every HealthInterval. Nil (and a
 	// passive role) reads none.

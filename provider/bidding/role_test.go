@@ -54,7 +54,16 @@ func (h *fakeHost) breakGPU(uuid, problem string) {
 	}
 }
 
+// fakeData is the datasets fetcher's chain check: why a dataset cannot be
+// fetched, by dataset id (absent: it can).
+type fakeData map[string]error
+
+func (d fakeData) Fetchable(_ context.Context, job markettypes.Job) error {
+	return d[job.Spec.DatasetId]
+}
+
 type harness struct {
+	data    fakeData
 	role    *Role
 	db      *db.DB
 	chain   *roletest.Chain
@@ -65,7 +74,7 @@ type harness struct {
 func newHarness(t *testing.T, passive bool) *harness {
 	t.Helper()
 	st := roletest.OpenDB(t)
-	h := &harness{db: st, chain: roletest.NewChain(), metrics: metrics.New("test"),
+	h := &harness{db: st, chain: roletest.NewChain(), metrics: metrics.New("test"), data: fakeData{},
 		host: &fakeHost{gpus: []gpu.GPU{{UUID: "g0", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}, {UUID: "g1", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}}}}
 	var err error
 	h.role, err = New(Options{
@@ -73,6 +82,7 @@ func newHarness(t *testing.T, passive bool) *harness {
 		ModelName: func(string) string { return "H100" },
 		Pricer:    TablePricer{Denom: "udepin", Table: PriceTable{"H100": math.NewInt(2_000_000)}},
 		Runtime:   func(context.Context, markettypes.Job) (string, error) { return "reference", nil },
+		Data:      h.data,
 		Metrics:   h.metrics,
 	})
 	if err != nil {
@@ -143,6 +153,41 @@ func TestBidReservesItsGPUs(t *testing.T) {
 	// Deciding again on a job with an open bid sends nothing.
 	if err := h.role.considerJob(context.Background(), 1); err != nil || len(h.chain.Sent()) != 1 {
 		t.Fatalf("second decision on job 1: %v, sent %d", err, len(h.chain.Sent()))
+	}
+}
+
+// A dataset-backed job gets a bid when its data can be fetched, and a
+// decision that says why not when it cannot; a sidecar without a fetcher
+// says that instead.
+func TestDatasetJobsGetBidsWhenTheirDataIsFetchable(t *testing.T) {
+	h := newHarness(t, false)
+	h.data["sparse"] = errors.New("the job's training data cannot be fetched: shard 3 of dataset \"sparse\" has 1 live pieces and needs 2: too few holders to read it")
+	for id, ds := range map[uint64]string{1: "fortunes", 2: "sparse"} {
+		h.openJob(id, 1)
+		job := h.chain.Jobs[id]
+		job.Spec.DatasetId = ds
+		h.chain.Jobs[id] = job
+		if err := h.role.considerJob(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent := h.chain.Sent(); len(sent) != 1 || sent[0].(*markettypes.MsgPlaceBid).JobId != 1 {
+		t.Fatalf("sent %v, want one bid, on job 1", sent)
+	}
+	if _, job, ok := h.bid(t, 2); ok || !strings.HasPrefix(job.Decision, "skip: the job's training data cannot be fetched: shard 3") {
+		t.Fatalf("job 2: bid %v, decision %q", ok, job.Decision)
+	}
+
+	h.role.opts.Data = nil
+	h.openJob(3, 1)
+	job := h.chain.Jobs[3]
+	job.Spec.DatasetId = "fortunes"
+	h.chain.Jobs[3] = job
+	if err := h.role.considerJob(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, job, ok := h.bid(t, 3); ok || !strings.Contains(job.Decision, "cannot fetch") {
+		t.Fatalf("without a fetcher: bid %v, decision %q", ok, job.Decision)
 	}
 }
 

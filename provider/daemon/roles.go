@@ -11,6 +11,7 @@ import (
 	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/datasets"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/gpu"
@@ -18,6 +19,7 @@ import (
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/storage"
+	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -66,12 +68,19 @@ type roles struct {
 func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	cfg := d.cfg
 	var rs roles
-	var err error
+	// Dataset-backed jobs train on pieces fetched from their holders: the
+	// bidder checks they can be had, the leases role fetches them.
+	data, err := datasets.New(datasets.Options{
+		Registry: shardregistrytypes.NewQueryClient(d.conn), Providers: stakingexttypes.NewQueryClient(d.conn), Logger: d.log,
+	})
+	if err != nil {
+		return rs, err
+	}
 	rs.leases, err = leases.New(leases.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
-		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
+		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
 		return rs, err
@@ -79,7 +88,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	rs.bidding, err = bidding.New(bidding.Options{
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
-		Runtime: rs.leases.RuntimeFor, Bond: stakingexttypes.NewQueryClient(d.conn),
+		Runtime: rs.leases.RuntimeFor, Data: data, Bond: stakingexttypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {

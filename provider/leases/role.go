@@ -29,6 +29,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/datasets"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
@@ -61,6 +62,12 @@ type Metrics interface {
 	EarningsWithdrawn(udepin uint64)
 }
 
+// DataPreparer writes the training data of a dataset-backed job's worker into
+// a lease's data folder; the datasets fetcher satisfies it.
+type DataPreparer interface {
+	Prepare(ctx context.Context, job markettypes.Job, worker uint32, dir string) (datasets.Result, error)
+}
+
 // Hooks change what the role does, for tests and the fraud demo only;
 // production sets none.
 type Hooks struct {
@@ -90,6 +97,9 @@ type Options struct {
 	SimulatedGPUs bool
 	// Runtimes are the runtimes the operator enabled.
 	Runtimes config.Runtimes
+	// Data fetches the training data of dataset-backed jobs; without it such
+	// a lease fails with a permanent error.
+	Data DataPreparer
 	// WorkDir holds a folder per lease and downloads in progress.
 	WorkDir string
 	// PublicURL is the checkpoint server's base URL as others reach it.

@@ -5,7 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/datasets"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/internal/roletest"
@@ -36,7 +41,24 @@ type noGPUs struct{}
 func (noGPUs) Healthy() []gpu.GPU                             { return nil }
 func (noGPUs) UnhealthyLeased(uuids []string) []gpu.Unhealthy { return nil }
 
+// fakeData stands in for the datasets fetcher: it writes the built-in
+// corpus as the worker's one data file, or fails with err.
+type fakeData struct {
+	err   error
+	calls []string // "job/worker"
+}
+
+func (d *fakeData) Prepare(_ context.Context, job markettypes.Job, worker uint32, dir string) (datasets.Result, error) {
+	d.calls = append(d.calls, fmt.Sprintf("%d/%d", job.Id, worker))
+	if d.err != nil {
+		return datasets.Result{}, d.err
+	}
+	name := datasets.FileName(0, 0, 0)
+	return datasets.Result{Files: []string{name}}, os.WriteFile(filepath.Join(dir, name), verifytypes.BuiltinData().Bytes, 0o644)
+}
+
 type harness struct {
+	data    *fakeData
 	role    *Role
 	db      *db.DB
 	chain   *roletest.Chain
@@ -47,12 +69,12 @@ type harness struct {
 func newHarness(t *testing.T, hooks Hooks) *harness {
 	t.Helper()
 	st := roletest.OpenDB(t)
-	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour), metrics: metrics.New("test")}
+	h := &harness{db: st, chain: roletest.NewChain(), cat: checkpoint.NewCatalog(time.Hour), metrics: metrics.New("test"), data: &fakeData{}}
 	var err error
 	h.role, err = New(Options{
 		Operator: operator, Submit: h.chain.Submit, Chain: h.chain, DB: st, Catalog: h.cat, GPUs: noGPUs{},
 		Runtimes: config.Runtimes{Reference: true}, WorkDir: t.TempDir(), PublicURL: publicURL,
-		Metrics: h.metrics, Hooks: hooks,
+		Data: h.data, Metrics: h.metrics, Hooks: hooks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +147,46 @@ func TestServeTrainsAndSubmitsEveryCheckpoint(t *testing.T) {
 	// A restart finds everything on chain: it trains and sends nothing.
 	if err := h.role.serve(ctx, 1); err != nil || len(h.chain.Sent()) != 3 {
 		t.Fatalf("second attempt: %v, %d messages in all", err, len(h.chain.Sent()))
+	}
+}
+
+// A dataset-backed lease trains only after its worker's data is in the data
+// folder; when the data cannot be had, no trainer starts and the error says
+// why.
+func TestDatasetLeaseTrainsOnFetchedData(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.won(t, 4, 4)
+	job := h.chain.Jobs[1]
+	job.Spec.DatasetId, job.Spec.Workers = "fortunes", 3
+	h.chain.Jobs[1] = job
+	chainLease := h.chain.LeaseByID[1]
+	chainLease.Worker = 2
+	h.chain.LeaseByID[1] = chainLease
+
+	h.data.err = errors.New("the job's training data cannot be fetched: shard 4 of dataset \"fortunes\": 1 of its 3 pieces could be had intact")
+	err := h.role.serve(context.Background(), 1)
+	if err == nil || !strings.Contains(err.Error(), "shard 4") || !strings.Contains(err.Error(), "worker 2") {
+		t.Fatalf("serve without data: %v", err)
+	}
+	if len(h.chain.Sent()) != 0 {
+		t.Fatalf("sent %v without training data", h.chain.Sent())
+	}
+
+	h.data.err = nil
+	if err := h.role.serve(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.data.calls, []string{"1/2", "1/2"}) {
+		t.Fatalf("prepare calls %v", h.data.calls)
+	}
+	if subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain); len(subs) != 1 {
+		t.Fatalf("submitted %d checkpoints, want 1", len(subs))
+	}
+
+	// Without a fetcher the lease fails for good.
+	h.role.opts.Data = nil
+	if err := h.role.prepareData(context.Background(), &lease{job: job}); !errors.Is(err, errPermanent) {
+		t.Fatalf("no fetcher: %v", err)
 	}
 }
 

@@ -171,7 +171,28 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 		r.log.Info("every checkpoint of the lease is submitted", "lease", leaseID, "steps", l.job.Spec.TotalSteps)
 		return nil
 	}
+	if err := r.prepareData(ctx, l); err != nil {
+		return err
+	}
 	return r.train(ctx, l, watcher, resumeStep)
+}
+
+// prepareData puts a dataset-backed job's training data in the lease's data
+// folder: the pieces of the shards assigned to the lease's worker, fetched
+// and checked by Options.Data (a folder already complete is reused). Jobs
+// without a dataset get the built-in corpus from the runtime. The trainer
+// does not start without its data.
+func (r *Role) prepareData(ctx context.Context, l *lease) error {
+	if l.job.Spec.DatasetId == "" {
+		return nil
+	}
+	if r.opts.Data == nil {
+		return fmt.Errorf("%w: job %d trains on dataset %q and this sidecar has no dataset fetcher", errPermanent, l.job.Id, l.job.Spec.DatasetId)
+	}
+	if _, err := r.opts.Data.Prepare(ctx, l.job, l.chain.Worker, l.dataDir()); err != nil {
+		return fmt.Errorf("training data of worker %d (dataset %q): %w", l.chain.Worker, l.job.Spec.DatasetId, err)
+	}
+	return nil
 }
 
 // prepare reads what an attempt needs; a nil lease means there is nothing

@@ -40,7 +40,7 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := exact.ReadStreamDir(env.DataDir)
+	stream, err := trainingStream(job)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +60,20 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 		h.finish(err)
 	}()
 	return h, nil
+}
+
+// trainingStream reads the job's training data from its data folder, as any trainer of
+// the contract would: the built-in corpus prepare wrote there, or the verified pieces of
+// the worker's dataset shards the leases role fetched.
+func trainingStream(job Job) ([]byte, error) {
+	data, err := exact.ReadStreamDir(job.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime reference: reading the training data of job %d: %w", job.Market.Id, err)
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("runtime reference: job %d's data folder %s is empty", job.Market.Id, job.DataDir)
+	}
+	return data, nil
 }
 
 type referenceHandle struct {

@@ -216,9 +216,9 @@ func (r *Role) checkAll(ctx context.Context) {
 			r.noteError(fmt.Sprintf("reading shard %d of %s", rep.Shard, rep.DatasetId), err)
 			continue
 		}
-		p := info.shard.Pieces[rep.Piece]
+		p := info.Shard.Pieces[rep.Piece]
 		path := PiecePath(r.opts.PiecesDir, rep.DatasetId, rep.Shard, rep.Piece)
-		err = checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root)
+		err = checkPieceFile(path, p.SizeBytes, info.ChunkSize, p.Root)
 		r.mu.Lock()
 		if h, ok := r.held[rep.Id]; ok {
 			h.checked, h.problem = time.Now(), ""

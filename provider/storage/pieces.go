@@ -2,19 +2,17 @@ package storage
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -254,7 +252,7 @@ func writePieceFile(path string, data []byte) error {
 // on the public server whose URL the provider registered as its endpoint.
 func NewPieceHandler(piecesDir string) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+pieceRoute, func(w http.ResponseWriter, req *http.Request) {
+	mux.HandleFunc("GET "+pieces.Route, func(w http.ResponseWriter, req *http.Request) {
 		id := req.PathValue("dataset")
 		shard, err1 := strconv.ParseUint(req.PathValue("shard"), 10, 32)
 		piece, err2 := strconv.ParseUint(req.PathValue("piece"), 10, 32)
@@ -278,60 +276,4 @@ func NewPieceHandler(piecesDir string) http.Handler {
 		http.ServeContent(w, req, "", info.ModTime(), f)
 	})
 	return mux
-}
-
-// pieceRoute is the handler's pattern; PieceURL builds its URLs.
-const pieceRoute = "/pieces/{dataset}/{shard}/{piece}"
-
-// PieceURL is where the provider whose registered endpoint is endpoint serves
-// a piece.
-func PieceURL(endpoint, datasetID string, shard, piece uint32) (string, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("endpoint %q is not an http(s) URL", endpoint)
-	}
-	return u.JoinPath("pieces", datasetID, strconv.FormatUint(uint64(shard), 10), strconv.FormatUint(uint64(piece), 10)).String(), nil
-}
-
-// PieceFetcher downloads a piece of size bytes from the provider whose
-// registered endpoint is endpoint. What it returns is checked against the
-// piece's root before use, so it need not be trusted.
-type PieceFetcher func(ctx context.Context, endpoint, datasetID string, shard, piece uint32, size uint64) ([]byte, error)
-
-// HTTPFetcher fetches pieces from other providers' NewPieceHandler with
-// client (http.DefaultClient when nil), each download bounded by timeout.
-func HTTPFetcher(client *http.Client, timeout time.Duration) PieceFetcher {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	return func(ctx context.Context, endpoint, datasetID string, shard, piece uint32, size uint64) ([]byte, error) {
-		u, err := PieceURL(endpoint, datasetID, shard, piece)
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		res, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: %s", u, res.Status)
-		}
-		// Never read more than the piece can be: a holder cannot make us
-		// buffer an endless body.
-		data, err := io.ReadAll(io.LimitReader(res.Body, int64(size)+1))
-		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", u, err)
-		}
-		if uint64(len(data)) != size {
-			return nil, fmt.Errorf("GET %s: %d bytes, the piece is %d", u, len(data), size)
-		}
-		return data, nil
-	}
 }

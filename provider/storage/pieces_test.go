@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -57,7 +58,7 @@ func infoOf(t *testing.T, m *manifest.Manifest, shard uint32) *shardInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &shardInfo{datasetID: m.ID, enc: enc, chunkSize: m.ChunkSize, shard: shards[shard]}
+	return &shardInfo{DatasetID: m.ID, Encoding: enc, ChunkSize: m.ChunkSize, Shard: shards[shard]}
 }
 
 func readPiece(t *testing.T, piecesDir string, shard, piece uint32) []byte {
@@ -221,7 +222,7 @@ func TestRebuildPieceFromAnyKOthers(t *testing.T) {
 					have[i] = readPiece(t, piecesDir, shard, i)
 				}
 			}
-			got, err := rebuildPiece(info, have, target)
+			got, err := info.RebuildPiece(have, target)
 			if err != nil {
 				t.Fatalf("shard %d piece %d: %v", shard, target, err)
 			}
@@ -234,23 +235,23 @@ func TestRebuildPieceFromAnyKOthers(t *testing.T) {
 	// One of k=2 is not enough; a piece with the wrong bytes counts as missing.
 	info := infoOf(t, m, 0)
 	have := [][]byte{nil, readPiece(t, piecesDir, 0, 1), nil}
-	if _, err := rebuildPiece(info, have, 0); !errors.Is(err, manifest.ErrNotEnoughPieces) {
+	if _, err := info.RebuildPiece(have, 0); !errors.Is(err, manifest.ErrNotEnoughPieces) {
 		t.Fatalf("one piece: want ErrNotEnoughPieces, got %v", err)
 	}
 	wrong := bytes.Clone(readPiece(t, piecesDir, 0, 2))
 	wrong[0] ^= 1
 	have[2] = wrong
-	if _, err := rebuildPiece(info, have, 0); !errors.Is(err, manifest.ErrNotEnoughPieces) {
+	if _, err := info.RebuildPiece(have, 0); !errors.Is(err, manifest.ErrNotEnoughPieces) {
 		t.Fatalf("a corrupt second piece: want ErrNotEnoughPieces, got %v", err)
 	}
-	if _, err := rebuildPiece(info, have, 3); err == nil {
+	if _, err := info.RebuildPiece(have, 3); err == nil {
 		t.Fatal("a piece the shard does not have was rebuilt")
 	}
 
 	// Under replicas the piece is the shard: one intact copy is enough.
 	rm, rdir := buildDataset(t, types.Encoding{Kind: types.ENCODING_KIND_REPLICAS, Replicas: 2})
 	copyOf := readPiece(t, rdir, 0, 0)
-	got, err := rebuildPiece(infoOf(t, rm, 0), [][]byte{copyOf}, 0)
+	got, err := infoOf(t, rm, 0).RebuildPiece([][]byte{copyOf}, 0)
 	if err != nil || !bytes.Equal(got, copyOf) {
 		t.Fatalf("replicas: %v", err)
 	}
@@ -260,7 +261,7 @@ func TestPieceHandlerServesWhatFetcherChecks(t *testing.T) {
 	m, piecesDir := buildDataset(t, rs21)
 	srv := httptest.NewServer(NewPieceHandler(piecesDir))
 	defer srv.Close()
-	fetch := HTTPFetcher(srv.Client(), 5*time.Second)
+	fetch := pieces.HTTPFetcher(srv.Client(), 5*time.Second)
 	ctx := context.Background()
 
 	p := m.Shards[1].Pieces[2]
@@ -269,8 +270,8 @@ func TestPieceHandlerServesWhatFetcherChecks(t *testing.T) {
 		t.Fatalf("fetch: %v", err)
 	}
 	// Endpoints with a path prefix keep it.
-	if u, err := PieceURL("https://sp.example.com:8471/base/", "unit-corpus", 1, 2); err != nil || u != "https://sp.example.com:8471/base/pieces/unit-corpus/1/2" {
-		t.Fatalf("PieceURL = %q, %v", u, err)
+	if u, err := pieces.URL("https://sp.example.com:8471/base/", "unit-corpus", 1, 2); err != nil || u != "https://sp.example.com:8471/base/pieces/unit-corpus/1/2" {
+		t.Fatalf("pieces.URL = %q, %v", u, err)
 	}
 	for _, bad := range []string{"", "ftp://x/", "127.0.0.1:8471", "http://"} {
 		if _, err := fetch(ctx, bad, "unit-corpus", 1, 2, p.Size); err == nil {

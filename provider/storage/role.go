@@ -50,6 +50,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -97,9 +98,9 @@ type Options struct {
 	// PollInterval is how often the chain height is read between events
 	// (default 2s); HandleEvent wakes the worker earlier.
 	PollInterval time.Duration
-	// Fetch downloads a piece from another holder; nil uses HTTPFetcher with
-	// http.DefaultClient and DefaultFetchTimeout.
-	Fetch PieceFetcher
+	// Fetch downloads a piece from another holder; nil uses
+	// pieces.HTTPFetcher with http.DefaultClient and DefaultFetchTimeout.
+	Fetch pieces.Fetcher
 	// DB keeps the role's records (db.StorageReplicaRecord).
 	DB *db.DB
 	// Logger receives the role's logs; nil discards them.
@@ -109,11 +110,11 @@ type Options struct {
 // Role is the storage role of one operator. Create it with New, feed it
 // events with HandleEvent and run it with Run.
 type Role struct {
-	opts      Options
-	log       *slog.Logger
-	query     types.QueryClient
-	providers stakingexttypes.QueryClient
-	fetch     PieceFetcher
+	opts  Options
+	log   *slog.Logger
+	query types.QueryClient
+	// download gets pieces from other holders, checked against their roots.
+	download pieces.Downloader
 
 	running atomic.Bool
 	// wake wakes the answering loop; repairWake the slot-filling loop.
@@ -134,7 +135,6 @@ type Role struct {
 	retryAt     map[slotKey]time.Time
 	scan        map[string]bool // datasets to look for local pieces of
 	shards      map[shardKey]*shardInfo
-	endpoints   map[string]endpoint
 	counters    processCounters
 	lastErr     string
 	lastCheck   time.Time
@@ -164,11 +164,6 @@ type slotKey struct {
 type shardKey struct {
 	dataset string
 	shard   uint32
-}
-
-type endpoint struct {
-	url  string
-	read time.Time
 }
 
 // processCounters count what happened since the process started.
@@ -220,8 +215,6 @@ func New(opts Options) (*Role, error) {
 		opts:       opts,
 		log:        opts.Logger.With("component", "storage"),
 		query:      types.NewQueryClient(opts.Conn),
-		providers:  stakingexttypes.NewQueryClient(opts.Conn),
-		fetch:      opts.Fetch,
 		wake:       make(chan struct{}, 1),
 		repairWake: make(chan struct{}, 1),
 		held:       map[uint64]*heldReplica{},
@@ -230,10 +223,10 @@ func New(opts Options) (*Role, error) {
 		retryAt:    map[slotKey]time.Time{},
 		scan:       map[string]bool{},
 		shards:     map[shardKey]*shardInfo{},
-		endpoints:  map[string]endpoint{},
 	}
-	if r.fetch == nil {
-		r.fetch = HTTPFetcher(nil, DefaultFetchTimeout)
+	r.download = pieces.Downloader{Endpoints: pieces.NewEndpoints(stakingexttypes.NewQueryClient(opts.Conn)), Fetch: opts.Fetch}
+	if r.download.Fetch == nil {
+		r.download.Fetch = pieces.HTTPFetcher(nil, DefaultFetchTimeout)
 	}
 	return r, nil
 }

@@ -1,10 +1,8 @@
 package storage
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,20 +10,14 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
-	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
-	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
 // shardInfo is what the chain registered about a shard; datasets are
 // immutable, so it is read once.
-type shardInfo struct {
-	datasetID string
-	enc       types.Encoding
-	chunkSize uint32
-	shard     types.Shard
-}
+type shardInfo = pieces.Shard
 
 // shardInfo returns a shard's registration, from the cache when it was read before.
 func (r *Role) shardInfo(ctx context.Context, datasetID string, shard uint32) (*shardInfo, error) {
@@ -44,56 +36,11 @@ func (r *Role) shardInfo(ctx context.Context, datasetID string, shard uint32) (*
 	if err != nil {
 		return nil, err
 	}
-	info = &shardInfo{datasetID: datasetID, enc: ds.Dataset.Encoding, chunkSize: ds.Dataset.ChunkSize, shard: types.Shard{
-		DatasetId: datasetID, Index: sh.Shard.Index, SampleStart: sh.Shard.SampleStart, SampleEnd: sh.Shard.SampleEnd,
-		SizeBytes: sh.Shard.SizeBytes,
-	}}
-	for _, p := range sh.Shard.Pieces {
-		info.shard.Pieces = append(info.shard.Pieces, p.Piece)
-	}
+	info = pieces.ShardOf(ds.Dataset, sh.Shard)
 	r.mu.Lock()
 	r.shards[key] = info
 	r.mu.Unlock()
 	return info, nil
-}
-
-// rebuildPiece returns piece target of a shard, rebuilt from the other
-// pieces in have (have[i] is piece i, nil when missing): manifest.Rebuild
-// checks each against its root and reconstructs the shard's bytes from any
-// k intact ones, which are then encoded again and cut to the wanted piece.
-// The result is checked against its registered root.
-func rebuildPiece(info *shardInfo, have [][]byte, target uint32) ([]byte, error) {
-	if int(target) >= len(info.shard.Pieces) {
-		return nil, fmt.Errorf("shard %d has pieces 0..%d, not %d", info.shard.Index, len(info.shard.Pieces)-1, target)
-	}
-	m := &manifest.Manifest{
-		Version: manifest.FormatVersion, ID: info.datasetID, ChunkSize: info.chunkSize,
-		Encoding: manifest.EncodingToJSON(info.enc),
-		// Rebuild reads only the shard it rebuilds; the ones before it stay empty.
-		Shards: make([]manifest.Shard, info.shard.Index+1),
-	}
-	s := manifest.Shard{Index: info.shard.Index, SampleStart: info.shard.SampleStart, SampleEnd: info.shard.SampleEnd, Size: info.shard.SizeBytes}
-	for _, p := range info.shard.Pieces {
-		s.Pieces = append(s.Pieces, manifest.Piece{Index: p.Index, Root: hex.EncodeToString(p.Root), Size: p.SizeBytes, Chunks: p.ChunkCount})
-	}
-	m.Shards[info.shard.Index] = s
-	data, err := m.Rebuild(info.shard.Index, have)
-	if err != nil {
-		return nil, err
-	}
-	pieces, err := manifest.EncodePieces(info.enc, data)
-	if err != nil {
-		return nil, err
-	}
-	piece := pieces[target]
-	want := info.shard.Pieces[target]
-	if uint64(len(piece)) != want.SizeBytes {
-		return nil, fmt.Errorf("rebuilt piece %d is %d bytes, the piece is %d", target, len(piece), want.SizeBytes)
-	}
-	if root := merkle.RootOfBytes(piece, int(info.chunkSize)); !bytes.Equal(root[:], want.Root) {
-		return nil, fmt.Errorf("rebuilt piece %d does not match its registered root", target)
-	}
-	return piece, nil
 }
 
 // rebuild gathers enough intact pieces of a shard to rebuild piece target:
@@ -102,11 +49,11 @@ func rebuildPiece(info *shardInfo, have [][]byte, target uint32) ([]byte, error)
 // fails or sends wrong bytes is skipped. Under replicas, the piece itself is
 // what is gathered.
 func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
-	need := int(info.enc.MinLive())
-	have := make([][]byte, len(info.shard.Pieces))
+	need := int(info.Encoding.MinLive())
+	have := make([][]byte, len(info.Shard.Pieces))
 	var sources []uint32
-	for i := range info.shard.Pieces {
-		if uint32(i) != target || !info.enc.IsReedSolomon() {
+	for i := range info.Shard.Pieces {
+		if uint32(i) != target || !info.Encoding.IsReedSolomon() {
 			sources = append(sources, uint32(i))
 		}
 	}
@@ -115,9 +62,9 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 		if n >= need {
 			break
 		}
-		p := info.shard.Pieces[i]
-		path := PiecePath(r.opts.PiecesDir, info.datasetID, info.shard.Index, i)
-		if checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root) != nil {
+		p := info.Shard.Pieces[i]
+		path := PiecePath(r.opts.PiecesDir, info.DatasetID, info.Shard.Index, i)
+		if checkPieceFile(path, p.SizeBytes, info.ChunkSize, p.Root) != nil {
 			continue
 		}
 		data, err := os.ReadFile(path)
@@ -127,74 +74,14 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 		have[i] = data
 		n++
 	}
-	holders := map[uint32][]string{}
-	for _, rep := range replicas {
-		if rep.Status == types.REPLICA_STATUS_ACTIVE && rep.Holder != r.opts.Operator {
-			holders[rep.Piece] = append(holders[rep.Piece], rep.Holder)
-		}
-	}
-	var failures []error
-	for _, i := range sources {
-		if n >= need {
-			break
-		}
-		if have[i] != nil {
-			continue
-		}
-		p := info.shard.Pieces[i]
-		for _, holder := range holders[i] {
-			data, err := r.download(ctx, holder, info, p)
-			if err != nil {
-				failures = append(failures, fmt.Errorf("piece %d from %s: %w", i, holder, err))
-				continue
-			}
-			have[i] = data
-			n++
-			break
-		}
-	}
+	holders := pieces.ActiveHolders(replicas, r.opts.Operator)
+	n, failures := r.download.Gather(ctx, info, have, sources, holders, need)
 	if n < need {
 		err := fmt.Errorf("%w: shard %d of %s: %d of the %d pieces needed are available locally or from their holders",
-			manifest.ErrNotEnoughPieces, info.shard.Index, info.datasetID, n, need)
+			manifest.ErrNotEnoughPieces, info.Shard.Index, info.DatasetID, n, need)
 		return nil, errors.Join(append([]error{err}, failures...)...)
 	}
-	return rebuildPiece(info, have, target)
-}
-
-// download fetches a piece from a holder's registered endpoint and checks it.
-func (r *Role) download(ctx context.Context, holder string, info *shardInfo, p types.Piece) ([]byte, error) {
-	url, err := r.endpointOf(ctx, holder)
-	if err != nil {
-		return nil, err
-	}
-	data, err := r.fetch(ctx, url, info.datasetID, info.shard.Index, p.Index, p.SizeBytes)
-	if err != nil {
-		return nil, err
-	}
-	if root := merkle.RootOfBytes(data, int(info.chunkSize)); uint64(len(data)) != p.SizeBytes || !bytes.Equal(root[:], p.Root) {
-		return nil, errors.New("the bytes served do not match the registered root")
-	}
-	return data, nil
-}
-
-// endpointTTL is how long a provider's registered endpoint is cached.
-const endpointTTL = 10 * time.Minute
-
-func (r *Role) endpointOf(ctx context.Context, holder string) (string, error) {
-	r.mu.Lock()
-	e, ok := r.endpoints[holder]
-	r.mu.Unlock()
-	if ok && time.Since(e.read) < endpointTTL {
-		return e.url, nil
-	}
-	res, err := r.providers.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: holder})
-	if err != nil {
-		return "", fmt.Errorf("reading provider %s: %w", holder, err)
-	}
-	r.mu.Lock()
-	r.endpoints[holder] = endpoint{url: res.Provider.Endpoint, read: time.Now()}
-	r.mu.Unlock()
-	return res.Provider.Endpoint, nil
+	return info.RebuildPiece(have, target)
 }
 
 // repairAllowed reports whether Repair may rebuild pieces of a dataset.
@@ -401,7 +288,7 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 		}
 		return nil, err
 	}
-	if int(k.piece) >= len(info.shard.Pieces) {
+	if int(k.piece) >= len(info.Shard.Pieces) {
 		return nil, errNothingToDo
 	}
 	// Fresh: who holds what now.
@@ -418,10 +305,10 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 			return nil, errNothingToDo // a holder keeps at most one piece of a shard
 		}
 	}
-	p := info.shard.Pieces[k.piece]
+	p := info.Shard.Pieces[k.piece]
 	path := PiecePath(r.opts.PiecesDir, k.dataset, k.shard, k.piece)
 	repaired := false
-	if err := checkPieceFile(path, p.SizeBytes, info.chunkSize, p.Root); err != nil {
+	if err := checkPieceFile(path, p.SizeBytes, info.ChunkSize, p.Root); err != nil {
 		if !isPieceProblem(err) && !errors.Is(err, errNoPiecesFolder) {
 			return nil, err
 		}
@@ -473,11 +360,11 @@ const claimAttempts = 3
 func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaired bool) (*Claim, error) {
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
-	path := PiecePath(r.opts.PiecesDir, info.datasetID, info.shard.Index, piece)
+	path := PiecePath(r.opts.PiecesDir, info.DatasetID, info.Shard.Index, piece)
 	var lastErr error
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		res, err := r.query.ClaimChallenge(ctx, &types.QueryClaimChallengeRequest{
-			DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Holder: r.opts.Operator,
+			DatasetId: info.DatasetID, Shard: info.Shard.Index, Piece: piece, Holder: r.opts.Operator,
 		})
 		if err != nil {
 			return nil, err
@@ -496,7 +383,7 @@ func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaire
 			return nil, err
 		}
 		txRes, err := r.submit(ctx, &types.MsgClaimReplica{
-			Holder: r.opts.Operator, DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Period: c.Period, Proofs: proofs,
+			Holder: r.opts.Operator, DatasetId: info.DatasetID, Shard: info.Shard.Index, Piece: piece, Period: c.Period, Proofs: proofs,
 		})
 		if chainErrIs(err, types.ErrWrongPeriod) {
 			lastErr = err
@@ -514,7 +401,7 @@ func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaire
 		}
 		if err := r.withRecords(func(rt *recordTx) error {
 			return rt.edit(ev.ReplicaId, func(rec *db.StorageReplicaRecord) {
-				rec.DatasetID, rec.Shard, rec.Piece = info.datasetID, info.shard.Index, piece
+				rec.DatasetID, rec.Shard, rec.Piece = info.DatasetID, info.Shard.Index, piece
 				rec.ClaimedHeight, rec.ClaimTx, rec.Repaired = txRes.Height, txRes.Hash, repaired
 				rec.NoteProof(c.Period, true)
 			})
@@ -524,15 +411,15 @@ func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaire
 		r.mu.Lock()
 		if _, ok := r.held[ev.ReplicaId]; !ok {
 			r.held[ev.ReplicaId] = &heldReplica{stale: true, rep: types.Replica{
-				Id: ev.ReplicaId, DatasetId: info.datasetID, Shard: info.shard.Index, Piece: piece, Holder: r.opts.Operator,
+				Id: ev.ReplicaId, DatasetId: info.DatasetID, Shard: info.Shard.Index, Piece: piece, Holder: r.opts.Operator,
 				Status: types.REPLICA_STATUS_ACTIVE, NextPeriod: ev.NextPeriod, NextDeadline: ev.NextDeadline,
 			}}
 		}
 		r.mu.Unlock()
 		poke(r.wake)
-		r.log.Info("replica claimed", "replica", ev.ReplicaId, "dataset", info.datasetID, "shard", info.shard.Index, "piece", piece,
+		r.log.Info("replica claimed", "replica", ev.ReplicaId, "dataset", info.DatasetID, "shard", info.Shard.Index, "piece", piece,
 			"repaired", repaired, "collateral", ev.Collateral.String(), "next_deadline", ev.NextDeadline, "height", txRes.Height)
-		return &Claim{ReplicaID: ev.ReplicaId, DatasetID: info.datasetID, Shard: info.shard.Index, Piece: piece, Height: txRes.Height, Repaired: repaired}, nil
+		return &Claim{ReplicaID: ev.ReplicaId, DatasetID: info.DatasetID, Shard: info.Shard.Index, Piece: piece, Height: txRes.Height, Repaired: repaired}, nil
 	}
 	return nil, fmt.Errorf("the claim kept landing in a later period: %w", lastErr)
 }

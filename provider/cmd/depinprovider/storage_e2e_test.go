@@ -21,6 +21,7 @@ import (
 	sdkmath "cosmossdk.io/math"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/storage"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
@@ -326,7 +327,7 @@ func TestStorageRoleWithRealSidecars(t *testing.T) {
 	// sidecars hold, and nothing else.
 	get := func(name string, shard, piece uint32) (int, []byte) {
 		t.Helper()
-		url, err := storage.PieceURL(sidecars[name].p.Public, storageDatasetID, shard, piece)
+		url, err := pieces.URL(sidecars[name].p.Public, storageDatasetID, shard, piece)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,378 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/manifest"
+	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/provider/storage"
+	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+const fortunesDatasetID = "fortunes-e2e"
+
+const fortunesJobYAML = `name: fortunes-lm
+gpu:
+  models: [H100-SXM5-80GB]
+  min_vram_gib: 80
+  per_worker: 1
+workload:
+  kind: reference
+dataset: ` + fortunesDatasetID + `
+total_steps: 64
+checkpoint_every: 16
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 2h
+bidding_window_blocks: 6
+`
+
+// TestDatasetJobTrainsOnFetchedPieces is a dataset-backed job end to end
+// with real processes. Debian's fortunes are built into a Reed–Solomon 2+1
+// dataset and registered by scripts/fortunes-dataset.sh; three storage
+// providers (real depinprovider sidecars with [storage_role] and claim_local)
+// each hold piece p of every shard and claim it. Then s1's copy of shard 0's
+// piece 0 is damaged on disk. A fourth sidecar, with no pieces, bids on the
+// job (its data is fetchable: every shard has k live pieces), wins the
+// lease, downloads the worker's pieces from the holders' /pieces/ servers,
+// refuses s1's damaged piece (logged with s1's address), rebuilds it from
+// s2's data piece and s3's parity piece, writes the stream in x/verify's
+// DatasetLayout order, trains the reference workload on it, and its four
+// checkpoints become final and are paid.
+func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and four real sidecars")
+	}
+	if _, err := os.Stat("/usr/share/games/fortunes/fortunes"); err != nil {
+		t.Fatalf("Debian's fortunes are not installed (scripts/deps.sh installs them): %v", err)
+	}
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home:      filepath.Join(dir, "chain"),
+		BlockTime: 500 * time.Millisecond,
+		Accounts: map[string]int64{
+			"owner": 1_000_000_000_000, "operator": 1_000_000_000_000,
+			"s1": 1_000_000_000_000, "s2": 1_000_000_000_000, "s3": 1_000_000_000_000,
+		},
+		Genesis: func(state map[string]any) error {
+			params := state["verify"].(map[string]any)["params"].(map[string]any)
+			params["challenge_window"] = "6"
+			// No storage challenge during the test: s1 must still hold its
+			// (damaged) replica when the trainer fetches it.
+			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+			sr["period_blocks"] = "100000"
+			sr["proof_window_blocks"] = "1000"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	registry := shardtypes.NewQueryClient(conn)
+	w := &world{t: t, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
+
+	// Three storage providers and the trainer, set up side by side.
+	names := []string{"s1", "s2", "s3", "operator"}
+	sidecars := map[string]*sidecar.Provider{}
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		setupErr []error
+	)
+	for _, name := range names {
+		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		if name == "operator" {
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": h100Price}
+		} else {
+			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.claim_local": "true"}
+		}
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sidecar.Setup(ctx, node, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			sidecars[name] = p
+		}()
+	}
+
+	// Meanwhile the dataset is built from the fortunes and registered, as an
+	// operator would: 192 KB of text, 32 KiB shards of 2 data and 1 parity piece.
+	script := filepath.Join(moduleRoot(t), "scripts", "fortunes-dataset.sh")
+	cmd := exec.CommandContext(ctx, script, "--out", filepath.Join(dir, "fortunes"), "--id", fortunesDatasetID,
+		"--max-bytes", "196608", "--shard-size", "32KiB", "--chunk-size", "1024", "--rs", "2+1",
+		"--binary", node.Binary, "--home", node.Home, "--from", "owner", "--keyring-backend", "test",
+		"--node", node.RPC, "--chain-id", node.ChainID)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("fortunes-dataset.sh: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	manifestPath := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
+	m, err := manifest.Load(manifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := filepath.Dir(manifestPath)
+	if len(m.Shards) < 3 {
+		t.Fatalf("the fortunes made %d shards, want several", len(m.Shards))
+	}
+
+	wg.Wait()
+	if err := errors.Join(setupErr...); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sidecars {
+		t.Cleanup(p.Stop)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range names {
+			t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
+		}
+		t.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
+	})
+	w.provider = sidecars["operator"]
+	t.Logf("chain, %d-shard dataset and four providers set up at %s", len(m.Shards), since())
+
+	// s1, s2 and s3 get piece 0, 1 and 2 of every shard and claim them at start.
+	holders := []string{"s1", "s2", "s3"}
+	for i, name := range holders {
+		for shard := range m.Shards {
+			data, err := os.ReadFile(filepath.Join(built, manifest.PieceFile(uint32(shard), uint32(i))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := storage.PiecePath(filepath.Join(dir, name, "pieces"), fortunesDatasetID, uint32(shard), uint32(i))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	startAll := func(names ...string) {
+		t.Helper()
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := sidecars[name].Start(ctx); err != nil {
+					errs[i] = fmt.Errorf("%s: %w", name, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAll(holders...)
+	w.eventually("every piece of the dataset claimed", time.Minute, func() bool {
+		res, err := registry.Shards(ctx, &shardtypes.QueryShardsRequest{DatasetId: fortunesDatasetID})
+		if err != nil || len(res.Shards) != len(m.Shards) {
+			return false
+		}
+		for _, sh := range res.Shards {
+			if sh.Live < sh.Target {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("every piece claimed at %s", since())
+
+	// s1's copy of shard 0's piece 0 goes bad on disk; its replica stays live.
+	damaged := storage.PiecePath(filepath.Join(dir, "s1", "pieces"), fortunesDatasetID, 0, 0)
+	b, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x20
+	if err := os.WriteFile(damaged, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	startAll("operator")
+	jobID := w.submitJob(fortunesJobYAML, "500000000udepin")
+	w.eventually("the trainer's bid on the dataset-backed job", time.Minute, func() bool {
+		res, err := w.market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: jobID})
+		if w.job(jobID).State != markettypes.JOB_STATE_OPEN && (err != nil || len(res.Bids) == 0) {
+			t.Fatalf("job %d left the auction with no bid", jobID)
+		}
+		return err == nil && len(res.Bids) == 1 && res.Bids[0].Provider == w.provider.Operator
+	})
+	t.Logf("bid at %s", since())
+
+	leases := w.waitPaid(jobID)
+	t.Logf("job completed and paid at %s", since())
+	if len(leases) != 1 || leases[0].CloseReason != markettypes.LEASE_CLOSE_REASON_COMPLETED {
+		t.Fatalf("leases %+v", leases)
+	}
+	cps, err := w.verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: leases[0].Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps.Checkpoints) != 4 {
+		t.Fatalf("%d checkpoints on chain, want 4", len(cps.Checkpoints))
+	}
+	for _, cp := range cps.Checkpoints {
+		if cp.Status != verifytypes.CHECKPOINT_STATUS_FINAL {
+			t.Fatalf("checkpoint %d is %s", cp.Index, cp.Status)
+		}
+	}
+
+	// The damaged piece was refused, naming s1, and rebuilt from parity.
+	logged, err := os.ReadFile(w.provider.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, line := range strings.Split(string(logged), "\n") {
+		if strings.Contains(line, `msg="piece refused: the bytes a holder served do not match the registered root"`) {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "holder="+sidecars["s1"].Operator) || !strings.Contains(refused[0], "shard=0 piece=0") {
+		t.Fatalf("refusals logged: %q, want one of s1's shard 0 piece 0", refused)
+	}
+	if n := w.provider.LogCount("data piece rebuilt from other pieces of its shard"); n != 1 {
+		t.Fatalf("%d pieces rebuilt, want 1", n)
+	}
+
+	// The data folder the trainer read is the worker's layout as x/verify knows it.
+	dataDir := findDataDir(t, w.provider.Home)
+	stream, err := exact.ReadStreamDir(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := traindata.NewStream(chainLayout(t, ctx, registry, jobID, leases[0].Worker), stream); err != nil {
+		t.Fatalf("the data folder is not the worker's committed stream: %v", err)
+	}
+	// Its files are the pieces as built, the damaged one included.
+	if first, err := os.ReadFile(filepath.Join(dataDir, "000000-shard0-piece0")); err != nil || string(first) != string(readFile(t, filepath.Join(built, manifest.PieceFile(0, 0)))) {
+		t.Fatalf("the first data file is not shard 0's piece 0 as built: %v", err)
+	}
+	var jobs jobsJSON
+	if err := w.provider.REST(ctx, "/v1/jobs", &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Jobs) != 1 || !strings.HasPrefix(jobs.Jobs[0].Decision, "bid 2000000udepin") {
+		t.Fatalf("decisions %+v", jobs.Jobs)
+	}
+	t.Logf("done at %s", since())
+}
+
+// chainLayout is x/verify's layout of a worker's stream, from the chain's queries.
+func chainLayout(t *testing.T, ctx context.Context, q shardtypes.QueryClient, jobID uint64, worker uint32) traindata.Layout {
+	t.Helper()
+	asg, err := q.Assignment(ctx, &shardtypes.QueryAssignmentRequest{JobId: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := q.Dataset(ctx, &shardtypes.QueryDatasetRequest{DatasetId: fortunesDatasetID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shards []shardtypes.Shard
+	for _, wa := range asg.Workers {
+		if wa.Worker != worker {
+			continue
+		}
+		for _, i := range wa.Shards {
+			res, err := q.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: fortunesDatasetID, Index: i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh := shardtypes.Shard{DatasetId: fortunesDatasetID, Index: i, SizeBytes: res.Shard.SizeBytes}
+			for _, p := range res.Shard.Pieces {
+				sh.Pieces = append(sh.Pieces, p.Piece)
+			}
+			shards = append(shards, sh)
+		}
+	}
+	layout, err := verifytypes.DatasetLayout(ds.Dataset, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layout
+}
+
+// findDataDir finds the one lease data folder under a sidecar's home.
+func findDataDir(t *testing.T, home string) string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "data" {
+			if _, err := os.Stat(filepath.Join(path, "000000-shard0-piece0")); err == nil {
+				found = append(found, path)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("lease data folders under %s: %v %v", home, found, err)
+	}
+	return found[0]
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := localnet.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
