@@ -146,6 +146,7 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	env := trainer.Env{
 		JobID: l.job.Id, LeaseID: leaseID, OutputDir: l.out(), DataDir: l.dataDir(), StartStep: chainEnd,
 		TotalSteps: l.job.Spec.TotalSteps, CheckpointInterval: l.job.Spec.CheckpointInterval, JobSeed: l.job.Seed,
+		Exact: exactConfigOf(l.job),
 	}
 	if chainEnd > 0 {
 		env.ResumeFrom = trainer.CheckpointDir(l.out(), chainEnd)
