@@ -133,6 +133,11 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	if err != nil || l == nil {
 		return err
 	}
+	// A trainer a crashed sidecar left running must not write into the
+	// folders this attempt reads and rewrites.
+	if err := runtime.StopLeftover(l.logDir()); err != nil {
+		return err
+	}
 	chainEnd, err := r.catchUp(ctx, l)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // ExactTorch runs the exact transformer workload (kinds reference and
@@ -14,7 +15,8 @@ import (
 // the leased GPUs), logs in Job.LogDir, SIGTERM on Stop. train.py is
 // bit-identical to the Go trainer (Reference), so its checkpoints commit the
 // same roots and pass the same checks; it trains on CUDA when torch sees the
-// leased GPUs, data-parallel over DEPIN_TORCH_PROCS processes.
+// leased GPUs, data-parallel over DEPIN_TORCH_PROCS processes. Its process
+// group is recorded in Job.LogDir (TrainerGroupFileName) for StopLeftover.
 type ExactTorch struct {
 	Process
 }
@@ -30,5 +32,24 @@ func (t *ExactTorch) Start(ctx context.Context, job Job) (Handle, error) {
 	if _, err := job.Market.Spec.ExactConfig(); err != nil {
 		return nil, fmt.Errorf("runtime exact-torch: job %d: %w", job.Market.Id, err)
 	}
-	return t.Process.Start(ctx, job)
+	h, err := t.Process.Start(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	// Recorded so that a sidecar restarted after a crash stops this trainer
+	// before it trains the lease again (StopLeftover).
+	if ph, ok := h.(*processHandle); ok {
+		if err := recordGroup(job.LogDir, ph.pgid); err != nil {
+			select {
+			case <-h.Done(): // it ended already: Wait says why
+				return h, nil
+			default:
+			}
+			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			h.Stop(stop) //nolint:errcheck // the error that matters is the record's
+			return nil, fmt.Errorf("runtime exact-torch: recording the trainer's process group: %w", err)
+		}
+	}
+	return h, nil
 }
