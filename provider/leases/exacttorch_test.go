@@ -40,7 +40,7 @@ func TestExactWorkloadsRunOnTheConfiguredTrainer(t *testing.T) {
 		names []string
 	}{
 		"go":           {config.Runtimes{Reference: true}, "reference", []string{"reference"}},
-		"torch":        {config.Runtimes{Reference: true, ExactTorch: torch, ExactTorchEnv: []string{"DEPIN_TORCH_PROCS=2"}}, "exact-torch", []string{"reference", "exact-torch"}},
+		"torch":        {config.Runtimes{Reference: true, ExactTorch: torch, ExactTorchEnv: []string{"DEPIN_TORCH_PROCS=2"}}, "exact-torch", []string{"exact-torch"}},
 		"no reference": {config.Runtimes{Process: true, ExactTorch: torch}, "workloads are not enabled (runtimes.reference)", []string{"process (0 trainers)"}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -49,11 +49,11 @@ func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes
 
 func (r runtimes) names() []string {
 	var names []string
-	if r.reference != nil {
-		names = append(names, r.reference.Name())
-	}
+	// exact-torch takes every job reference would.
 	if r.exactTorch != nil {
 		names = append(names, r.exactTorch.Name())
+	} else if r.reference != nil {
+		names = append(names, r.reference.Name())
 	}
 	if r.process != nil {
 		names = append(names, fmt.Sprintf("process (%d trainers)", len(r.process)))
