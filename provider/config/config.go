@@ -90,6 +90,16 @@ type Runtimes struct {
 	// Trainers map container workloads, by image digest, to trainers the
 	// operator installed, which the process runtime runs instead of the image.
 	Trainers []ProcessTrainer `toml:"trainers"`
+	// ExactTorch, when set, is the argv (no shell) of the exact transformer's
+	// PyTorch trainer, e.g. ["/usr/bin/python3", "/opt/depinchain/pkg/exact/torch/train.py"]:
+	// jobs of the adjudicable kinds (reference and transformer) then run
+	// through it on the process runtime instead of on the in-process Go
+	// trainer. Empty means the Go trainer.
+	ExactTorch []string `toml:"exact_torch"`
+	// ExactTorchEnv is extra environment for ExactTorch, as KEY=VALUE (e.g.
+	// DEPIN_TORCH_PROCS=2, OMP_NUM_THREADS=8); the sidecar's own environment
+	// is not passed on.
+	ExactTorchEnv []string `toml:"exact_torch_env"`
 }
 
 // ProcessTrainer is an operator-installed trainer the process runtime runs
@@ -309,6 +319,12 @@ func Load(path string) (*Config, error) {
 	}
 	if len(cfg.Runtimes.Trainers) == 0 {
 		cfg.Runtimes.Trainers = nil
+	}
+	if len(cfg.Runtimes.ExactTorch) == 0 {
+		cfg.Runtimes.ExactTorch = nil
+	}
+	if len(cfg.Runtimes.ExactTorchEnv) == 0 {
+		cfg.Runtimes.ExactTorchEnv = nil
 	}
 	if len(cfg.StorageRole.RepairDatasets) == 0 {
 		cfg.StorageRole.RepairDatasets = nil

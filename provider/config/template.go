@@ -76,6 +76,19 @@ container = {{.Runtimes.Container}}
 # Docker Engine address, e.g. "unix:///var/run/docker.sock"; empty uses
 # DOCKER_HOST or the local socket.
 docker_host = {{q .Runtimes.DockerHost}}
+# Trainer of the exact transformer workload (job kinds reference and
+# transformer, whose checkpoints the chain can adjudicate). Empty: the Go
+# trainer built into the sidecar (CPU, every core). Set: the PyTorch trainer
+# pkg/exact/torch/train.py, bit-identical to Go, run by the process runtime
+# (argv, no shell) with the trainer contract's environment, logs in the
+# lease's logs folder; it trains on the leased GPUs with CUDA when torch sees
+# them, else on CPU. Needs reference = true. See docs/operator-guide.md.
+#   exact_torch = ["/usr/bin/python3", "/opt/depinchain/pkg/exact/torch/train.py"]
+exact_torch = {{strs .Runtimes.ExactTorch}}
+# Extra environment of exact_torch as KEY=VALUE, e.g. "DEPIN_TORCH_PROCS=2"
+# (data-parallel processes; default one per leased GPU, one on CPU) or
+# "OMP_NUM_THREADS=16". The sidecar's own environment is not passed on.
+exact_torch_env = {{strs .Runtimes.ExactTorchEnv}}
 # Trainers you installed on this host, run by the process runtime for container
 # jobs whose image digest they stand for (the image itself is never run):
 #   [[runtimes.trainers]]

@@ -32,6 +32,7 @@ func (c *Config) Validate() error {
 	c.Storage.validate(&p)
 	c.GPUs.validate(&p)
 	c.Runtimes.validateTrainers(&p)
+	c.Runtimes.validateExactTorch(&p)
 	c.Checkpoints.validate(&p)
 	if err := validateHostPort(c.API.Listen); err != nil {
 		p.bad("api.listen", "%v", err)

@@ -2,7 +2,6 @@ package leases
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"slices"
@@ -197,9 +196,13 @@ func (r *Role) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Leas
 			return err
 		}
 	}
-	h := merkle.Hash(sha256.Sum256(state))
+	// The exact workload's h is the state's root, a container job's its SHA-256.
+	h, root := trainer.HashStateBytes(state)
+	if slices.Equal(root[:], lease.ResumeHash) {
+		h = root
+	}
 	if !slices.Equal(h[:], lease.ResumeHash) {
-		return fmt.Errorf("checkpoint %s: its state hashes to %s, the lease resumes from %x", ref, h, lease.ResumeHash)
+		return fmt.Errorf("checkpoint %s: its state hashes to %s (root %s), the lease resumes from %x", ref, h, root, lease.ResumeHash)
 	}
 	if _, err := trainer.WriteCheckpoint(out, lease.ResumeStep, state, []merkle.Hash{before, h}); err != nil {
 		return err

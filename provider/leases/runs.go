@@ -133,6 +133,11 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	if err != nil || l == nil {
 		return err
 	}
+	// A trainer a crashed sidecar left running must not write into the
+	// folders this attempt reads and rewrites.
+	if err := runtime.StopLeftover(l.logDir()); err != nil {
+		return err
+	}
 	chainEnd, err := r.catchUp(ctx, l)
 	if err != nil {
 		return err
@@ -146,6 +151,7 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	env := trainer.Env{
 		JobID: l.job.Id, LeaseID: leaseID, OutputDir: l.out(), DataDir: l.dataDir(), StartStep: chainEnd,
 		TotalSteps: l.job.Spec.TotalSteps, CheckpointInterval: l.job.Spec.CheckpointInterval, JobSeed: l.job.Seed,
+		Exact: exactConfigOf(l.job),
 	}
 	if chainEnd > 0 {
 		env.ResumeFrom = trainer.CheckpointDir(l.out(), chainEnd)

@@ -2,7 +2,6 @@ package leases
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +13,9 @@ import (
 // runtimes are the ways this provider can run a job, as configured.
 type runtimes struct {
 	reference *runtime.Reference
+	// exactTorch, when the operator set runtimes.exact_torch, trains the
+	// jobs reference would (see exactTrainer).
+	exactTorch *runtime.ExactTorch
 	// process maps a container workload's image digest to the trainer the
 	// operator installed for it.
 	process   map[string]*runtime.Process
@@ -24,6 +26,10 @@ func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes
 	var r runtimes
 	if cfg.Reference {
 		r.reference = &runtime.Reference{Progress: progress}
+	}
+	var err error
+	if r.exactTorch, err = newExactTorch(cfg); err != nil {
+		return r, err
 	}
 	if cfg.Process {
 		r.process = map[string]*runtime.Process{}
@@ -43,7 +49,10 @@ func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes
 
 func (r runtimes) names() []string {
 	var names []string
-	if r.reference != nil {
+	// exact-torch takes every job reference would.
+	if r.exactTorch != nil {
+		names = append(names, r.exactTorch.Name())
+	} else if r.reference != nil {
 		names = append(names, r.reference.Name())
 	}
 	if r.process != nil {
@@ -55,18 +64,16 @@ func (r runtimes) names() []string {
 	return names
 }
 
-// forJob picks the runtime that serves job, or says why none can: a
-// reference workload runs in process; a container workload runs on a trainer
+// forJob picks the runtime that serves job, or says why none can: an
+// exact workload (kinds reference and transformer) runs on the Go trainer in
+// process or on the PyTorch trainer the operator configured; a container workload runs on a trainer
 // the operator mapped to its digest, else as its own image when the Engine
 // holds an image with exactly that digest.
 func (r runtimes) forJob(ctx context.Context, job markettypes.Job) (runtime.Runtime, error) {
 	w := job.Spec.Workload
 	switch w.Kind {
-	case markettypes.WORKLOAD_KIND_REFERENCE:
-		if r.reference == nil {
-			return nil, errors.New("reference workloads are not enabled (runtimes.reference)")
-		}
-		return r.reference, nil
+	case markettypes.WORKLOAD_KIND_REFERENCE, markettypes.WORKLOAD_KIND_TRANSFORMER:
+		return r.exactTrainer(w.Kind)
 	case markettypes.WORKLOAD_KIND_CONTAINER:
 		if p, ok := r.process[w.Digest]; ok {
 			return p, nil

@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -23,8 +22,8 @@ const (
 	// checkpoint, named CheckpointDirPrefix followed by the end step.
 	CheckpointsDirName  = "checkpoints"
 	CheckpointDirPrefix = "step-"
-	// StateFileName holds the checkpoint's model state; its SHA-256 is the
-	// last hash of the trace.
+	// StateFileName holds the checkpoint's model state; its hash (see
+	// StateHash) is the last hash of the trace.
 	StateFileName = "state"
 	// TraceFileName holds h_start..h_end in the x/verify trace-file format.
 	TraceFileName = "trace.txt"
@@ -59,6 +58,72 @@ type Checkpoint struct {
 	Trace trace.Trace
 	// StateSize is the size of the state file in bytes.
 	StateSize int64
+	// Hash is how h_end commits to the state file.
+	Hash StateHash
+}
+
+// StateHash names how a checkpoint's h_end commits to its state file.
+type StateHash uint8
+
+const (
+	// StateSHA256: h_end is the SHA-256 of the state file (container
+	// workloads).
+	StateSHA256 StateHash = iota + 1
+	// StateRoot: h_end is the state file's Merkle root over
+	// trace.CheckpointChunkSize chunks, the checkpoint's state_root (the
+	// exact transformer workload, kinds reference and transformer, whichever
+	// implementation trains it). The chain refuses such a checkpoint whose
+	// final hash is not its state_root.
+	StateRoot
+)
+
+func (h StateHash) String() string {
+	switch h {
+	case StateSHA256:
+		return "SHA-256"
+	case StateRoot:
+		return "state root"
+	default:
+		return fmt.Sprintf("StateHash(%d)", uint8(h))
+	}
+}
+
+// StateHash is how h_end must commit to the state of a checkpoint of e's run:
+// its state root for the exact workload, its SHA-256 otherwise.
+func (e Env) StateHash() StateHash {
+	if e.Exact != nil {
+		return StateRoot
+	}
+	return StateSHA256
+}
+
+// HashStateBytes returns both hashes h_end may be of an encoded state: its
+// SHA-256 and its state root.
+func HashStateBytes(state []byte) (sum, root merkle.Hash) {
+	return sha256.Sum256(state), merkle.RootOfBytes(state, trace.CheckpointChunkSize)
+}
+
+// hashState reads r once and returns its SHA-256 and its state root.
+func hashState(r io.Reader) (sum, root merkle.Hash, err error) {
+	digest := sha256.New()
+	root, _, err = merkle.StreamRoot(io.TeeReader(r, digest), trace.CheckpointChunkSize)
+	if err != nil {
+		return sum, root, err
+	}
+	copy(sum[:], digest.Sum(nil))
+	return sum, root, nil
+}
+
+// hashOf reports which of the state's hashes h is, or 0 for neither.
+func hashOf(h, sum, root merkle.Hash) StateHash {
+	switch h {
+	case sum:
+		return StateSHA256
+	case root:
+		return StateRoot
+	default:
+		return 0
+	}
 }
 
 // StartStep is the step of the state the checkpoint's training started from.
@@ -70,7 +135,7 @@ func (c Checkpoint) EndStep() uint64 { return c.Trace.End() }
 // StartHash is h_start, the hash of the state training started from.
 func (c Checkpoint) StartHash() merkle.Hash { return c.Trace.Hashes[0] }
 
-// FinalHash is h_end, the SHA-256 of the state file.
+// FinalHash is h_end, the hash (Hash) of the state file.
 func (c Checkpoint) FinalHash() merkle.Hash { return c.Trace.Hashes[len(c.Trace.Hashes)-1] }
 
 // StatePath is the checkpoint's state file.
@@ -81,9 +146,10 @@ func (c Checkpoint) TracePath() string { return filepath.Join(c.Dir, TraceFileNa
 
 // ReadCheckpoint validates the checkpoint folder dir whose state is at
 // endStep: it must be complete, its trace must parse and hold at most
-// endStep+1 hashes (its start step follows from its length), and the SHA-256
-// of its state file must equal the trace's last hash. Reading hashes the
-// whole state file once.
+// endStep+1 hashes (its start step follows from its length), and the trace's
+// last hash must be the SHA-256 or the state root of its state file
+// (Checkpoint.Hash says which; a Watcher also checks it is the one its run's
+// workload commits). Reading hashes the whole state file once.
 func ReadCheckpoint(dir string, endStep uint64) (Checkpoint, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrInvalidCheckpoint, dir, fmt.Sprintf(format, args...))
@@ -115,13 +181,14 @@ func ReadCheckpoint(dir string, endStep uint64) (Checkpoint, error) {
 	if !info.Mode().IsRegular() {
 		return Checkpoint{}, invalid("%s is not a regular file", StateFileName)
 	}
-	digest := sha256.New()
-	if _, err := io.Copy(digest, state); err != nil {
+	sum, root, err := hashState(state)
+	if err != nil {
 		return Checkpoint{}, fmt.Errorf("hashing %s: %w", state.Name(), err)
 	}
 	cp := Checkpoint{Dir: dir, Trace: tr, StateSize: info.Size()}
-	if got, want := digest.Sum(nil), cp.FinalHash(); !bytes.Equal(got, want[:]) {
-		return Checkpoint{}, invalid("SHA-256 of %s is %x, but the trace ends with h_%d = %s", StateFileName, got, endStep, want)
+	if cp.Hash = hashOf(cp.FinalHash(), sum, root); cp.Hash == 0 {
+		return Checkpoint{}, invalid("SHA-256 of %s is %s and its state root %s, but the trace ends with h_%d = %s",
+			StateFileName, sum, root, endStep, cp.FinalHash())
 	}
 	return cp, nil
 }
@@ -158,7 +225,7 @@ func CompletedSteps(outputDir string) ([]uint64, error) {
 // WriteCheckpoint writes the checkpoint ending at step endStep into
 // outputDir the way the contract asks a trainer to: state and trace.txt,
 // each flushed to disk, then the COMPLETE marker. trace is h_start..h_end and
-// its last hash must be SHA-256(state). A folder left without COMPLETE by an
+// its last hash must be SHA-256(state) or the state's root. A folder left without COMPLETE by an
 // earlier, interrupted attempt is replaced; a complete one is an error. It
 // returns the folder.
 func WriteCheckpoint(outputDir string, endStep uint64, state []byte, hashes []merkle.Hash) (string, error) {
@@ -166,8 +233,8 @@ func WriteCheckpoint(outputDir string, endStep uint64, state []byte, hashes []me
 	if len(hashes) < 2 {
 		return "", fmt.Errorf("%w %s: a trace needs h_start and h_end, got %d hashes", ErrInvalidCheckpoint, dir, len(hashes))
 	}
-	if sha256.Sum256(state) != hashes[len(hashes)-1] {
-		return "", fmt.Errorf("%w %s: the trace's last hash is not SHA-256 of the state", ErrInvalidCheckpoint, dir)
+	if sum, root := HashStateBytes(state); hashOf(hashes[len(hashes)-1], sum, root) == 0 {
+		return "", fmt.Errorf("%w %s: the trace's last hash is neither SHA-256 nor the root of the state", ErrInvalidCheckpoint, dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, CompleteMarkerName)); err == nil {
 		return "", fmt.Errorf("checkpoint %s is already complete", dir)

@@ -32,6 +32,9 @@ func NewWatcher(env Env) (*Watcher, error) {
 	w := &Watcher{env: env, next: env.StartStep}
 	if env.ResumeFrom != "" {
 		resume, err := ReadCheckpoint(env.ResumeFrom, env.StartStep)
+		if err == nil {
+			err = env.checkStateHash(resume)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("resume checkpoint: %w", err)
 		}
@@ -55,6 +58,9 @@ func (w *Watcher) Poll() ([]Checkpoint, error) {
 		cp, err := ReadCheckpoint(CheckpointDir(w.env.OutputDir, end), end)
 		if errors.Is(err, ErrCheckpointIncomplete) {
 			break
+		}
+		if err == nil {
+			err = w.env.checkStateHash(cp)
 		}
 		if err != nil {
 			return found, err
@@ -103,4 +109,15 @@ func (w *Watcher) Watch(ctx context.Context, interval time.Duration, found func(
 		case <-ticker.C:
 		}
 	}
+}
+
+// checkStateHash refuses a checkpoint whose h_end is not the hash of its
+// state that e's workload commits: the chain would refuse a transformer
+// checkpoint whose final hash is not its state root.
+func (e Env) checkStateHash(cp Checkpoint) error {
+	if want := e.StateHash(); cp.Hash != want {
+		return fmt.Errorf("%w %s: h_%d is the %s of its state, but this workload's h_i is the state's %s",
+			ErrInvalidCheckpoint, cp.Dir, cp.EndStep(), cp.Hash, want)
+	}
+	return nil
 }
