@@ -20,6 +20,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cosmos/cosmos-sdk/client"
+	"github.com/cosmos/cosmos-sdk/client/flags"
+
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
@@ -55,13 +58,16 @@ type runRecord struct {
 
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run --spec job.yaml --out DIR [--steps N] [--dataset-dir DIR] [--init-weights FILE] [--seed HEX]",
+		Use:   "run (--spec job.yaml | --job ID) --out DIR [--steps N] [--dataset-dir DIR] [--init-weights FILE] [--seed HEX]",
 		Short: "Train a job spec's exact transformer locally and print every step's loss and state root",
 		Long: `Train the spec's transformer (or reference) workload with pkg/exact on all cores: the
 code the chain's referee re-executes and the sidecar's reference runtime runs. The output
 folder gets what a provider commits (checkpoints/step-N/{state,trace.txt,COMPLETE},
 metrics.jsonl, DONE) and each line printed is a step's loss and h_i, the Merkle root of its
 state, which is also a checkpoint's state_root.
+
+--job ID instead of --spec reads a job's spec and seed from a node (--node or --grpc-addr):
+the roots it prints are those the job's provider must commit.
 
 Data: the files of --dataset-dir concatenated in name order, or the built-in corpus (written
 to DIR/data/corpus.txt) for a spec without a dataset. --seed is the job seed (hex; default
@@ -76,13 +82,15 @@ with the hashes of an uninterrupted run (config, seed, data and h_0 must be the 
 so the output can be compared with 'python3 pkg/exact/torch/train.py steps' by diff.`,
 		Example: `depinchaind workload run --spec job.yaml --steps 50 --out ./run1
 depinchaind workload run --spec job.yaml --steps 100 --out ./run1      # continues from step 50
-depinchaind workload run --spec finetune.yaml --init-weights base/model.safetensors --out ./ft`,
+depinchaind workload run --spec finetune.yaml --init-weights base/model.safetensors --out ./ft
+depinchaind workload run --job 7 --node tcp://localhost:26657 --steps 100 --out ./job7`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE:         runRun,
 	}
 	f := cmd.Flags()
-	f.String(flagSpec, "", "job spec YAML (workload kind transformer or reference) (required)")
+	f.String(flagSpec, "", "job spec YAML (workload kind transformer or reference); required unless --job")
+	f.Uint64(flagJob, 0, "train job ID's spec with its seed, both read from a node (--node, or --grpc-addr) instead of --spec and --seed")
 	f.String(flagOut, "", "output folder for checkpoints/, metrics.jsonl, run.json (required)")
 	f.Uint64(flagSteps, 0, "train up to this step (0: the spec's total_steps)")
 	f.Uint64(flagCheckpointEvery, 0, "steps between checkpoints (0: the spec's checkpoint_every)")
@@ -91,24 +99,50 @@ depinchaind workload run --spec finetune.yaml --init-weights base/model.safetens
 	f.String(flagSeed, DefaultSeedHex, "job seed in hex: initial weights and data order")
 	f.Int(flagWorkers, 0, "goroutines per operator (0: all cores); results are the same for any value")
 	f.Bool(flagJSON, false, "print only train.py-compatible JSON lines on stdout (everything else on stderr)")
+	// Only the node flags of AddQueryFlagsToCmd: its -o/--output would sit
+	// confusingly beside --out.
+	f.String(flags.FlagNode, "tcp://localhost:26657", "with --job: <host>:<port> of the node's CometBFT RPC")
+	f.String(flags.FlagGRPC, "", "with --job: the node's gRPC endpoint, used instead of --node")
+	f.Bool(flags.FlagGRPCInsecure, false, "with --job: gRPC without TLS")
 	return cmd
 }
 
 func runRun(cmd *cobra.Command, _ []string) error {
 	f := cmd.Flags()
 	specPath, _ := f.GetString(flagSpec)
-	cfg, spec, err := loadSpecConfig(specPath)
-	if err != nil {
-		return err
+	jobID, _ := f.GetUint64(flagJob)
+	datasetDir, _ := f.GetString(flagDatasetDir)
+	var (
+		cfg  exact.Config
+		spec markettypes.JobSpec
+		seed []byte
+		err  error
+	)
+	if jobID != 0 {
+		if specPath != "" {
+			return fmt.Errorf("--%s and --%s: give one; a job on chain has its spec", flagSpec, flagJob)
+		}
+		if f.Changed(flagSeed) {
+			return fmt.Errorf("--%s and --%s: give one; a job on chain has its seed", flagSeed, flagJob)
+		}
+		if cfg, spec, seed, err = loadJob(cmd, jobID); err != nil {
+			return err
+		}
+		if spec.DatasetId != "" && datasetDir == "" {
+			return fmt.Errorf("job %d trains on dataset %q: give its data with --%s", jobID, spec.DatasetId, flagDatasetDir)
+		}
+	} else {
+		if cfg, spec, err = loadSpecConfig(specPath); err != nil {
+			return err
+		}
+		seedText, _ := f.GetString(flagSeed)
+		if seed, err = parseSeed(seedText); err != nil {
+			return err
+		}
 	}
 	out, _ := f.GetString(flagOut)
 	if out == "" {
 		return fmt.Errorf("--%s is required: the folder for the checkpoints", flagOut)
-	}
-	seedText, _ := f.GetString(flagSeed)
-	seed, err := parseSeed(seedText)
-	if err != nil {
-		return err
 	}
 	total, _ := f.GetUint64(flagSteps)
 	if total == 0 {
@@ -131,7 +165,6 @@ func runRun(cmd *cobra.Command, _ []string) error {
 	}
 
 	// Data.
-	datasetDir, _ := f.GetString(flagDatasetDir)
 	var stream []byte
 	dataDir, dataName := datasetDir, ""
 	if datasetDir != "" {
@@ -203,6 +236,9 @@ func runRun(cmd *cobra.Command, _ []string) error {
 	for _, w := range chainWarnings(cfg) {
 		fmt.Fprintf(info, "note: %s\n", w)
 	}
+	if spec.DatasetId != "" && datasetDir == "" {
+		fmt.Fprintf(info, "note: the spec names dataset %q; this run trains on the built-in corpus (give the dataset's files with --%s)\n", spec.DatasetId, flagDatasetDir)
+	}
 	fmt.Fprintf(info, "seed %s; data: %s (%d bytes, sha256 %s)\n", rec.Seed, dataName, len(stream), rec.DataSHA256)
 	start := initial
 	opts := exact.TrainOptions{Config: cfg, Seed: seed, Stream: stream, OutputDir: out, TotalSteps: total,
@@ -268,6 +304,32 @@ func runRun(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(info, "the same steps in PyTorch: python3 pkg/exact/torch/train.py steps --config @%s --seed %s --data %s --steps %d%s\n",
 		filepath.Join(out, ConfigFileName), rec.Seed, dataDir, total, initFlag(initWeights))
 	return nil
+}
+
+// loadJob reads job id from the node and returns its workload config, spec
+// and seed.
+func loadJob(cmd *cobra.Command, id uint64) (exact.Config, markettypes.JobSpec, []byte, error) {
+	clientCtx, err := client.GetClientQueryContext(cmd)
+	if err != nil {
+		return exact.Config{}, markettypes.JobSpec{}, nil, fmt.Errorf("--%s %d: %w", flagJob, id, err)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res, err := markettypes.NewQueryClient(clientCtx).Job(ctx, &markettypes.QueryJobRequest{JobId: id})
+	if err != nil {
+		return exact.Config{}, markettypes.JobSpec{}, nil, fmt.Errorf("--%s %d: querying the node: %w", flagJob, id, err)
+	}
+	job := res.Job
+	cfg, err := specConfig(job.Spec)
+	if err != nil {
+		return exact.Config{}, job.Spec, nil, fmt.Errorf("--%s %d: %w", flagJob, id, err)
+	}
+	if len(job.Seed) == 0 {
+		return exact.Config{}, job.Spec, nil, fmt.Errorf("--%s %d: the job has no seed", flagJob, id)
+	}
+	return cfg, job.Spec, job.Seed, nil
 }
 
 func initFlag(w string) string {

@@ -28,6 +28,7 @@ const DefaultSeedHex = "646570696e636861696e"
 
 const (
 	flagSpec            = "spec"
+	flagJob             = "job"
 	flagSteps           = "steps"
 	flagOut             = "out"
 	flagDatasetDir      = "dataset-dir"
@@ -71,21 +72,31 @@ func loadSpecConfig(path string) (exact.Config, markettypes.JobSpec, error) {
 	if err != nil {
 		return exact.Config{}, markettypes.JobSpec{}, fmt.Errorf("--%s %s: %w", flagSpec, path, err)
 	}
-	switch spec.Workload.Kind {
-	case markettypes.WORKLOAD_KIND_TRANSFORMER, markettypes.WORKLOAD_KIND_REFERENCE:
-	default:
-		return exact.Config{}, spec, fmt.Errorf("--%s %s: workload.kind is %s; only transformer and reference jobs run the exact workload locally",
-			flagSpec, path, strings.ToLower(strings.TrimPrefix(spec.Workload.Kind.String(), "WORKLOAD_KIND_")))
-	}
-	cfg, err := spec.ExactConfig()
+	cfg, err := specConfig(spec)
 	if err != nil {
 		return exact.Config{}, spec, fmt.Errorf("--%s %s: %w", flagSpec, path, err)
 	}
+	return cfg, spec, nil
+}
+
+// specConfig returns the exact workload config of a transformer or
+// reference job spec (defaults applied).
+func specConfig(spec markettypes.JobSpec) (exact.Config, error) {
+	switch spec.Workload.Kind {
+	case markettypes.WORKLOAD_KIND_TRANSFORMER, markettypes.WORKLOAD_KIND_REFERENCE:
+	default:
+		return exact.Config{}, fmt.Errorf("workload.kind is %s; only transformer and reference jobs run the exact workload locally",
+			strings.ToLower(strings.TrimPrefix(spec.Workload.Kind.String(), "WORKLOAD_KIND_")))
+	}
+	cfg, err := spec.ExactConfig()
+	if err != nil {
+		return exact.Config{}, err
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return exact.Config{}, spec, fmt.Errorf("--%s %s: %w", flagSpec, path, err)
+		return exact.Config{}, err
 	}
-	return cfg, spec, nil
+	return cfg, nil
 }
 
 // fileErr turns a missing file into a short sentence that names it.
