@@ -1,6 +1,7 @@
 // Package cmd builds depinchaind's command tree: node commands from the SDK
 // server, AutoCLI tx/query commands for every module, and the few
-// hand-written commands that read files (submit-job --spec).
+// hand-written commands that read files (submit-job --spec) and the offline
+// dataset and workload commands.
 package cmd
 
 import (
@@ -36,6 +37,7 @@ import (
 	genutilcli "github.com/cosmos/cosmos-sdk/x/genutil/client/cli"
 
 	"github.com/depinchain/depinchain/app"
+	"github.com/depinchain/depinchain/cmd/depinchaind/cmd/workload"
 	"github.com/depinchain/depinchain/pkg/chainparams"
 	shardregistrycli "github.com/depinchain/depinchain/x/shardregistry/client/cli"
 )
@@ -152,6 +154,7 @@ func initRootCmd(rootCmd *cobra.Command, basic *app.App) {
 		txCommand(),
 		keys.Commands(),
 		shardregistrycli.NewDatasetCmd(),
+		workload.NewCmd(),
 	)
 }
 
