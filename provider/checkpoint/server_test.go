@@ -240,7 +240,7 @@ func TestClientDownloadState(t *testing.T) {
 	if _, err := s.client.DownloadState(context.Background(), s.ref, merkle.Hash{1}, other, 1<<30); !errors.Is(err, checkpoint.ErrVerification) {
 		t.Fatalf("download against another root: %v", err)
 	}
-	if _, err := s.client.DownloadState(context.Background(), s.ref, root, other, 1<<20); err == nil || !strings.Contains(err.Error(), "more than") {
+	if _, err := s.client.DownloadState(context.Background(), s.ref, root, other, checkpoint.ChunkSize); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("download over the size limit: %v", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(other)); len(entries) != 0 {

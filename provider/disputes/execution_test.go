@@ -2,16 +2,16 @@ package disputes_test
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"testing"
 
-	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/disputes"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
 func testJob() markettypes.Job {
-	return markettypes.Job{Id: 7, Seed: bytes.Repeat([]byte{3}, 32)}
+	return markettypes.Job{Id: 7, Seed: bytes.Repeat([]byte{3}, 32),
+		Spec: markettypes.JobSpec{Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}}}
 }
 
 func execution(t *testing.T, start, end uint64) *disputes.Execution {
@@ -48,8 +48,8 @@ func TestReexecuteMatchesStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if merkle.Hash(sha256.Sum256(enc)) != tail.Trace.Hashes[step-5] {
-			t.Fatalf("StateAt(%d) does not hash to h_%d", step, step)
+		if exact.StateRoot(enc) != tail.Trace.Hashes[step-5] {
+			t.Fatalf("StateAt(%d)'s root is not h_%d", step, step)
 		}
 	}
 	if _, err := tail.StateAt(4); err == nil {

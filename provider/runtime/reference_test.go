@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/depinchain/depinchain/pkg/exact"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,8 +91,11 @@ func TestReferenceResumesBitExactly(t *testing.T) {
 }
 
 func TestReferenceRejectsForeignResumeState(t *testing.T) {
-	other := newJob(t, markettypes.WORKLOAD_KIND_REFERENCE, 4, 2)
-	other.Market.Seed = []byte("another job")
+	other := newJob(t, markettypes.WORKLOAD_KIND_TRANSFORMER, 4, 2)
+	other.Market.Spec.Workload.Transformer = markettypes.NewTransformerConfig(exact.Config{
+		Model: exact.ModelConfig{Layers: 1, DModel: 16, Heads: 2, DFF: 32, Context: 16, Vocab: exact.Vocab},
+		Train: exact.TrainConfig{Batch: 2, Optimizer: exact.OptimizerAdamW, LR: 0.001},
+	})
 	rt := &runtime.Reference{}
 	h, err := rt.Start(context.Background(), other)
 	if err != nil {
@@ -107,7 +111,7 @@ func TestReferenceRejectsForeignResumeState(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := h.Wait(); !errors.Is(err, trainer.ErrInvalidCheckpoint) {
-		t.Fatalf("resuming from another job's model: %v", err)
+		t.Fatalf("resuming from a model of another configuration: %v", err)
 	}
 }
 

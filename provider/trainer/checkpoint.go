@@ -88,8 +88,9 @@ func (h StateHash) String() string {
 	}
 }
 
-// StateHash is how h_end must commit to the state of a checkpoint of e's run:
-// its state root for the exact workload, its SHA-256 otherwise.
+// StateHash is how h_end commits to the state of a checkpoint of e's run: its
+// state root for the exact workload (required), its SHA-256 by default
+// otherwise (a container's trainer may also write the state root).
 func (e Env) StateHash() StateHash {
 	if e.Exact != nil {
 		return StateRoot

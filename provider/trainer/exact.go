@@ -23,6 +23,9 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 	if env.Exact == nil {
 		return fmt.Errorf("%w: %s is not set: not an exact workload", ErrInvalidEnv, EnvExactConfig)
 	}
+	if err := checkExactResume(env); err != nil {
+		return err
+	}
 	var progress func(uint64, int64, merkle.Hash)
 	if onStep != nil {
 		progress = func(step uint64, loss int64, _ merkle.Hash) {
@@ -34,4 +37,23 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 		ResumeFrom: env.ResumeFrom, StartStep: env.StartStep, TotalSteps: env.TotalSteps,
 		CheckpointInterval: env.CheckpointInterval, Workers: runtime.GOMAXPROCS(0), Progress: progress,
 	})
+}
+
+// checkExactResume refuses a resume checkpoint that is not this job's model at the start
+// step: a state of another configuration or step would train on, but not as the job.
+func checkExactResume(env Env) error {
+	if env.ResumeFrom == "" {
+		return nil
+	}
+	s, err := exact.LoadCheckpointState(env.ResumeFrom)
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrInvalidCheckpoint, env.ResumeFrom, err)
+	}
+	if s.Config.Hyper() != env.Exact.WithDefaults().Hyper() {
+		return fmt.Errorf("%w %s: its state is not of this job's model configuration", ErrInvalidCheckpoint, env.ResumeFrom)
+	}
+	if s.Step != env.StartStep {
+		return fmt.Errorf("%w %s: its state is at step %d, want %d", ErrInvalidCheckpoint, env.ResumeFrom, s.Step, env.StartStep)
+	}
+	return nil
 }

@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/trainer"
 )
 
@@ -46,7 +46,7 @@ func main() {
 	case "idle":
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(env.DataDir, trainer.CorpusFileName))
+	data, err := exact.ReadStreamDir(env.DataDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -59,7 +59,13 @@ func main() {
 			waitFor(ctx, *holdFile)
 		}
 	}
-	if err := trainer.RunReference(ctx, env, data, onStep); err != nil {
+	// Container and process jobs in these tests train the reference transformer,
+	// as an operator's own trainer of the contract would train whatever it runs.
+	if env.Exact == nil {
+		cfg := exact.ReferenceConfig()
+		env.Exact = &cfg
+	}
+	if err := trainer.RunExact(ctx, env, data, onStep); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
