@@ -77,7 +77,10 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	mustTx(t, ctx, n, "provider", "stakingext", "register-provider", "gpu-farm-1", "https://gpu1.example.com:8443", "eu-west",
 		"100000000000udepin", "--gpus", `{"model":"H100-SXM5-80GB","vram_mib":81920,"count":8}`)
 	specPath := filepath.Join(t.TempDir(), "job.yaml")
+	// Job 1 is a container job, which v3 leaves alone; job 2 is of kind reference,
+	// which until v3 trained the MLP that v3 retires.
 	spec := strings.Replace(jobSpecYAML, "bidding_window_blocks: 60", "bidding_window_blocks: 3", 1)
+	spec = strings.Replace(spec, "  kind: reference\n", "  kind: container\n  image: ghcr.io/acme/trainer:1.4\n  digest: sha256:"+strings.Repeat("ab", 32)+"\n", 1)
 	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,13 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	if queued.CompletionHeight != "0" {
 		t.Fatalf("the previous release wrote a completion height: %+v", queued)
 	}
-	before := durableState(t, ctx, n, owner, provider)
+	mlpSpec := filepath.Join(t.TempDir(), "mlp.yaml")
+	if err := os.WriteFile(mlpSpec, []byte(jobSpecYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", mlpSpec, "--deposit", "7000000udepin")
+	ownerBefore, _ := strconv.ParseInt(balance(t, ctx, n, owner), 10, 64)
+	before := durableState(t, ctx, n, provider)
 
 	// Governance schedules the upgrade: the validator submits the proposal with
 	// its deposit and votes yes; it passes when the voting period ends.
@@ -166,16 +175,32 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	if err != nil || !strings.Contains(string(applied), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("applied plan: %s (%v)", applied, err)
 	}
-	for module, want := range map[string]int{"market": 2, "verify": 2, "stakingext": 2} {
+	for module, want := range map[string]int{"market": 3, "verify": 3, "stakingext": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("x/%s is at consensus version %d after the upgrade, want %d", module, v, want)
 		}
 	}
-	if after := durableState(t, ctx, n, owner, provider); after != before {
+	if after := durableState(t, ctx, n, provider); after != before {
 		t.Fatalf("state changed across the upgrade:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if got := activeLeaseIDs(t, ctx, n); got != "1" {
 		t.Fatalf("active leases after the upgrade: %q, want lease 1", got)
+	}
+	// x/market's migration closed the MLP job as a cancel would: its whole deposit went
+	// back to the owner (it never ran), and it says why.
+	var retired struct {
+		Job struct {
+			State       string `json:"state"`
+			CloseReason string `json:"close_reason"`
+		} `json:"job"`
+	}
+	body, err := n.REST(ctx, "/depinchain/market/v1/jobs/2")
+	if err != nil || json.Unmarshal(body, &retired) != nil || retired.Job.State != "JOB_STATE_CANCELLED" ||
+		!strings.Contains(retired.Job.CloseReason, "retired the MLP") {
+		t.Fatalf("the MLP job after the upgrade: %s (%v)", body, err)
+	}
+	if got, _ := strconv.ParseInt(balance(t, ctx, n, owner), 10, 64); got != ownerBefore+7_000_000 {
+		t.Fatalf("owner's balance after the upgrade %d, want %d + the MLP job's 7000000 deposit", got, ownerBefore)
 	}
 	// x/stakingext's migration gave the queued unbonding its completion height
 	// (creation height + unbonding_blocks), so it stays slashable for disputes
@@ -186,7 +211,7 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 			UnbondingBlocks string `json:"unbonding_blocks"`
 		} `json:"params"`
 	}
-	body, err := n.REST(ctx, "/depinchain/stakingext/v1/params")
+	body, err = n.REST(ctx, "/depinchain/stakingext/v1/params")
 	if err != nil || json.Unmarshal(body, &stakingParams) != nil {
 		t.Fatalf("stakingext params: %s (%v)", body, err)
 	}

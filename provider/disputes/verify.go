@@ -122,8 +122,8 @@ const notSampled = "not in this verifier's sample"
 // unverifiable says why no checkpoint of job can be re-executed here, or "" when one can.
 func unverifiable(job markettypes.Job) (db.VerificationResult, string) {
 	switch {
-	case job.Spec.Workload.Kind != markettypes.WORKLOAD_KIND_REFERENCE:
-		return db.VerificationSkipped, "not a reference workload: it cannot be re-executed or adjudicated"
+	case !job.Spec.Workload.Kind.Adjudicable():
+		return db.VerificationSkipped, "not an exact transformer workload: it cannot be re-executed or adjudicated"
 	case job.Spec.DatasetId != "":
 		return db.VerificationSkipped, "trains on a dataset this verifier does not hold"
 	}

@@ -177,6 +177,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
+	mk.SetWorkloadReferee(vk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.

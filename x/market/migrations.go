@@ -5,6 +5,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/module"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -16,9 +17,17 @@ func (am AppModule) registerMigrations(cfg module.Configurator) {
 	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
 	}
+	if err := cfg.RegisterMigration(types.ModuleName, 2, m.Migrate2to3); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 2: %w", types.ModuleName, err))
+	}
 }
 
-// consensusVersion is the state layout this binary writes. x/market's layout did not
-// change in v3, so the upgrade test's stand-in for the previous release
-// (internal/release) writes the same one.
-func consensusVersion() uint64 { return ConsensusVersion }
+// consensusVersion is the state layout this binary writes: 3 (the transformer bounds in
+// the params, the MLP retired), or 2 in the upgrade test's stand-in for the previous
+// release (internal/release).
+func consensusVersion() uint64 {
+	if release.Previous {
+		return 2
+	}
+	return ConsensusVersion
+}

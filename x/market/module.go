@@ -28,7 +28,7 @@ import (
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
 // 2: leases are indexed by state (migrations/v2).
-const ConsensusVersion = 2
+const ConsensusVersion = 3
 
 var (
 	_ module.AppModuleBasic      = AppModule{}

@@ -4,6 +4,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	v2 "github.com/depinchain/depinchain/x/verify/migrations/v2"
+	"github.com/depinchain/depinchain/x/verify/types"
 )
 
 // Migrator runs x/verify's in-place store migrations; the module registers each with
@@ -30,6 +31,43 @@ func (m Migrator) Migrate1to2(ctx sdk.Context) error {
 	}
 	if err := m.keeper.checkUnbondingCover(ctx, params); err != nil {
 		m.keeper.Logger(ctx).Error("x/verify's params need a longer x/stakingext unbonding_blocks", "err", err)
+	}
+	return nil
+}
+
+// RetiredWorkloadVersion is the workload version of the fixed-point MLP that kind
+// reference trained before the v3 upgrade made it the exact transformer
+// (types.ExactWorkloadVersion). No referee of this release re-executes its steps.
+const RetiredWorkloadVersion = 1
+
+// Migrate2to3 ends every open game over a checkpoint of the retired MLP workload as moot,
+// refunding the challenger's bond as any moot game does: nobody can play its one-step
+// phase any more, and a game that cannot be decided must not be lost by a timeout. Its
+// checkpoint finalizes after its window like an unchallenged one. (x/market's 2→3
+// migration closes the MLP jobs themselves.)
+func (m Migrator) Migrate2to3(ctx sdk.Context) error {
+	var open []types.Challenge
+	err := m.keeper.Challenges.Walk(ctx, nil, func(_ uint64, ch types.Challenge) (bool, error) {
+		if ch.Outcome != types.CHALLENGE_OUTCOME_UNSPECIFIED {
+			return false, nil
+		}
+		cp, err := m.keeper.GetCheckpoint(ctx, ch.LeaseId, ch.CheckpointIndex)
+		if err != nil {
+			return true, err
+		}
+		if cp.WorkloadVersion == RetiredWorkloadVersion {
+			open = append(open, ch)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, ch := range open {
+		if err := m.keeper.resolve(ctx, ch, types.CHALLENGE_OUTCOME_MOOT,
+			"the v3 upgrade retired the MLP workload this checkpoint trained: no referee can re-execute its steps", false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,111 @@
+package keeper_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/testutil/keepers"
+	"github.com/depinchain/depinchain/x/market/keeper"
+	"github.com/depinchain/depinchain/x/market/types"
+)
+
+// transformerSpec is the default job with the exact transformer cfg as its workload.
+func transformerSpec(cfg exact.Config) types.JobSpec {
+	s := spec()
+	s.Workload = types.Workload{Kind: types.WORKLOAD_KIND_TRANSFORMER, Transformer: types.NewTransformerConfig(cfg)}
+	return s
+}
+
+func smallTransformer() exact.Config {
+	return exact.Config{
+		Model: exact.ModelConfig{Layers: 2, DModel: 32, Heads: 2, DFF: 64, Context: 16, Vocab: exact.Vocab},
+		Train: exact.TrainConfig{Batch: 4, Optimizer: exact.OptimizerAdamW, LR: 0.003, WarmupSteps: 10, WeightDecay: 0.1},
+	}
+}
+
+func TestSubmitTransformerJob(t *testing.T) {
+	e := newEnv(t)
+	id := e.submitJobWith(transformerSpec(smallTransformer()), jobDeposit)
+	got, err := e.job(id).Spec.ExactConfig()
+	require.NoError(t, err)
+	require.Equal(t, smallTransformer().Hyper(), got.Hyper(), "the chain keeps the config's integer form")
+}
+
+// A transformer job the chain could not adjudicate is refused before anything is
+// escrowed, with the field and the bound it exceeds named.
+func TestSubmitTransformerJobRejections(t *testing.T) {
+	e := newEnv(t)
+	tooWide := smallTransformer()
+	tooWide.Model.DModel, tooWide.Model.DFF, tooWide.Model.Layers = 1024, 4096, 8 // ~100 M parameters
+	longBatch := smallTransformer()
+	longBatch.Train.Batch, longBatch.Model.Context = 1024, 128 // 131,072 tokens per step
+	expensive := smallTransformer()
+	expensive.Model.DModel, expensive.Model.DFF, expensive.Train.Batch, expensive.Model.Context = 256, 1024, 16, 128
+	cases := []struct {
+		name string
+		spec types.JobSpec
+		want string
+	}{
+		{"above max_transformer_params", transformerSpec(tooWide), "workload.model: parameter count is"},
+		{"above max_tokens_per_step", transformerSpec(longBatch), "workload.train.batch: tokens per step (batch·context) is 131072, above the limit 65536"},
+		{"a step the referee cannot afford", transformerSpec(expensive), "more than the one-step referee can re-execute (max_step_macs"},
+		{"heads that do not divide d_model", func() types.JobSpec {
+			s := transformerSpec(smallTransformer())
+			s.Workload.Transformer.Heads = 3
+			return s
+		}(), "model.d_model: must be divisible by model.heads (32 vs 3)"},
+		{"reference with a config", func() types.JobSpec {
+			s := transformerSpec(smallTransformer())
+			s.Workload.Kind = types.WORKLOAD_KIND_REFERENCE
+			return s
+		}(), "reference is a fixed configuration"},
+		{"transformer without a config", func() types.JobSpec {
+			s := spec()
+			s.Workload.Kind = types.WORKLOAD_KIND_TRANSFORMER
+			return s
+		}(), "kind transformer needs model and train"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := keepers.RequireRejected(t, types.ErrInvalidSpec, e.snapshot, func() error {
+				_, err := e.msg.SubmitJob(e.Ctx, &types.MsgSubmitJob{Owner: e.owner.String(), Spec: tc.spec, Deposit: coin(jobDeposit)})
+				return err
+			})
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// The v3 migration fills in the transformer bounds and closes the jobs of kind reference
+// (the retired MLP) as a cancel would, refunding their escrow; other jobs stay.
+func TestMigrate2to3RetiresTheMLPJobs(t *testing.T) {
+	e := newEnv(t)
+	op := e.registerProvider("gpu-farm")
+	leasedMLP, lease := e.leaseJob(op, maxPrice/2)
+	mlp := e.submitJob() // still in its auction
+	container := spec()
+	container.Workload = types.Workload{Kind: types.WORKLOAD_KIND_CONTAINER, Image: "ghcr.io/acme/train:1",
+		Digest: "sha256:" + "ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12"}
+	kept := e.submitJobWith(container, jobDeposit)
+	p := e.params()
+	p.MaxTransformerParams, p.MaxTokensPerStep = 0, 0 // as version 2 stored them
+	require.NoError(t, e.Market.Params.Set(e.Ctx, p))
+	ownerBefore := e.Balance(e.owner)
+
+	require.NoError(t, keeper.NewMigrator(e.Market).Migrate2to3(e.Ctx))
+
+	p = e.params()
+	require.Equal(t, uint64(types.DefaultMaxTransformerParams), p.MaxTransformerParams)
+	require.Equal(t, uint64(types.DefaultMaxTokensPerStep), p.MaxTokensPerStep)
+	for _, id := range []uint64{mlp, leasedMLP} {
+		j := e.job(id)
+		require.Equal(t, types.JOB_STATE_CANCELLED, j.State, "job %d", id)
+		require.Contains(t, j.CloseReason, "retired the MLP")
+		require.True(t, j.Escrow.IsZero())
+	}
+	require.Equal(t, types.LEASE_STATE_CLOSED, e.lease(lease.Id).State)
+	require.Equal(t, types.JOB_STATE_OPEN, e.job(kept).State, "a container job is not the MLP's")
+	require.True(t, e.Balance(e.owner).GT(ownerBefore), "the escrow went back to the owner")
+}
