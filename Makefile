@@ -44,7 +44,6 @@ FUZZ_TARGETS := \
 	./x/staking_ext/keeper:FuzzValidateRegisterProvider:6000x \
 	./pkg/merkle:FuzzVerifyInclusion:300000x \
 	./pkg/merkle:FuzzStreamRoot:100000x \
-	./pkg/reftrainer:FuzzDecode:1000000x \
 	./pkg/exact:FuzzDecode:600000x
 FUZZ_TIME ?=
 

@@ -43,7 +43,7 @@ func newJob(t *testing.T, kind markettypes.WorkloadKind, total, interval uint64)
 }
 
 // directTrace is h_0..h_steps of the reference model of jobSeed trained
-// directly with reftrainer on the built-in corpus.
+// directly with pkg/exact on the built-in corpus.
 func directTrace(t *testing.T, steps uint64) []merkle.Hash {
 	t.Helper()
 	state, err := exact.Init(exact.ReferenceConfig(), jobSeed)
@@ -79,7 +79,7 @@ func checkCheckpoints(t *testing.T, job runtime.Job, want []merkle.Hash) []train
 	for _, cp := range cps {
 		for i, h := range cp.Trace.Hashes {
 			if step := cp.StartStep() + uint64(i); h != want[step] {
-				t.Fatalf("%s: h_%d = %s, a direct reftrainer run gives %s", cp.Dir, step, h, want[step])
+				t.Fatalf("%s: h_%d = %s, a direct exact run gives %s", cp.Dir, step, h, want[step])
 			}
 		}
 	}
