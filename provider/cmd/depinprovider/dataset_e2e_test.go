@@ -35,7 +35,9 @@ gpu:
   min_vram_gib: 80
   per_worker: 1
 workload:
-  kind: reference
+  kind: transformer
+  model: {layers: 2, d_model: 32, heads: 2, d_ff: 64, context: 32, vocab: 256}
+  train: {batch: 4, optimizer: adamw, lr: 0.003, warmup_steps: 8, weight_decay: 0.1}
 dataset: ` + fortunesDatasetID + `
 total_steps: 64
 checkpoint_every: 16
@@ -54,8 +56,11 @@ bidding_window_blocks: 6
 // lease, downloads the worker's pieces from the holders' /pieces/ servers,
 // refuses s1's damaged piece (logged with s1's address), rebuilds it from
 // s2's data piece and s3's parity piece, writes the stream in x/verify's
-// DatasetLayout order, trains the reference workload on it, and its four
-// checkpoints become final and are paid.
+// DatasetLayout order, trains the transformer the job specifies on it, and
+// its four checkpoints become final and are paid; the final state is what
+// pkg/exact computes from the seed on that stream. Before that, a job whose
+// model is larger than the chain's params allow is refused at submit with
+// the field named, and the owner's balance is untouched.
 func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node and four real sidecars")
@@ -237,6 +242,26 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 	}
 
 	startAll("operator")
+
+	// A model above max_transformer_params is refused before anything is charged.
+	owner, err := node.Address(ctx, "owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerBefore := w.balanceOf(owner)
+	tooBig := strings.Replace(fortunesJobYAML, "{layers: 2, d_model: 32, heads: 2, d_ff: 64,", "{layers: 8, d_model: 1024, heads: 8, d_ff: 4096,", 1)
+	bigSpec := filepath.Join(dir, "too-big.yaml")
+	if err := os.WriteFile(bigSpec, []byte(tooBig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", bigSpec, "--deposit", "500000000udepin")
+	if refusal := fmt.Sprint(err, res.RawLog); (err == nil && res.Code == 0) || !strings.Contains(refusal, "workload.model: parameter count is") {
+		t.Fatalf("a model above max_transformer_params: %s", refusal)
+	}
+	if got := w.balanceOf(owner); got != ownerBefore {
+		t.Fatalf("the refused job changed the owner's balance: %d, was %d", got, ownerBefore)
+	}
+
 	jobID := w.submitJob(fortunesJobYAML, "500000000udepin")
 	w.eventually("the trainer's bid on the dataset-backed job", time.Minute, func() bool {
 		res, err := w.market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: jobID})
@@ -291,6 +316,19 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 	}
 	if _, err := traindata.NewStream(chainLayout(t, ctx, registry, jobID, leases[0].Worker), stream); err != nil {
 		t.Fatalf("the data folder is not the worker's committed stream: %v", err)
+	}
+	// The last checkpoint's state is the job's model trained on that stream, bit for bit.
+	job := w.job(jobID)
+	initial, err := verifytypes.InitialState(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := exact.Run(initial, stream, job.Seed, job.Spec.TotalSteps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, got := final.Root(), cps.Checkpoints[len(cps.Checkpoints)-1].StateRoot; string(want[:]) != string(got) {
+		t.Fatalf("final state_root %x, pkg/exact computes %x", got, want)
 	}
 	// Its files are the pieces as built, the damaged one included.
 	if first, err := os.ReadFile(filepath.Join(dataDir, "000000-shard0-piece0")); err != nil || string(first) != string(readFile(t, filepath.Join(built, manifest.PieceFile(0, 0)))) {
