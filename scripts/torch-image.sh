@@ -32,6 +32,11 @@
 #   DEBIAN_MIRROR  the mirror (default http://deb.debian.org/debian)
 #   IMAGE_REPO     the image's repository (default depinchain/exact-torch)
 #   REBUILD=1      make a fresh root filesystem even if one is cached
+#   PUSH_TO=HOST:PORT  also push the image to that registry (a registry on
+#                  127.0.0.1 needs no TLS for Docker) and print its manifest
+#                  digest; the image then matches a job that pins
+#                  image: HOST:PORT/<repo>:<tag> with that digest, and a
+#                  runtime that pulls by digest can fetch it from there
 set -euo pipefail
 
 root_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,8 +70,26 @@ print_image() {
 	size=$(docker image inspect -f '{{.Size}}' "$image")
 	log "image $image"
 	log "id $id, size $((size / 1000000)) MB, $(($(date +%s) - started)) s"
+	[ -n "${PUSH_TO:-}" ] && push
 	echo "image=$image"
 	echo "digest=$id"
+}
+
+# push tags the image for $PUSH_TO, pushes it and prints the manifest digest
+# the push recorded in the image's RepoDigests.
+push() {
+	local remote=$PUSH_TO/$repo:$content manifest
+	docker tag "$image" "$remote"
+	log "docker push $remote"
+	docker push "$remote" >&2
+	manifest=$(docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' "$remote" |
+		sed -n "s|^$PUSH_TO/$repo@||p" | head -n1)
+	if [ -z "$manifest" ]; then
+		log "the push recorded no repo digest for $PUSH_TO/$repo"
+		exit 1
+	fi
+	echo "pushed=$remote"
+	echo "manifest_digest=$manifest"
 }
 
 if ! docker info >/dev/null 2>&1; then
