@@ -117,7 +117,8 @@ test-fuzz:
 torch-image:
 	BUILD_DIR=$(BUILD_DIR) ./scripts/torch-image.sh
 
-## test-long: long soak and simulation runs (not part of CI)
+## test-long: long soak and simulation runs (not part of CI), and the torch image's tests (docs/torch-image.md),
+##            whose first run builds the image: about 6 min, as root
 test-long:
 	$(GO) test -count=1 -timeout 2h -tags long ./...
 
