@@ -107,7 +107,17 @@ test-fuzz:
 		GO=$(GO) ./scripts/fuzz.sh "$$pkg" "$$name" "$$budget"; \
 	done
 
-## test-long: long soak and simulation runs (not part of CI)
+## torch-image: the exact transformer's PyTorch trainer (pkg/exact/torch) as a Docker image built from
+##              Debian packages (debootstrap minbase + python3-torch + OpenBLAS, `docker import`), tagged
+##              depinchain/exact-torch:<content hash>; prints the digest a container job pins. Needs root and
+##              a Docker Engine; about 6 min cold (downloads ~270 MB of .debs, cached in build/torch-image),
+##              under a second when the image exists. See docs/torch-image.md.
+.PHONY: torch-image
+torch-image:
+	BUILD_DIR=$(BUILD_DIR) ./scripts/torch-image.sh
+
+## test-long: long soak and simulation runs (not part of CI), and the torch image's tests (docs/torch-image.md),
+##            whose first run builds the image: about 6 min, as root
 test-long:
 	$(GO) test -count=1 -timeout 2h -tags long ./...
 

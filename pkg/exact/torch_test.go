@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -385,6 +386,45 @@ func TestTorchTrainerContractMatchesGoTrain(t *testing.T) {
 	r = readDirFiles(t, goResumed)
 	require.Equal(t, g["checkpoints/step-5/state"], r["checkpoints/step-5/state"])
 	require.Equal(t, g["checkpoints/step-5/trace.txt"], r["checkpoints/step-5/trace.txt"])
+}
+
+// Run as a container job's image (scripts/torch-image.sh), train.py gets no
+// DEPIN_EXACT_CONFIG: the configuration comes in its command (--config) and
+// h_i is the SHA-256 of the state file, as the contract asks of container
+// workloads. The state files are Go's byte for byte either way, so the
+// checkpoints' state roots are exact.Train's.
+func TestTorchTrainerContainerModeMatchesGoStates(t *testing.T) {
+	cfg := crossConfigs()["L1-D16-C8"]
+	cfgJSON, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	data := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(data, "corpus.txt"), testCorpus, 0o644))
+	goOut, pyOut := t.TempDir(), t.TempDir()
+	opts := TrainOptions{Config: cfg, Seed: testSeed, Stream: testCorpus, OutputDir: goOut, TotalSteps: 3, CheckpointInterval: 2}
+	require.NoError(t, Train(context.Background(), opts))
+	runPy(t, nil, trainerEnv(nil, pyOut, data, "", 0, 3, 2), trainPy, "--config", string(cfgJSON))
+	g, p := readDirFiles(t, goOut), readDirFiles(t, pyOut)
+	init, err := Init(cfg, testSeed)
+	require.NoError(t, err)
+	prev := sha256.Sum256(init.Encode())
+	for _, name := range []string{"step-2", "step-3"} {
+		state := filepath.Join(CheckpointsDirName, name, StateFileName)
+		require.Equal(t, g[state], p[state], state)
+		trace := strings.Fields(string(p[filepath.Join(CheckpointsDirName, name, TraceFileName)]))
+		require.Equal(t, hex.EncodeToString(prev[:]), trace[0], "h_start of %s chains to the previous state's SHA-256", name)
+		sum := sha256.Sum256(p[state])
+		require.Equal(t, hex.EncodeToString(sum[:]), trace[len(trace)-1], "h_end of %s", name)
+		prev = sum
+	}
+	require.Contains(t, p, DoneMarkerName)
+	// Without either source of the configuration it refuses to start.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, trainPy)
+	cmd.Env = append(os.Environ(), trainerEnv(nil, t.TempDir(), data, "", 0, 3, 2)...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "no configuration")
 }
 
 // The plain float32 model loaded from the exported safetensors reproduces

@@ -1,5 +1,15 @@
 """The trainer contract (provider/trainer/CONTRACT.md) for the exact
-workload: DEPIN_* environment in, checkpoints, trace and metrics out."""
+workload: DEPIN_* environment in, checkpoints, trace and metrics out.
+
+The sidecar sets DEPIN_EXACT_CONFIG for the exact workload (job kinds
+reference and transformer), whose h_i is the state's Merkle root. Run as the
+image of a `kind: container` job (scripts/torch-image.sh), the trainer gets
+no DEPIN_EXACT_CONFIG: the job's command passes the configuration instead
+(--config JSON or @FILE), and h_i is then the SHA-256 of the encoded state,
+as the contract asks of container workloads. The state file, and so the
+checkpoint's state_root, is the same either way."""
+import argparse
+import hashlib
 import json
 import os
 import signal
@@ -35,11 +45,22 @@ def env(name, required=True):
     return v or ""
 
 
-def _train(device, dist, cfg, start_bytes, seed, stream, total, interval, out_dir):
+def state_hash(st, mode):
+    """(h, root) of a CPU state: h is what the trace records (its Merkle root,
+    or with mode "sha256" the SHA-256 of its encoding), root its Merkle root."""
+    if mode == "root":
+        root = st.root()
+        return root, root
+    from .merkle import root_of_bytes
+    enc = st.encode()
+    return hashlib.sha256(enc).digest(), root_of_bytes(enc)
+
+
+def _train(device, dist, cfg, start_bytes, seed, stream, total, interval, out_dir, hash_mode="root"):
     rank = 0 if dist is None else dist[0]
     signal.signal(signal.SIGTERM, _on_term)  # spawned ranks stop between steps too
     st = decode(start_bytes).to(device)
-    trace = [st.to("cpu").root()]
+    trace = [state_hash(st.to("cpu"), hash_mode)[0]]
     nxt = min(st.step + interval, total)
     metrics = open(os.path.join(out_dir, "metrics.jsonl"), "a") if rank == 0 else None
     while st.step < total:
@@ -55,8 +76,8 @@ def _train(device, dist, cfg, start_bytes, seed, stream, total, interval, out_di
         if rank != 0:
             continue
         cpu = st.to("cpu")
-        root = cpu.root()
-        trace.append(root)
+        h, root = state_hash(cpu, hash_mode)
+        trace.append(h)
         metrics.write(json.dumps({"step": st.step, "loss": st.loss / float(1 << 30), "loss_q30": st.loss,
                                   "root": root.hex(), "seconds": round(time.time() - t0, 4)}) + "\n")
         if st.step == nxt:
@@ -67,14 +88,33 @@ def _train(device, dist, cfg, start_bytes, seed, stream, total, interval, out_di
             fsync_write(os.path.join(d, "state"), cpu.encode())
             fsync_write(os.path.join(d, "trace.txt"), "".join(h.hex() + "\n" for h in trace).encode())
             fsync_write(os.path.join(d, "COMPLETE"), b"")
-            trace = [root]
+            trace = [h]
             nxt = min(st.step + interval, total)
     if metrics:
         metrics.close()
     return {"stopped": None}
 
 
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="train.py",
+        description="The trainer contract (provider/trainer/CONTRACT.md): DEPIN_* in, checkpoints out.")
+    ap.add_argument("--config", default="",
+                    help="the exact configuration as JSON text or @FILE, for runs where DEPIN_EXACT_CONFIG is empty "
+                         "(container jobs); when both are set they must agree")
+    ap.add_argument("--state-hash", choices=("auto", "root", "sha256"), default="auto",
+                    help="what the trace's h_i is: the state's Merkle root (the exact workload) or the SHA-256 of "
+                         "the state file (container workloads). auto: root when DEPIN_EXACT_CONFIG is set, "
+                         "else sha256")
+    return ap.parse_args(argv)
+
+
+def _read_config(text):
+    return open(text[1:]).read() if text.startswith("@") else text
+
+
 def run_contract(argv):
+    args = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     out_dir = env("DEPIN_OUTPUT_DIR")
     resume = env("DEPIN_RESUME_FROM")
@@ -82,10 +122,16 @@ def run_contract(argv):
     start, total = int(env("DEPIN_START_STEP")), int(env("DEPIN_TOTAL_STEPS"))
     interval = int(env("DEPIN_CHECKPOINT_INTERVAL"))
     seed = bytes.fromhex(env("DEPIN_JOB_SEED"))
-    cfgtext = env("DEPIN_EXACT_CONFIG")
-    if cfgtext.startswith("@"):
-        cfgtext = open(cfgtext[1:]).read()
-    cfg = Config.from_json(cfgtext)
+    env_config = env("DEPIN_EXACT_CONFIG", required=False)
+    if not env_config and not args.config:
+        raise SystemExit("no configuration: DEPIN_EXACT_CONFIG is empty and no --config was given "
+                         "(a container job passes it in its command: --config '{\"model\": ..., \"train\": ...}')")
+    cfg = Config.from_json(_read_config(env_config or args.config))
+    if env_config and args.config and Config.from_json(_read_config(args.config)).hyper() != cfg.hyper():
+        raise SystemExit("--config differs from DEPIN_EXACT_CONFIG")
+    hash_mode = args.state_hash
+    if hash_mode == "auto":
+        hash_mode = "root" if env_config else "sha256"
     if resume:
         with open(os.path.join(resume, "state"), "rb") as f:
             st = decode(f.read())
@@ -104,7 +150,7 @@ def run_contract(argv):
     if nproc <= 0:
         nproc = torch.cuda.device_count() if device == "cuda" else 1
     os.makedirs(os.path.join(out_dir, "checkpoints"), exist_ok=True)
-    res = run_parallel(nproc, device, _train, cfg, st.encode(), seed, stream, total, interval, out_dir)
+    res = run_parallel(nproc, device, _train, cfg, st.encode(), seed, stream, total, interval, out_dir, hash_mode)
     if res["stopped"] is not None:
         print(f"stopped by SIGTERM after step {res['stopped']}", file=sys.stderr)
         return 143
