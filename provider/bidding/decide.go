@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/depinchain/depinchain/provider/gpu"
 	"slices"
 	"time"
 
@@ -163,8 +164,19 @@ func (r *Role) freeGPUs(tx *db.Tx) ([]GPU, error) {
 	var free []GPU
 	for _, g := range r.opts.GPUs.Healthy() {
 		if _, used := taken[g.UUID]; !used {
-			free = append(free, GPU{UUID: g.UUID, Model: r.opts.ModelName(g.Name), VRAMMiB: g.MemoryMiB})
+			free = append(free, offered(g, r.opts.ModelName))
 		}
 	}
 	return free, nil
+}
+
+// offered is a GPU as the provider registered it: the catalogue's model and
+// nominal memory class (memory_gib × 1024), which the chain matches a job's
+// min_vram_gib against, not NVML's reading (81,559 MiB for an 80 GiB H100).
+// A GPU the inventory has not named (test hosts) keeps its name and reading.
+func offered(g gpu.GPU, modelName func(string) string) GPU {
+	if g.Model != "" {
+		return GPU{UUID: g.UUID, Model: g.Model, VRAMMiB: g.MemoryClassGiB * 1024}
+	}
+	return GPU{UUID: g.UUID, Model: modelName(g.Name), VRAMMiB: g.MemoryMiB}
 }

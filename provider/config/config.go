@@ -117,9 +117,13 @@ type GPUs struct {
 	// Source is "nvml" (this host's driver), "none" (offer no GPUs) or
 	// "mock-dgxh100" (a simulated DGX H100; never on a real provider).
 	Source string `toml:"source"`
-	// ModelNames maps NVML product names to the model names job specs use,
-	// e.g. "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB". Unlisted names become
-	// the NVML name without "NVIDIA " and with dashes for spaces.
+	// Catalogue is the operator's GPU catalogue file (provider/gpu/catalogue.yaml's
+	// format), laid over the built-in one: it maps GPUs the built-in catalogue
+	// does not know, or renames them. Empty uses the built-in catalogue alone.
+	Catalogue string `toml:"catalogue"`
+	// ModelNames adds NVML product names to catalogued models, e.g.
+	// "NVIDIA H100 80GB HBM3 (custom)" = "H100-SXM5-80GB". The model must be
+	// in the catalogue (built-in or gpus.catalogue), which also gives its memory class.
 	ModelNames map[string]string `toml:"model_names"`
 	// RefreshInterval is how often telemetry and health are re-read.
 	RefreshInterval Duration `toml:"refresh_interval"`
@@ -374,7 +378,7 @@ func tomlTypeName(goType string) string {
 }
 
 func (c *Config) resolvePaths(base string) {
-	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir} {
+	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir, &c.GPUs.Catalogue} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

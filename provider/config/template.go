@@ -106,10 +106,15 @@ source = {{q .GPUs.Source}}
 # How often GPU telemetry and health (XID, ECC, lost GPUs) are re-read.
 refresh_interval = {{q .GPUs.RefreshInterval.String}}
 
-# NVML product names mapped to the model names job specs use. Unlisted names
-# become the NVML name without "NVIDIA " and with dashes for spaces.
-# Example:
-#   "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB"
+# The GPU catalogue names GPUs by PCI id and NVML name and gives each model
+# its nominal memory class (an H100 80GB HBM3 reading 81,559 MiB registers as
+# H100-SXM5-80GB with 80 GiB). A GPU it does not know is not offered;
+# "depinprovider gpus" prints the entry to add. This file (same format as
+# provider/gpu/catalogue.yaml) is laid over the built-in catalogue; empty for none.
+catalogue = {{q .GPUs.Catalogue}}
+
+# More NVML product names for catalogued models, e.g.
+#   "NVIDIA H100 80GB HBM3 (custom board)" = "H100-SXM5-80GB"
 [gpus.model_names]
 {{- range $nvml, $model := .GPUs.ModelNames}}
 {{q $nvml}} = {{q $model}}

@@ -145,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := d.checkGrants(ctx); err != nil {
 		return nil, err
 	}
-	if d.host.inventory, d.host.driver, err = openInventory(cfg.GPUs.Source, opts.GPULibrary, log); err != nil {
+	if d.host.inventory, d.host.driver, err = openInventory(cfg.GPUs, opts.GPULibrary, log); err != nil {
 		return nil, err
 	}
 	if err := d.openDB(); err != nil {

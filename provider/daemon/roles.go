@@ -217,9 +217,13 @@ func (d *Daemon) submit(ctx context.Context, msg sdk.Msg) (*chain.TxResult, erro
 // chainHeight is the chain's latest height as the follower last saw it.
 func (d *Daemon) chainHeight() int64 { return d.follower.Status().ChainHeight }
 
+// modelName is the catalogue's name of an NVML product name, for GPUs the
+// inventory has not named (metrics and status of unknown GPUs).
 func (d *Daemon) modelName(nvmlName string) string {
-	if m, ok := d.cfg.GPUs.ModelNames[nvmlName]; ok {
-		return m
+	for _, g := range d.host.inventory.GPUs() {
+		if g.Name == nvmlName && g.Model != "" {
+			return g.Model
+		}
 	}
 	return gpu.ModelName(nvmlName)
 }

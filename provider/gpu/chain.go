@@ -18,23 +18,23 @@ func ModelName(nvmlName string) string {
 }
 
 // ChainInventory groups gpus into the provider record's GPU classes: one
-// {model, vram_mib, count} per distinct model and memory size, sorted by
-// model then memory. modelNames maps NVML product names to the model names
-// job specs use (e.g. "NVIDIA H100 80GB HBM3" to "H100-SXM5-80GB"); names it
-// does not list go through ModelName. Pass Healthy() to offer only usable
-// GPUs.
-func ChainInventory(gpus []GPU, modelNames map[string]string) []stakingtypes.GPUInventory {
+// {model, vram_mib, count} per catalogued model, sorted by model, where
+// vram_mib is the model's nominal memory class (memory_gib × 1024: 81,920 for
+// an H100 whose NVML reading is 81,559), so a job's min_vram_gib matches every
+// card of the class. GPUs the catalogue does not map are left out: they are
+// not offered. Pass Healthy() to offer only usable GPUs.
+func ChainInventory(gpus []GPU) []stakingtypes.GPUInventory {
 	var classes []stakingtypes.GPUInventory
 	for _, g := range gpus {
-		model, ok := modelNames[g.Name]
-		if !ok {
-			model = ModelName(g.Name)
+		if g.Model == "" || g.Unknown != "" {
+			continue
 		}
+		vram := g.MemoryClassGiB * 1024
 		i := slices.IndexFunc(classes, func(c stakingtypes.GPUInventory) bool {
-			return c.Model == model && c.VramMib == g.MemoryMiB
+			return c.Model == g.Model && c.VramMib == vram
 		})
 		if i < 0 {
-			classes = append(classes, stakingtypes.GPUInventory{Model: model, VramMib: g.MemoryMiB})
+			classes = append(classes, stakingtypes.GPUInventory{Model: g.Model, VramMib: vram})
 			i = len(classes) - 1
 		}
 		classes[i].Count++
