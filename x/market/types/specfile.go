@@ -33,6 +33,8 @@ type JobSpecFile struct {
 	CheckpointDeadlineBlocks uint64  `json:"checkpoint_deadline_blocks"`
 	// Audit is the optional `audit:` section; absent, the chain applies the default.
 	Audit *AuditFile `json:"audit"`
+	// Regions limits the job to providers in these regions (spec_env.go).
+	Regions []string `json:"regions"`
 }
 
 // AuditFile is the `audit:` section: how many registered verifiers audit each checkpoint.
@@ -61,6 +63,9 @@ type WorkloadFile struct {
 	Image   string   `json:"image"`
 	Digest  string   `json:"digest"`
 	Command []string `json:"command"`
+	// Env and AllowOperatorTrainer: see spec_env.go.
+	Env                  map[string]string `json:"env"`
+	AllowOperatorTrainer bool              `json:"allow_operator_trainer"`
 }
 
 // ParseJobSpecYAML decodes a job spec file strictly (unknown or duplicate fields are
@@ -160,6 +165,7 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 		}
 		spec.Audit = &AuditSpec{Auditors: *f.Audit.Auditors}
 	}
+	f.applyHostFields(&spec)
 	return spec, nil
 }
 
