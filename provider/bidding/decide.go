@@ -57,13 +57,16 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 		}
 		return nil
 	}
-	return r.placeBid(ctx, job, o.price, reserved)
+	return r.placeBid(ctx, job, o.price, o.runtime, reserved)
 }
 
 // decide returns the bid to place on job, or why there is none.
 func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip string) {
 	if job.Spec.DatasetId != "" {
 		return o, "dataset-backed jobs need the shard data, which this sidecar does not fetch yet"
+	}
+	if !job.Spec.AcceptsRegion(r.opts.Region) {
+		return o, fmt.Sprintf("the job accepts regions %v and this provider is registered in %q", job.Spec.Regions, r.opts.Region)
 	}
 	name, err := r.opts.Runtime(ctx, job)
 	if err != nil {
@@ -129,8 +132,8 @@ func (r *Role) reserve(tx *db.Tx, job markettypes.Job, o offer, skip string) (re
 
 // placeBid sends the reserved bid; a bid that is not on chain releases the
 // GPUs it reserved.
-func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, gpus []string) error {
-	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price})
+func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, runtime string, gpus []string) error {
+	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price, Runtime: runtime})
 	if err != nil {
 		r.opts.Metrics.Bid(metrics.BidFailed)
 		return errors.Join(fmt.Errorf("placing bid: %w", err), r.opts.DB.Update(func(tx *db.Tx) error {

@@ -88,8 +88,37 @@ type Runtimes struct {
 	// DockerHost is the Engine's address; empty uses DOCKER_HOST or the local socket.
 	DockerHost string `toml:"docker_host"`
 	// Trainers map container workloads, by image digest, to trainers the
-	// operator installed, which the process runtime runs instead of the image.
+	// operator installed, which the process runtime runs instead of the
+	// image, but only for jobs whose owner allows it
+	// (workload.allow_operator_trainer: true).
 	Trainers []ProcessTrainer `toml:"trainers"`
+	// Pull fetches a container job's image@digest from its registry when no
+	// local image matches; off, only images the operator loaded can run.
+	Pull bool `toml:"pull"`
+	// PullTimeout bounds one pull (a bid waits for it).
+	PullTimeout Duration `toml:"pull_timeout"`
+	// ImageCacheImages bounds how many pulled images are kept; the least
+	// recently used beyond it are removed (never an image the operator loaded).
+	ImageCacheImages int `toml:"image_cache_images"`
+	// DockerConfig is Docker's config.json whose logins (auths, credential
+	// helpers) serve registries Registries does not list; empty:
+	// $DOCKER_CONFIG/config.json or ~/.docker/config.json.
+	DockerConfig string `toml:"docker_config"`
+	// Registries are logins for private registries.
+	Registries []RegistryLogin `toml:"registries"`
+	// MemlockUnlimited gives containers memlock=-1 (NVIDIA's PyTorch
+	// setting) besides the 64 MiB stack; turn off for a Docker daemon that
+	// cannot raise memlock (rootless, or one running inside a container).
+	MemlockUnlimited bool `toml:"memlock_unlimited"`
+}
+
+// RegistryLogin is a container registry login.
+type RegistryLogin struct {
+	// Host is the registry as image references name it, e.g. "ghcr.io" or
+	// "registry.example.com:5000" ("docker.io" for Docker Hub).
+	Host     string `toml:"host"`
+	Username string `toml:"username"`
+	Password string `toml:"password"`
 }
 
 // ProcessTrainer is an operator-installed trainer the process runtime runs
@@ -248,8 +277,9 @@ func Default() *Config {
 			KeyringDir:     "keyring",
 			HotKey:         "provider-hot",
 		},
-		Pricing:  Pricing{Table: map[string]uint64{}},
-		Runtimes: Runtimes{Reference: true},
+		Pricing: Pricing{Table: map[string]uint64{}},
+		Runtimes: Runtimes{Reference: true, Pull: true, PullTimeout: Duration{10 * time.Minute},
+			ImageCacheImages: 8, MemlockUnlimited: true},
 		Storage: Storage{
 			DataDir: "data",
 			WorkDir: "work",
@@ -313,6 +343,9 @@ func Load(path string) (*Config, error) {
 	}
 	if len(cfg.Runtimes.Trainers) == 0 {
 		cfg.Runtimes.Trainers = nil
+	}
+	if len(cfg.Runtimes.Registries) == 0 {
+		cfg.Runtimes.Registries = nil
 	}
 	if len(cfg.StorageRole.RepairDatasets) == 0 {
 		cfg.StorageRole.RepairDatasets = nil
@@ -378,7 +411,7 @@ func tomlTypeName(goType string) string {
 }
 
 func (c *Config) resolvePaths(base string) {
-	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir, &c.GPUs.Catalogue} {
+	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir, &c.GPUs.Catalogue, &c.Runtimes.DockerConfig} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

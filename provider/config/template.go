@@ -76,8 +76,38 @@ container = {{.Runtimes.Container}}
 # Docker Engine address, e.g. "unix:///var/run/docker.sock"; empty uses
 # DOCKER_HOST or the local socket.
 docker_host = {{q .Runtimes.DockerHost}}
-# Trainers you installed on this host, run by the process runtime for container
-# jobs whose image digest they stand for (the image itself is never run):
+# Pull a container job's image@digest from its registry when no local image
+# matches (Docker checks the digest); a failed pull is a refused bid.
+pull = {{.Runtimes.Pull}}
+# How long one pull may take (the bid waits for it).
+pull_timeout = {{q .Runtimes.PullTimeout.String}}
+# How many pulled images to keep; the least recently used beyond it are
+# removed (never an image you loaded yourself).
+image_cache_images = {{.Runtimes.ImageCacheImages}}
+# Docker's config.json with registry logins ("docker login"), used for
+# registries not listed below; empty: $DOCKER_CONFIG/config.json or
+# ~/.docker/config.json.
+docker_config = {{q .Runtimes.DockerConfig}}
+# memlock=-1 for containers, as NVIDIA recommends for PyTorch (with a 64 MiB
+# stack). Set false if your Docker daemon cannot raise memlock (rootless).
+memlock_unlimited = {{.Runtimes.MemlockUnlimited}}
+# Private registry logins (keep this file readable only by the sidecar):
+#   [[runtimes.registries]]
+#   host = "ghcr.io"
+#   username = "acme-bot"
+#   password = "..."
+{{- if not .Runtimes.Registries}}
+registries = []
+{{- end}}
+{{- range .Runtimes.Registries}}
+[[runtimes.registries]]
+host = {{q .Host}}
+username = {{q .Username}}
+password = {{q .Password}}
+{{- end}}
+# Trainers you installed on this host, run by the process runtime instead of a
+# container job's image, only for jobs whose owner set
+# workload.allow_operator_trainer: true (the lease records "process"):
 #   [[runtimes.trainers]]
 #   digest = "sha256:<64 hex of the job's workload.digest>"
 #   command = ["/usr/bin/python3", "/opt/trainers/train.py"]

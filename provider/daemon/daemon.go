@@ -78,6 +78,8 @@ type Daemon struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	operator string
+	// region is the provider's registered region, read at start.
+	region string
 
 	db        *db.DB
 	conn      *grpc.ClientConn

@@ -79,7 +79,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	rs.bidding, err = bidding.New(bidding.Options{
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
-		Runtime: rs.leases.RuntimeFor, Bond: stakingexttypes.NewQueryClient(d.conn),
+		Runtime: rs.leases.RuntimeFor, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {

@@ -76,7 +76,8 @@ func (d *Daemon) checkProvider(ctx context.Context) (registered bool, _ error) {
 	if err != nil {
 		return false, fmt.Errorf("operator %s is not a registered provider (register with: depinchaind tx stakingext register-provider ...): %w", d.operator, err)
 	}
-	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
+	d.region = res.Provider.Region
+	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "region", d.region, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
 	return true, nil
 }
 
