@@ -267,3 +267,23 @@ func TestRegionsAndMemoryClass(t *testing.T) {
 		t.Fatalf("job 2 (min_vram_gib 80 on a real H100 reading): %q", rec.Decision)
 	}
 }
+
+// A job whose runtime cannot be had (e.g. its image could not be pulled) gets
+// no bid; the decision carries the runtime's reason.
+func TestNoRuntimeNoBid(t *testing.T) {
+	h := newHarness(t, false)
+	h.role.opts.Runtime = func(context.Context, markettypes.Job) (string, error) {
+		return "", errors.New("runtime container: pulling the job's image failed: 127.0.0.1:5000/acme/train@sha256:abcd: the registry 127.0.0.1:5000 refused the credentials")
+	}
+	h.openJob(1, 1)
+	if err := h.role.considerJob(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if sent := h.chain.Sent(); len(sent) != 0 {
+		t.Fatalf("sent %v", sent)
+	}
+	if _, rec, ok := h.bid(t, 1); ok || !strings.HasPrefix(rec.Decision, "skip: runtime container: pulling the job's image failed") ||
+		!strings.Contains(rec.Decision, "refused the credentials") {
+		t.Fatalf("bid %v, decision %q", ok, rec.Decision)
+	}
+}

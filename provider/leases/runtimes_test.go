@@ -3,9 +3,15 @@ package leases
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/runtime"
@@ -52,5 +58,51 @@ func TestOperatorTrainerOnlyWhenTheOwnerAllows(t *testing.T) {
 		t.Fatalf("the operator's trainer served a job that did not allow it: %v", rt)
 	} else if errors.Is(err, runtime.ErrImageMismatch) {
 		t.Logf("refused: %v", err)
+	}
+}
+
+// A container job whose image cannot be pulled gets no runtime, so no bid, and
+// the reason names the cause: the registry (a real one on 127.0.0.1, behind
+// basic auth) refused the login, or has no image with the job's digest.
+func TestPullFailureRefusesTheJob(t *testing.T) {
+	cfg := config.Default().Runtimes
+	cfg.Container, cfg.PullTimeout = true, config.Duration{Duration: time.Minute}
+	rs, err := newRuntimes(cfg, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.container.Ping(t.Context()); err != nil {
+		rs.close()
+		t.Skipf("no Docker engine: %v", err)
+	}
+	rs.close()
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "bot" || p != "right" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	job := markettypes.Job{Id: 7, Spec: markettypes.JobSpec{Workload: markettypes.Workload{
+		Kind: markettypes.WORKLOAD_KIND_CONTAINER, Image: host + "/acme/train", Digest: "sha256:" + strings.Repeat("cd", 32)}}}
+	for password, want := range map[string]string{
+		"wrong": "the registry " + host + " refused the credentials",
+		"right": "the registry " + host + " has no image with this digest",
+	} {
+		cfg.Registries = []config.RegistryLogin{{Host: host, Username: "bot", Password: password}}
+		cfg.DockerConfig = t.TempDir() + "/none.json"
+		rs, err := newRuntimes(cfg, t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := rs.forJob(t.Context(), job)
+		rs.close()
+		if rt != nil || !errors.Is(err, runtime.ErrPullFailed) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("password %s: runtime %v, %v; want ErrPullFailed saying %q", password, rt, err, want)
+		}
 	}
 }
