@@ -8,10 +8,10 @@ import (
 	stakingtypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
-// ModelName turns NVML's product name into the model name a provider
-// registers when its configuration names none: the "NVIDIA " prefix dropped
-// and spaces made dashes, so "NVIDIA H100 80GB HBM3" becomes
-// "H100-80GB-HBM3".
+// ModelName turns NVML's product name into a display name for a GPU the
+// catalogue does not map (metrics and status labels only; such a GPU is never
+// registered or offered): the "NVIDIA " prefix dropped and spaces made
+// dashes, so "NVIDIA H100 80GB HBM3" becomes "H100-80GB-HBM3".
 func ModelName(nvmlName string) string {
 	name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(nvmlName), "NVIDIA "))
 	return strings.Join(strings.Fields(name), "-")

@@ -46,8 +46,8 @@ func ReservedEnvName(name string) string {
 	return ""
 }
 
-// hostFieldsFile are the YAML fields of this file's concern, decoded by
-// JobSpecFile and WorkloadFile.
+// applyHostFields copies this file's YAML fields (decoded into JobSpecFile and
+// WorkloadFile) into spec, with workload.env sorted by name.
 func (f JobSpecFile) applyHostFields(spec *JobSpec) {
 	spec.Regions = f.Regions
 	if f.Workload == nil {
