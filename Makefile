@@ -211,9 +211,23 @@ clean:
 ## gpu-check: on a machine with an NVIDIA GPU, the exact workload's PyTorch path on CUDA against Go's roots,
 ##            with speed ratios against float32 and bf16 PyTorch (the GPU host needs only python3 + torch:
 ##            copy build/exact-roots.json and pkg/exact/torch there and run the second command)
+##            First, scripts/gpu-host-check.sh: the NVML inventory as the sidecar registers it (catalogue
+##            names, memory classes, unknown GPUs) and the container runtime's GPU request; each part says
+##            PASS, FAIL or SKIPPED with the reason (no driver, no Docker, no NVIDIA runtime, no CUDA).
+##            For a GPU host without Go: `make gpu-check-build`, copy build/gpu-check there, run the script.
 GPU_PYTHON ?= python3
-.PHONY: gpu-check
-gpu-check:
-	@mkdir -p $(BUILD_DIR)
-	$(GO) run ./tools/exactroots -out $(BUILD_DIR)/exact-roots.json
-	$(GPU_PYTHON) pkg/exact/torch/gpu_check.py --expected $(BUILD_DIR)/exact-roots.json
+GPU_CHECK_DIR := $(BUILD_DIR)/gpu-check
+.PHONY: gpu-check gpu-check-build
+gpu-check-build:
+	@mkdir -p $(GPU_CHECK_DIR)
+	$(GO) build -o $(GPU_CHECK_DIR)/depinprovider ./provider/cmd/depinprovider
+	$(GO) test -c -o $(GPU_CHECK_DIR)/runtime.test ./provider/runtime
+	CGO_ENABLED=0 $(GO) build -ldflags=-s -o $(GPU_CHECK_DIR)/trainer ./provider/runtime/testdata/trainer
+	$(GO) run ./tools/exactroots -out $(GPU_CHECK_DIR)/exact-roots.json
+gpu-check: gpu-check-build
+	@status=0; ./scripts/gpu-host-check.sh $(GPU_CHECK_DIR) || status=1; \
+	if $(GPU_PYTHON) -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then \
+		$(GPU_PYTHON) pkg/exact/torch/gpu_check.py --expected $(GPU_CHECK_DIR)/exact-roots.json || status=1; \
+	else \
+		printf '%-34s %s\n' "exact transformer on CUDA" "SKIPPED: $(GPU_PYTHON) has no CUDA-enabled torch"; \
+	fi; exit $$status

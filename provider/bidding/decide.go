@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/depinchain/depinchain/provider/gpu"
 	"slices"
 	"time"
 
@@ -56,7 +57,7 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 		}
 		return nil
 	}
-	return r.placeBid(ctx, job, o.price, reserved)
+	return r.placeBid(ctx, job, o.price, o.runtime, reserved)
 }
 
 // decide returns the bid to place on job, or why there is none.
@@ -71,6 +72,9 @@ func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip s
 		if err != nil {
 			return o, err.Error()
 		}
+	}
+	if !job.Spec.AcceptsRegion(r.opts.Region) {
+		return o, fmt.Sprintf("the job accepts regions %v and this provider is registered in %q", job.Spec.Regions, r.opts.Region)
 	}
 	name, err := r.opts.Runtime(ctx, job)
 	if err != nil {
@@ -136,8 +140,8 @@ func (r *Role) reserve(tx *db.Tx, job markettypes.Job, o offer, skip string) (re
 
 // placeBid sends the reserved bid; a bid that is not on chain releases the
 // GPUs it reserved.
-func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, gpus []string) error {
-	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price})
+func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, runtime string, gpus []string) error {
+	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price, Runtime: runtime})
 	if err != nil {
 		r.opts.Metrics.Bid(metrics.BidFailed)
 		return errors.Join(fmt.Errorf("placing bid: %w", err), r.opts.DB.Update(func(tx *db.Tx) error {
@@ -171,8 +175,19 @@ func (r *Role) freeGPUs(tx *db.Tx) ([]GPU, error) {
 	var free []GPU
 	for _, g := range r.opts.GPUs.Healthy() {
 		if _, used := taken[g.UUID]; !used {
-			free = append(free, GPU{UUID: g.UUID, Model: r.opts.ModelName(g.Name), VRAMMiB: g.MemoryMiB})
+			free = append(free, offered(g, r.opts.ModelName))
 		}
 	}
 	return free, nil
+}
+
+// offered is a GPU as the provider registered it: the catalogue's model and
+// nominal memory class (memory_gib × 1024), which the chain matches a job's
+// min_vram_gib against, not NVML's reading (81,559 MiB for an 80 GiB H100).
+// A GPU the inventory has not named (test hosts) keeps its name and reading.
+func offered(g gpu.GPU, modelName func(string) string) GPU {
+	if g.Model != "" {
+		return GPU{UUID: g.UUID, Model: g.Model, VRAMMiB: g.MemoryClassGiB * 1024}
+	}
+	return GPU{UUID: g.UUID, Model: modelName(g.Name), VRAMMiB: g.MemoryMiB}
 }

@@ -67,11 +67,15 @@ type Options struct {
 	ModelName func(nvmlName string) string
 	Pricer    Pricer
 	// Runtime names the runtime that would train job, or says why none can.
+	// The name goes into the bid; the chain records it on the lease.
 	Runtime func(ctx context.Context, job markettypes.Job) (string, error)
 	// Data says whether a dataset-backed job's training data can be fetched
 	// (a cheap chain check; the datasets fetcher satisfies it). Nil: such
 	// jobs get no bid.
 	Data DataChecker
+	// Region is the provider's registered region; jobs whose regions list
+	// leaves it out get no bid (the chain would refuse it).
+	Region string
 	// Bond reads the operator's bond, which every bid's collateral comes
 	// from; it is exported as metrics every HealthInterval. Nil (and a
 	// passive role) reads none.

@@ -137,7 +137,7 @@ func TestBidReservesItsGPUs(t *testing.T) {
 		t.Fatalf("sent %v, want one bid", h.chain.Sent())
 	}
 	bid := h.chain.Sent()[0].(*markettypes.MsgPlaceBid)
-	if bid.JobId != 1 || bid.Provider != operator || bid.PricePerGpuHour.String() != "2000000udepin" {
+	if bid.JobId != 1 || bid.Provider != operator || bid.PricePerGpuHour.String() != "2000000udepin" || bid.Runtime != "reference" {
 		t.Fatalf("bid %+v", bid)
 	}
 	rec, job, ok := h.bid(t, 1)
@@ -285,5 +285,50 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 	}
 	if _, err := New(Options{Operator: operator}); err == nil || !strings.Contains(err.Error(), "submitter") {
 		t.Fatalf("no submitter: %v", err)
+	}
+}
+
+// A job limited to other regions gets no bid, and the decision says why; a
+// catalogued GPU is offered with its nominal class, not NVML's reading.
+func TestRegionsAndMemoryClass(t *testing.T) {
+	h := newHarness(t, false)
+	h.role.opts.Region = "eu-west"
+	h.host.gpus = []gpu.GPU{{UUID: "g0", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81_559, Model: "H100", MemoryClassGiB: 80}}
+	h.openJob(1, 1)
+	job := h.chain.Jobs[1]
+	job.Spec.Regions = []string{"us-west"}
+	h.chain.Jobs[1] = job
+	h.openJob(2, 1)
+	for _, id := range []uint64{1, 2} {
+		if err := h.role.considerJob(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, rec, ok := h.bid(t, 1); ok || rec.Decision != `skip: the job accepts regions [us-west] and this provider is registered in "eu-west"` {
+		t.Fatalf("job 1: bid %v, decision %q", ok, rec.Decision)
+	}
+	// 81,559 MiB read, 80 GiB class: the job's min_vram_gib: 80 matches.
+	if _, rec, ok := h.bid(t, 2); !ok {
+		t.Fatalf("job 2 (min_vram_gib 80 on a real H100 reading): %q", rec.Decision)
+	}
+}
+
+// A job whose runtime cannot be had (e.g. its image could not be pulled) gets
+// no bid; the decision carries the runtime's reason.
+func TestNoRuntimeNoBid(t *testing.T) {
+	h := newHarness(t, false)
+	h.role.opts.Runtime = func(context.Context, markettypes.Job) (string, error) {
+		return "", errors.New("runtime container: pulling the job's image failed: 127.0.0.1:5000/acme/train@sha256:abcd: the registry 127.0.0.1:5000 refused the credentials")
+	}
+	h.openJob(1, 1)
+	if err := h.role.considerJob(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if sent := h.chain.Sent(); len(sent) != 0 {
+		t.Fatalf("sent %v", sent)
+	}
+	if _, rec, ok := h.bid(t, 1); ok || !strings.HasPrefix(rec.Decision, "skip: runtime container: pulling the job's image failed") ||
+		!strings.Contains(rec.Decision, "refused the credentials") {
+		t.Fatalf("bid %v, decision %q", ok, rec.Decision)
 	}
 }

@@ -88,7 +88,9 @@ type Runtimes struct {
 	// DockerHost is the Engine's address; empty uses DOCKER_HOST or the local socket.
 	DockerHost string `toml:"docker_host"`
 	// Trainers map container workloads, by image digest, to trainers the
-	// operator installed, which the process runtime runs instead of the image.
+	// operator installed, which the process runtime runs instead of the
+	// image, but only for jobs whose owner allows it
+	// (workload.allow_operator_trainer: true).
 	Trainers []ProcessTrainer `toml:"trainers"`
 	// ExactTorch, when set, is the argv (no shell) of the exact transformer's
 	// PyTorch trainer, e.g. ["/usr/bin/python3", "/opt/depinchain/pkg/exact/torch/train.py"]:
@@ -100,6 +102,33 @@ type Runtimes struct {
 	// DEPIN_TORCH_PROCS=2, OMP_NUM_THREADS=8); the sidecar's own environment
 	// is not passed on.
 	ExactTorchEnv []string `toml:"exact_torch_env"`
+	// Pull fetches a container job's image@digest from its registry when no
+	// local image matches; off, only images the operator loaded can run.
+	Pull bool `toml:"pull"`
+	// PullTimeout bounds one pull (a bid waits for it).
+	PullTimeout Duration `toml:"pull_timeout"`
+	// ImageCacheImages bounds how many pulled images are kept; the least
+	// recently used beyond it are removed (never an image the operator loaded).
+	ImageCacheImages int `toml:"image_cache_images"`
+	// DockerConfig is Docker's config.json whose logins (auths, credential
+	// helpers) serve registries Registries does not list; empty:
+	// $DOCKER_CONFIG/config.json or ~/.docker/config.json.
+	DockerConfig string `toml:"docker_config"`
+	// Registries are logins for private registries.
+	Registries []RegistryLogin `toml:"registries"`
+	// MemlockUnlimited gives containers memlock=-1 (NVIDIA's PyTorch
+	// setting) besides the 64 MiB stack; turn off for a Docker daemon that
+	// cannot raise memlock (rootless, or one running inside a container).
+	MemlockUnlimited bool `toml:"memlock_unlimited"`
+}
+
+// RegistryLogin is a container registry login.
+type RegistryLogin struct {
+	// Host is the registry as image references name it, e.g. "ghcr.io" or
+	// "registry.example.com:5000" ("docker.io" for Docker Hub).
+	Host     string `toml:"host"`
+	Username string `toml:"username"`
+	Password string `toml:"password"`
 }
 
 // ProcessTrainer is an operator-installed trainer the process runtime runs
@@ -127,9 +156,13 @@ type GPUs struct {
 	// Source is "nvml" (this host's driver), "none" (offer no GPUs) or
 	// "mock-dgxh100" (a simulated DGX H100; never on a real provider).
 	Source string `toml:"source"`
-	// ModelNames maps NVML product names to the model names job specs use,
-	// e.g. "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB". Unlisted names become
-	// the NVML name without "NVIDIA " and with dashes for spaces.
+	// Catalogue is the operator's GPU catalogue file (provider/gpu/catalogue.yaml's
+	// format), laid over the built-in one: it maps GPUs the built-in catalogue
+	// does not know, or renames them. Empty uses the built-in catalogue alone.
+	Catalogue string `toml:"catalogue"`
+	// ModelNames adds NVML product names to catalogued models, e.g.
+	// "NVIDIA H100 80GB HBM3 (custom)" = "H100-SXM5-80GB". The model must be
+	// in the catalogue (built-in or gpus.catalogue), which also gives its memory class.
 	ModelNames map[string]string `toml:"model_names"`
 	// RefreshInterval is how often telemetry and health are re-read.
 	RefreshInterval Duration `toml:"refresh_interval"`
@@ -254,8 +287,9 @@ func Default() *Config {
 			KeyringDir:     "keyring",
 			HotKey:         "provider-hot",
 		},
-		Pricing:  Pricing{Table: map[string]uint64{}},
-		Runtimes: Runtimes{Reference: true},
+		Pricing: Pricing{Table: map[string]uint64{}},
+		Runtimes: Runtimes{Reference: true, Pull: true, PullTimeout: Duration{10 * time.Minute},
+			ImageCacheImages: 8, MemlockUnlimited: true},
 		Storage: Storage{
 			DataDir: "data",
 			WorkDir: "work",
@@ -326,6 +360,9 @@ func Load(path string) (*Config, error) {
 	if len(cfg.Runtimes.ExactTorchEnv) == 0 {
 		cfg.Runtimes.ExactTorchEnv = nil
 	}
+	if len(cfg.Runtimes.Registries) == 0 {
+		cfg.Runtimes.Registries = nil
+	}
 	if len(cfg.StorageRole.RepairDatasets) == 0 {
 		cfg.StorageRole.RepairDatasets = nil
 	}
@@ -390,7 +427,7 @@ func tomlTypeName(goType string) string {
 }
 
 func (c *Config) resolvePaths(base string) {
-	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir} {
+	for _, p := range []*string{&c.Keys.KeyringDir, &c.Storage.DataDir, &c.Storage.WorkDir, &c.StorageRole.PiecesDir, &c.GPUs.Catalogue, &c.Runtimes.DockerConfig} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

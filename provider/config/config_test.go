@@ -80,9 +80,11 @@ func TestRenderRoundTripsEverySetting(t *testing.T) {
 	c.Pricing.Table = map[string]uint64{"H100-SXM5-80GB": 2_000_000, "RTX 4090 24GB": 400_000}
 	c.Pricing.PricingCommand = []string{"/usr/local/bin/price", "--margin", "0.2"}
 	c.Runtimes = Runtimes{Reference: false, Process: true, Container: true, DockerHost: "unix:///run/docker.sock",
-		Trainers: []ProcessTrainer{{Digest: "sha256:" + strings.Repeat("ab", 32), Command: []string{"/usr/bin/python3", "train.py"}, Env: []string{"A=b c"}}}}
+		Trainers: []ProcessTrainer{{Digest: "sha256:" + strings.Repeat("ab", 32), Command: []string{"/usr/bin/python3", "train.py"}, Env: []string{"A=b c"}}},
+		Pull:     false, PullTimeout: Duration{3 * time.Minute}, ImageCacheImages: 3, DockerConfig: "/etc/depin/docker.json",
+		Registries: []RegistryLogin{{Host: "127.0.0.1:5000", Username: "bot", Password: "p \"w\""}}, MemlockUnlimited: false}
 	c.Storage = Storage{DataDir: "/srv/data", WorkDir: "/srv/work"}
-	c.GPUs = GPUs{Source: GPUSourceMockDGXH100, ModelNames: map[string]string{"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB"}, RefreshInterval: Duration{3 * time.Second}}
+	c.GPUs = GPUs{Source: GPUSourceMockDGXH100, Catalogue: "/etc/depin/gpus.yaml", ModelNames: map[string]string{"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB"}, RefreshInterval: Duration{3 * time.Second}}
 	c.Checkpoints = Checkpoints{Listen: "0.0.0.0:9001", PublicURL: "https://gpu1.example.com:9001", Retention: Duration{90 * time.Minute}}
 	c.API = API{Listen: "0.0.0.0:9000", Metrics: false}
 	c.Verifier = Verifier{Enabled: true, Policy: PolicyAll, SampleRate: 0.25, Seed: 42}

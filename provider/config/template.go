@@ -89,8 +89,38 @@ exact_torch = {{strs .Runtimes.ExactTorch}}
 # (data-parallel processes; default one per leased GPU, one on CPU) or
 # "OMP_NUM_THREADS=16". The sidecar's own environment is not passed on.
 exact_torch_env = {{strs .Runtimes.ExactTorchEnv}}
-# Trainers you installed on this host, run by the process runtime for container
-# jobs whose image digest they stand for (the image itself is never run):
+# Pull a container job's image@digest from its registry when no local image
+# matches (Docker checks the digest); a failed pull is a refused bid.
+pull = {{.Runtimes.Pull}}
+# How long one pull may take (the bid waits for it).
+pull_timeout = {{q .Runtimes.PullTimeout.String}}
+# How many pulled images to keep; the least recently used beyond it are
+# removed (never an image you loaded yourself).
+image_cache_images = {{.Runtimes.ImageCacheImages}}
+# Docker's config.json with registry logins ("docker login"), used for
+# registries not listed below; empty: $DOCKER_CONFIG/config.json or
+# ~/.docker/config.json.
+docker_config = {{q .Runtimes.DockerConfig}}
+# memlock=-1 for containers, as NVIDIA recommends for PyTorch (with a 64 MiB
+# stack). Set false if your Docker daemon cannot raise memlock (rootless).
+memlock_unlimited = {{.Runtimes.MemlockUnlimited}}
+# Private registry logins (keep this file readable only by the sidecar):
+#   [[runtimes.registries]]
+#   host = "ghcr.io"
+#   username = "acme-bot"
+#   password = "..."
+{{- if not .Runtimes.Registries}}
+registries = []
+{{- end}}
+{{- range .Runtimes.Registries}}
+[[runtimes.registries]]
+host = {{q .Host}}
+username = {{q .Username}}
+password = {{q .Password}}
+{{- end}}
+# Trainers you installed on this host, run by the process runtime instead of a
+# container job's image, only for jobs whose owner set
+# workload.allow_operator_trainer: true (the lease records "process"):
 #   [[runtimes.trainers]]
 #   digest = "sha256:<64 hex of the job's workload.digest>"
 #   command = ["/usr/bin/python3", "/opt/trainers/train.py"]
@@ -119,10 +149,15 @@ source = {{q .GPUs.Source}}
 # How often GPU telemetry and health (XID, ECC, lost GPUs) are re-read.
 refresh_interval = {{q .GPUs.RefreshInterval.String}}
 
-# NVML product names mapped to the model names job specs use. Unlisted names
-# become the NVML name without "NVIDIA " and with dashes for spaces.
-# Example:
-#   "NVIDIA H100 80GB HBM3" = "H100-SXM5-80GB"
+# The GPU catalogue names GPUs by PCI id and NVML name and gives each model
+# its nominal memory class (an H100 80GB HBM3 reading 81,559 MiB registers as
+# H100-SXM5-80GB with 80 GiB). A GPU it does not know is not offered;
+# "depinprovider gpus" prints the entry to add. This file (same format as
+# provider/gpu/catalogue.yaml) is laid over the built-in catalogue; empty for none.
+catalogue = {{q .GPUs.Catalogue}}
+
+# More NVML product names for catalogued models, e.g.
+#   "NVIDIA H100 80GB HBM3 (custom board)" = "H100-SXM5-80GB"
 [gpus.model_names]
 {{- range $nvml, $model := .GPUs.ModelNames}}
 {{q $nvml}} = {{q $model}}

@@ -125,6 +125,20 @@ func (r Runtimes) validateTrainers(p *problems) {
 			}
 		}
 	}
+	for i, reg := range r.Registries {
+		if strings.TrimSpace(reg.Host) == "" || strings.Contains(reg.Host, "/") {
+			p.bad(fmt.Sprintf("runtimes.registries[%d].host", i), "must be a registry host like ghcr.io or 127.0.0.1:5000, got %q", reg.Host)
+		}
+		if reg.Username == "" {
+			p.bad(fmt.Sprintf("runtimes.registries[%d].username", i), "must be set")
+		}
+	}
+	if r.PullTimeout.Duration < time.Second {
+		p.bad("runtimes.pull_timeout", "must be at least 1s, got %s", r.PullTimeout)
+	}
+	if r.ImageCacheImages < 1 {
+		p.bad("runtimes.image_cache_images", "must be at least 1, got %d", r.ImageCacheImages)
+	}
 	if len(r.Trainers) > 0 && !r.Process {
 		p.bad("runtimes.trainers", "set runtimes.process = true to run them")
 	}

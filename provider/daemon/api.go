@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/hex"
+	"github.com/depinchain/depinchain/provider/gpu"
 	"net"
 	"strings"
 
@@ -125,7 +126,7 @@ func (s statusService) GPUs(context.Context, *statusv1.GPUsRequest) (*statusv1.G
 			Index: uint32(g.Index), Uuid: g.UUID, Name: g.Name, Model: d.modelName(g.Name), MemoryMib: g.MemoryMiB,
 			UtilizationPercent: g.UtilizationPercent, MemoryUtilizationPercent: g.MemoryUtilizationPercent,
 			TemperatureCelsius: g.TemperatureCelsius, PowerMilliwatts: g.PowerMilliwatts,
-			EccDoubleBitErrors: g.ECCDoubleBitErrors, Xids: g.XIDs, Healthy: g.Healthy(), Problems: g.Problems,
+			EccDoubleBitErrors: g.ECCDoubleBitErrors, Xids: g.XIDs, Healthy: g.Offerable(), Problems: gpuProblems(g),
 			LeaseId: taken[g.UUID],
 		})
 	}
@@ -340,4 +341,13 @@ func (s statusService) Audits(ctx context.Context, _ *statusv1.AuditsRequest) (*
 	}
 	res.Earned, res.Slashed = earned.String(), slashed.String()
 	return res, nil
+}
+
+// gpuProblems are the GPU's health problems and, for a GPU the catalogue does
+// not map, why it is not offered.
+func gpuProblems(g gpu.GPU) []string {
+	if g.Unknown == "" {
+		return g.Problems
+	}
+	return append(append([]string(nil), g.Problems...), g.Unknown)
 }

@@ -78,6 +78,8 @@ type Daemon struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	operator string
+	// region is the provider's registered region, read at start.
+	region string
 
 	db        *db.DB
 	conn      *grpc.ClientConn
@@ -145,7 +147,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := d.checkGrants(ctx); err != nil {
 		return nil, err
 	}
-	if d.host.inventory, d.host.driver, err = openInventory(cfg.GPUs.Source, opts.GPULibrary, log); err != nil {
+	if d.host.inventory, d.host.driver, err = openInventory(cfg.GPUs, opts.GPULibrary, log); err != nil {
 		return nil, err
 	}
 	if err := d.openDB(); err != nil {

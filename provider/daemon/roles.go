@@ -88,7 +88,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	rs.bidding, err = bidding.New(bidding.Options{
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
-		Runtime: rs.leases.RuntimeFor, Data: data, Bond: stakingexttypes.NewQueryClient(d.conn),
+		Runtime: rs.leases.RuntimeFor, Data: data, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
@@ -226,9 +226,13 @@ func (d *Daemon) submit(ctx context.Context, msg sdk.Msg) (*chain.TxResult, erro
 // chainHeight is the chain's latest height as the follower last saw it.
 func (d *Daemon) chainHeight() int64 { return d.follower.Status().ChainHeight }
 
+// modelName is the catalogue's name of an NVML product name, for GPUs the
+// inventory has not named (metrics and status of unknown GPUs).
 func (d *Daemon) modelName(nvmlName string) string {
-	if m, ok := d.cfg.GPUs.ModelNames[nvmlName]; ok {
-		return m
+	for _, g := range d.host.inventory.GPUs() {
+		if g.Name == nvmlName && g.Model != "" {
+			return g.Model
+		}
 	}
 	return gpu.ModelName(nvmlName)
 }

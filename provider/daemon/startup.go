@@ -76,7 +76,8 @@ func (d *Daemon) checkProvider(ctx context.Context) (registered bool, _ error) {
 	if err != nil {
 		return false, fmt.Errorf("operator %s is not a registered provider (register with: depinchaind tx stakingext register-provider ...): %w", d.operator, err)
 	}
-	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
+	d.region = res.Provider.Region
+	d.log.Info("provider on chain", "operator", d.operator, "moniker", res.Provider.Moniker, "region", d.region, "bond", res.Provider.Bond.String(), "status", res.Provider.Status.String())
 	return true, nil
 }
 
@@ -126,8 +127,12 @@ func (e *MissingGrantsError) Error() string {
 	return msg
 }
 
-func openInventory(source string, lib gpu.Library, log *slog.Logger) (*gpu.Inventory, string, error) {
-	driver := source
+func openInventory(cfg config.GPUs, lib gpu.Library, log *slog.Logger) (*gpu.Inventory, string, error) {
+	source, driver := cfg.Source, cfg.Source
+	catalogue, err := gpu.LoadCatalogue(cfg.Catalogue, cfg.ModelNames)
+	if err != nil {
+		return nil, "", fmt.Errorf("gpus: %w", err)
+	}
 	switch {
 	case lib != nil:
 		driver = "injected"
@@ -139,11 +144,10 @@ func openInventory(source string, lib gpu.Library, log *slog.Logger) (*gpu.Inven
 		lib = gpu.NewSimulatedDGXH100()
 	}
 	var inv *gpu.Inventory
-	var err error
 	if lib != nil {
-		inv, err = gpu.Open(lib)
+		inv, err = gpu.Open(lib, gpu.WithCatalogue(catalogue))
 	} else {
-		inv, err = gpu.OpenSystem()
+		inv, err = gpu.OpenSystem(gpu.WithCatalogue(catalogue))
 	}
 	if errors.Is(err, gpu.ErrNoDriver) {
 		log.Warn("no NVIDIA driver: offering no GPUs; non-GPU roles still run", "err", err)
@@ -151,6 +155,9 @@ func openInventory(source string, lib gpu.Library, log *slog.Logger) (*gpu.Inven
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("gpus: %w", err)
+	}
+	for _, g := range inv.Unknown() {
+		log.Warn("GPU not offered", "index", g.Index, "uuid", g.UUID, "why", g.Unknown)
 	}
 	return inv, driver, nil
 }

@@ -48,8 +48,21 @@ type GPU struct {
 	Index int
 	UUID  string
 	// Name is NVML's product name, e.g. "NVIDIA H100 80GB HBM3".
-	Name      string
+	Name string
+	// MemoryMiB is NVML's reading of total memory (81,559 for an H100 80GB HBM3).
 	MemoryMiB uint64
+	// PCIDeviceID is NVML's device<<16 | vendor (0x233010de for an H100 SXM5);
+	// PCISubsystemID tells board variants apart.
+	PCIDeviceID, PCISubsystemID uint32
+	// Model is the catalogue's canonical model name ("H100-SXM5-80GB") and
+	// MemoryClassGiB its nominal memory class (80), which the provider registers;
+	// both empty when the GPU is not in the catalogue.
+	Model          string
+	MemoryClassGiB uint64
+	// Unknown says why the GPU is not offered although it may be healthy: not in
+	// the catalogue (with its ids and the entry to add), or a memory reading
+	// that does not fit its class. Empty for a catalogued GPU.
+	Unknown string
 	// Telemetry, as of the last Refresh.
 	UtilizationPercent       uint32
 	MemoryUtilizationPercent uint32
@@ -68,8 +81,12 @@ type GPU struct {
 	Problems []string
 }
 
-// Healthy reports whether the GPU may be offered and used.
+// Healthy reports whether the GPU works (whether or not it is catalogued).
 func (g GPU) Healthy() bool { return len(g.Problems) == 0 }
+
+// Offerable reports whether the GPU may be offered for bids: healthy and in
+// the catalogue.
+func (g GPU) Offerable() bool { return g.Healthy() && g.Model != "" && g.Unknown == "" }
 
 // tracked is a GPU with its NVML handle.
 type tracked struct {
@@ -96,13 +113,26 @@ type Inventory struct {
 	events      nvml.EventSet
 	eventsError string
 	gpus        map[string]*tracked // by UUID
+	catalogue   *Catalogue
 }
+
+// Option configures Open.
+type Option func(*Inventory)
+
+// WithCatalogue names GPUs with c instead of the built-in catalogue.
+func WithCatalogue(c *Catalogue) Option { return func(inv *Inventory) { inv.catalogue = c } }
 
 // Open initialises NVML through lib and reads the GPUs. Without a driver it
 // returns an empty inventory and ErrNoDriver; on other failures, nil and an
 // error.
-func Open(lib Library) (*Inventory, error) {
+func Open(lib Library, opts ...Option) (*Inventory, error) {
 	inv := &Inventory{gpus: map[string]*tracked{}}
+	for _, o := range opts {
+		o(inv)
+	}
+	if inv.catalogue == nil {
+		inv.catalogue = BuiltinCatalogue()
+	}
 	switch ret := lib.Init(); ret {
 	case nvml.SUCCESS:
 	case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
@@ -129,8 +159,8 @@ func Empty() *Inventory { return &Inventory{gpus: map[string]*tracked{}} }
 
 // OpenSystem opens the inventory of this host's GPUs through the NVML
 // library of the installed driver.
-func OpenSystem() (*Inventory, error) {
-	return Open(nvml.New())
+func OpenSystem(opts ...Option) (*Inventory, error) {
+	return Open(nvml.New(), opts...)
 }
 
 // Close releases NVML. The inventory keeps its last view but no longer
@@ -183,10 +213,7 @@ func (inv *Inventory) Refresh() error {
 		listed[uuid] = true
 		t, known := inv.gpus[uuid]
 		if !known {
-			var err error
-			if t, err = inv.discover(i, uuid, device); err != nil {
-				return err
-			}
+			t = inv.discover(i, uuid, device)
 			inv.gpus[uuid] = t
 		}
 		if t.lost {
@@ -204,25 +231,32 @@ func (inv *Inventory) Refresh() error {
 	return nil
 }
 
-// discover reads the fixed properties of a GPU seen for the first time and
-// subscribes to its XID events.
-func (inv *Inventory) discover(index int, uuid string, device nvml.Device) (*tracked, error) {
+// discover reads the fixed properties of a GPU seen for the first time,
+// names it from the catalogue and subscribes to its XID events. A property
+// NVML cannot read makes that GPU unhealthy, never the inventory fail.
+func (inv *Inventory) discover(index int, uuid string, device nvml.Device) *tracked {
 	t := &tracked{GPU: GPU{Index: index, UUID: uuid}, device: device}
 	name, ret := device.GetName()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("gpu: name of GPU %d (%s): %s", index, uuid, ret)
+		t.addProblem(fmt.Sprintf("name: %s", ret))
 	}
 	memory, ret := device.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("gpu: memory of GPU %d (%s): %s", index, uuid, ret)
+		t.addProblem(fmt.Sprintf("memory: %s", ret))
 	}
 	t.Name, t.MemoryMiB = name, memory.Total>>20
+	if pci, ret := device.GetPciInfo(); ret == nvml.SUCCESS {
+		t.PCIDeviceID, t.PCISubsystemID = pci.PciDeviceId, pci.PciSubSystemId
+	} else {
+		t.Unavailable = append(t.Unavailable, fmt.Sprintf("pci: %s", ret))
+	}
+	inv.catalogue.classify(&t.GPU)
 	if inv.events == nil {
 		t.unsubscribed = inv.eventsError
 	} else if ret := device.RegisterEvents(nvml.EventTypeXidCriticalError, inv.events); ret != nvml.SUCCESS {
 		t.unsubscribed = fmt.Sprintf("xid events: %s", ret)
 	}
-	return t, nil
+	return t
 }
 
 // readTelemetry refreshes t's telemetry and ECC-based health. A reading
@@ -258,6 +292,21 @@ func (inv *Inventory) readTelemetry(t *tracked) {
 		t.ECCDoubleBitErrors = n
 		if n > 0 {
 			t.addProblem("double-bit ECC errors")
+		}
+	}
+	// Memory a driver could not retire or remap yet: the pages (pre-Ampere) or
+	// rows (A100 and later) take effect only after a GPU reset, and until then
+	// the bad cells are in use. The driver reports NOT_SUPPORTED for whichever
+	// mechanism the GPU lacks.
+	if pending, ret := t.device.GetRetiredPagesPendingStatus(); check("retired pages", ret) && pending == nvml.FEATURE_ENABLED {
+		t.addProblem("retired pages pending: reset the GPU (or reboot) to retire them")
+	}
+	if _, _, pending, failed, ret := t.device.GetRemappedRows(); check("remapped rows", ret) {
+		if pending {
+			t.addProblem("row remapping pending: reset the GPU (or reboot) to remap them")
+		}
+		if failed {
+			t.addProblem("row remapping failed: the GPU needs service")
 		}
 	}
 	t.Unavailable = unavailable
@@ -307,9 +356,16 @@ func (inv *Inventory) GPUs() []GPU {
 	return gpus
 }
 
-// Healthy returns the GPUs that may be offered and used, by index.
+// Healthy returns the GPUs that may be offered and used, by index: healthy
+// and in the catalogue (Offerable).
 func (inv *Inventory) Healthy() []GPU {
-	return slices.DeleteFunc(inv.GPUs(), func(g GPU) bool { return !g.Healthy() })
+	return slices.DeleteFunc(inv.GPUs(), func(g GPU) bool { return !g.Offerable() })
+}
+
+// Unknown returns the GPUs not offered because the catalogue does not map
+// them, by index; each one's Unknown says what to add.
+func (inv *Inventory) Unknown() []GPU {
+	return slices.DeleteFunc(inv.GPUs(), func(g GPU) bool { return g.Unknown == "" })
 }
 
 // Host is what the sidecar's roles read of the inventory: which GPUs may be

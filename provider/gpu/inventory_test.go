@@ -20,19 +20,24 @@ import (
 // state the test controls.
 type host struct {
 	*server.Server
-	mu      sync.Mutex
-	queued  []nvml.EventData
-	waits   []uint32 // timeouts Wait was called with
-	ecc     map[int]uint64
-	lost    map[int]bool
-	masks   map[int]uint64 // event masks registered per GPU
-	freed   bool
-	devices []*server.Device
+	mu     sync.Mutex
+	queued []nvml.EventData
+	waits  []uint32 // timeouts Wait was called with
+	ecc    map[int]uint64
+	lost   map[int]bool
+	masks  map[int]uint64 // event masks registered per GPU
+	// rowsPending and rowsFailed are what GetRemappedRows reports per GPU
+	// (Hopper remaps rows; its driver answers NOT_SUPPORTED for retired pages).
+	rowsPending map[int]bool
+	rowsFailed  map[int]bool
+	freed       bool
+	devices     []*server.Device
 }
 
 func newHost(t *testing.T) *host {
 	t.Helper()
-	h := &host{Server: dgxh100.New(), ecc: map[int]uint64{}, lost: map[int]bool{}, masks: map[int]uint64{}}
+	h := &host{Server: dgxh100.New(), ecc: map[int]uint64{}, lost: map[int]bool{}, masks: map[int]uint64{},
+		rowsPending: map[int]bool{}, rowsFailed: map[int]bool{}}
 	events := &mock.EventSet{
 		WaitFunc: func(timeout uint32) (nvml.EventData, nvml.Return) {
 			h.mu.Lock()
@@ -85,6 +90,17 @@ func newHost(t *testing.T) *host {
 			h.masks[i] = mask
 			return nvml.SUCCESS
 		}
+		// A real H100 80GB HBM3 reports 81,559 MiB (the mock says 81,920).
+		dev.MemoryInfo.Total = 81_559 << 20
+		dev.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+			return nvml.FEATURE_DISABLED, lostOr(nvml.ERROR_NOT_SUPPORTED)
+		}
+		dev.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+			h.mu.Lock()
+			pending, failed := h.rowsPending[i], h.rowsFailed[i]
+			h.mu.Unlock()
+			return 0, 0, pending, failed, lostOr(nvml.SUCCESS)
+		}
 	}
 	return h
 }
@@ -116,14 +132,16 @@ func TestInventoryReadsEveryGPU(t *testing.T) {
 	}
 	for i, g := range gpus {
 		want := gpu.GPU{
-			Index: i, UUID: h.uuid(i), Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920,
+			Index: i, UUID: h.uuid(i), Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559,
 			UtilizationPercent: uint32(10 * i), MemoryUtilizationPercent: uint32(5 * i),
 			TemperatureCelsius: uint32(40 + i), PowerMilliwatts: uint32(300_000 + i),
 		}
 		if !strings.HasPrefix(g.UUID, "GPU-") || g.Index != want.Index || g.UUID != want.UUID || g.Name != want.Name ||
 			g.MemoryMiB != want.MemoryMiB || g.UtilizationPercent != want.UtilizationPercent ||
 			g.MemoryUtilizationPercent != want.MemoryUtilizationPercent || g.TemperatureCelsius != want.TemperatureCelsius ||
-			g.PowerMilliwatts != want.PowerMilliwatts || !g.Healthy() || len(g.Unavailable) != 0 {
+			g.PowerMilliwatts != want.PowerMilliwatts || !g.Healthy() ||
+			!slices.Equal(g.Unavailable, []string{"retired pages: ERROR_NOT_SUPPORTED"}) ||
+			g.Model != "H100-SXM5-80GB" || g.MemoryClassGiB != 80 || g.PCIDeviceID != 0x233010de || !g.Offerable() {
 			t.Errorf("GPU %d = %+v\nwant %+v", i, g, want)
 		}
 		if h.masks[i] != nvml.EventTypeXidCriticalError {
@@ -234,7 +252,7 @@ func TestInventoryNotesUnsupportedTelemetry(t *testing.T) {
 	h.devices[4].RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
 	inv := openHost(t, h)
 	g := inv.GPUs()[4]
-	if !g.Healthy() || !slices.Equal(g.Unavailable, []string{"xid events: ERROR_NOT_SUPPORTED", "ecc: ERROR_NOT_SUPPORTED"}) {
+	if !g.Healthy() || !slices.Equal(g.Unavailable, []string{"xid events: ERROR_NOT_SUPPORTED", "ecc: ERROR_NOT_SUPPORTED", "retired pages: ERROR_NOT_SUPPORTED"}) {
 		t.Fatalf("GPU 4 without ECC and XID events: %+v", g)
 	}
 }
@@ -250,7 +268,7 @@ func TestInventoryWithoutDriver(t *testing.T) {
 	if err := inv.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if len(inv.GPUs()) != 0 || len(inv.Healthy()) != 0 || len(gpu.ChainInventory(inv.Healthy(), nil)) != 0 {
+	if len(inv.GPUs()) != 0 || len(inv.Healthy()) != 0 || len(gpu.ChainInventory(inv.Healthy())) != 0 {
 		t.Fatal("GPUs offered without a driver")
 	}
 	if got := inv.UnhealthyLeased([]string{"GPU-x"}); len(got) != 1 {
@@ -283,32 +301,21 @@ func TestOpenSystem(t *testing.T) {
 		t.Logf("GPU %d %s %q %d MiB, %d%% busy, %d °C, %d mW, healthy %v %v, unavailable %v",
 			g.Index, g.UUID, g.Name, g.MemoryMiB, g.UtilizationPercent, g.TemperatureCelsius, g.PowerMilliwatts, g.Healthy(), g.Problems, g.Unavailable)
 	}
-	t.Logf("chain inventory: %v", gpu.ChainInventory(inv.Healthy(), nil))
+	for _, g := range inv.Unknown() {
+		t.Logf("GPU %d: %s", g.Index, g.Unknown)
+	}
+	t.Logf("chain inventory: %v", gpu.ChainInventory(inv.Healthy()))
 }
 
 func TestChainInventory(t *testing.T) {
-	gpus := []gpu.GPU{
-		{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559},
-		{Index: 1, Name: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960},
-		{Index: 2, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559},
-		{Index: 3, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559},
-	}
-	got := gpu.ChainInventory(gpus, map[string]string{"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB"})
-	want := []stakingtypes.GPUInventory{
-		{Model: "A100-SXM4-40GB", VramMib: 40960, Count: 1},
-		{Model: "H100-SXM5-80GB", VramMib: 81559, Count: 3},
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("ChainInventory = %v, want %v", got, want)
+	h := newHost(t)
+	inv := openHost(t, h)
+	got := gpu.ChainInventory(inv.Healthy())
+	// 81,559 MiB read, the nominal 80 GiB class registered: a job's min_vram_gib: 80 matches.
+	if want := []stakingtypes.GPUInventory{{Model: "H100-SXM5-80GB", VramMib: 80 * 1024, Count: 8}}; !slices.Equal(got, want) {
+		t.Fatalf("dgxh100 inventory = %v, want %v", got, want)
 	}
 	if err := stakingtypes.ValidateGPUs(got, 16); err != nil {
 		t.Fatalf("the chain rejects the inventory: %v", err)
-	}
-
-	h := newHost(t)
-	inv := openHost(t, h)
-	got = gpu.ChainInventory(inv.Healthy(), nil)
-	if want := []stakingtypes.GPUInventory{{Model: "H100-80GB-HBM3", VramMib: 81920, Count: 8}}; !slices.Equal(got, want) {
-		t.Fatalf("dgxh100 inventory = %v, want %v", got, want)
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // SimulatedHost is an eight-GPU NVIDIA DGX H100 as go-nvml's mock server
-// describes it, with the telemetry the mock leaves unset wired to plausible
+// describes it, with each GPU's memory set to what a real H100 80GB HBM3
+// reports (81,559 MiB; the mock says 81,920), with the telemetry the mock leaves unset wired to plausible
 // values and with faults that can be injected. It implements Library.
 //
 // It exists for machines without NVIDIA GPUs: local chains, the demo and
@@ -51,7 +52,11 @@ func NewSimulatedDGXH100() *SimulatedHost {
 	return h
 }
 
+// realH100MiB is an H100 80GB HBM3's total memory as NVML reports it.
+const realH100MiB = 81_559
+
 func (h *SimulatedHost) wire(i int, dev *server.Device) {
+	dev.MemoryInfo.Total = realH100MiB << 20
 	unlessLost := func() nvml.Return {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -72,6 +77,11 @@ func (h *SimulatedHost) wire(i int, dev *server.Device) {
 		return count, unlessLost()
 	}
 	dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	// Hopper remaps rows and does not retire pages, as the driver says.
+	dev.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+	}
+	dev.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, unlessLost() }
 }
 
 // UUID returns the UUID of the GPU at index.

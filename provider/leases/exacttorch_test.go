@@ -44,7 +44,7 @@ func TestExactWorkloadsRunOnTheConfiguredTrainer(t *testing.T) {
 		"no reference": {config.Runtimes{Process: true, ExactTorch: torch}, "workloads are not enabled (runtimes.reference)", []string{"process (0 trainers)"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := newRuntimes(tc.cfg, nil)
+			r, err := newRuntimes(tc.cfg, t.TempDir(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestExactWorkloadsRunOnTheConfiguredTrainer(t *testing.T) {
 // A PyTorch command that is not there stops the sidecar at start, naming
 // the field, rather than failing every lease it wins.
 func TestExactTorchProgramMustExist(t *testing.T) {
-	_, err := newRuntimes(config.Runtimes{Reference: true, ExactTorch: []string{"/nonexistent/python3", "train.py"}}, nil)
+	_, err := newRuntimes(config.Runtimes{Reference: true, ExactTorch: []string{"/nonexistent/python3", "train.py"}}, t.TempDir(), nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "runtimes.exact_torch: ") {
 		t.Fatalf("got %v, want an error naming runtimes.exact_torch", err)
 	}

@@ -152,7 +152,7 @@ func New(opts Options) (*Role, error) {
 		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
 	}
 	var err error
-	if r.runtimes, err = newRuntimes(opts.Runtimes, r.onTrainingProgress); err != nil {
+	if r.runtimes, err = newRuntimes(opts.Runtimes, opts.WorkDir, r.onTrainingProgress); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -3,6 +3,7 @@ package leases
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/depinchain/depinchain/provider/config"
@@ -20,9 +21,11 @@ type runtimes struct {
 	// operator installed for it.
 	process   map[string]*runtime.Process
 	container *runtime.Container
+	// pullTimeout bounds fetching a container job's image.
+	pullTimeout time.Duration
 }
 
-func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes, error) {
+func newRuntimes(cfg config.Runtimes, cacheDir string, progress func(runtime.Progress)) (runtimes, error) {
 	var r runtimes
 	if cfg.Reference {
 		r.reference = &runtime.Reference{Progress: progress}
@@ -38,11 +41,26 @@ func newRuntimes(cfg config.Runtimes, progress func(runtime.Progress)) (runtimes
 		}
 	}
 	if cfg.Container {
-		c, err := runtime.NewContainer(runtime.ContainerOptions{Host: cfg.DockerHost})
+		opts := runtime.ContainerOptions{Host: cfg.DockerHost, Pull: cfg.Pull, DockerConfig: cfg.DockerConfig,
+			MaxPulledImages: cfg.ImageCacheImages, Credentials: map[string]runtime.RegistryCredential{}}
+		for _, reg := range cfg.Registries {
+			opts.Credentials[reg.Host] = runtime.RegistryCredential{Username: reg.Username, Password: reg.Password}
+		}
+		if !cfg.MemlockUnlimited {
+			opts.Ulimits = runtime.StackUlimitOnly()
+		}
+		if cacheDir != "" {
+			opts.CacheFile = filepath.Join(cacheDir, "pulled-images.json")
+		}
+		c, err := runtime.NewContainer(opts)
 		if err != nil {
 			return r, fmt.Errorf("runtimes.container: %w", err)
 		}
 		r.container = c
+	}
+	r.pullTimeout = cfg.PullTimeout.Duration
+	if r.pullTimeout <= 0 {
+		r.pullTimeout = 10 * time.Minute
 	}
 	return r, nil
 }
@@ -64,26 +82,31 @@ func (r runtimes) names() []string {
 	return names
 }
 
-// forJob picks the runtime that serves job, or says why none can: an
-// exact workload (kinds reference and transformer) runs on the Go trainer in
-// process or on the PyTorch trainer the operator configured; a container workload runs on a trainer
-// the operator mapped to its digest, else as its own image when the Engine
-// holds an image with exactly that digest.
+// forJob picks the runtime that serves job, or says why none can: an exact
+// workload (kinds reference and transformer) runs on the Go trainer in process
+// or on the PyTorch trainer the operator configured; a container workload runs
+// its own image, pulled by digest when the Engine does not hold it, and runs on
+// a trainer the operator mapped to its digest only when the owner allowed that
+// (workload.allow_operator_trainer). The runtime's name goes into the bid and
+// the chain records it on the lease.
 func (r runtimes) forJob(ctx context.Context, job markettypes.Job) (runtime.Runtime, error) {
 	w := job.Spec.Workload
 	switch w.Kind {
 	case markettypes.WORKLOAD_KIND_REFERENCE, markettypes.WORKLOAD_KIND_TRANSFORMER:
 		return r.exactTrainer(w.Kind)
 	case markettypes.WORKLOAD_KIND_CONTAINER:
-		if p, ok := r.process[w.Digest]; ok {
+		if p, ok := r.process[w.Digest]; ok && w.AllowOperatorTrainer {
 			return p, nil
 		}
 		if r.container == nil {
+			if _, ok := r.process[w.Digest]; ok {
+				return nil, fmt.Errorf("the owner chose image %s@%s and did not allow an operator trainer (workload.allow_operator_trainer), and the container runtime is off", w.Image, w.Digest)
+			}
 			return nil, fmt.Errorf("no trainer is mapped to image %s@%s and the container runtime is off", w.Image, w.Digest)
 		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, r.pullTimeout)
 		defer cancel()
-		if _, err := r.container.ResolveImage(ctx, w.Image, w.Digest); err != nil {
+		if _, err := r.container.EnsureImage(ctx, w.Image, w.Digest); err != nil {
 			return nil, err
 		}
 		return r.container, nil

@@ -55,9 +55,55 @@ type ContainerOptions struct {
 	// empty means DOCKER_HOST or the platform default.
 	Host string
 	// Network is the containers' network mode; empty means "none": a
-	// trainer gets its data through DataDir and needs no network.
+	// trainer gets its data through DataDir and needs no network (GPUs of
+	// one worker talk over NVLink/shared memory inside the container).
 	Network string
+	// Pull fetches workload.image@digest from its registry when no local
+	// image matches (EnsureImage).
+	Pull bool
+	// Credentials are registry logins by registry host ("ghcr.io",
+	// "127.0.0.1:5000", "docker.io"); a registry not listed gets the login
+	// from Docker's config.json (auths, credential helpers), if any.
+	Credentials map[string]RegistryCredential
+	// DockerConfig is Docker's config.json; empty: $DOCKER_CONFIG/config.json
+	// or ~/.docker/config.json.
+	DockerConfig string
+	// MaxPulledImages bounds how many pulled images are kept (0:
+	// DefaultMaxPulledImages); CacheFile records them across restarts
+	// ("" keeps the record in memory).
+	MaxPulledImages int
+	CacheFile       string
+	// DefaultShm is /dev/shm for a job whose spec sets no memory (0:
+	// DefaultShmBytes); with resources.memory it is half of the memory.
+	DefaultShm int64
+	// Ulimits of every container; nil means PyTorchUlimits. A Docker daemon
+	// without CAP_SYS_RESOURCE (rootless, or itself in a container) cannot
+	// raise memlock above its own hard limit; there StackUlimitOnly works.
+	Ulimits []*container.Ulimit
 }
+
+// PyTorchUlimits are NVIDIA's settings for PyTorch containers: unlimited
+// locked memory (pinned host buffers for CUDA copies and NCCL) and 64 MiB
+// stacks.
+func PyTorchUlimits() []*container.Ulimit {
+	return []*container.Ulimit{
+		{Name: "memlock", Soft: -1, Hard: -1},
+		{Name: "stack", Soft: stackBytes, Hard: stackBytes},
+	}
+}
+
+// StackUlimitOnly is PyTorchUlimits without memlock, for daemons that
+// cannot raise it (runtimes.memlock_unlimited = false).
+func StackUlimitOnly() []*container.Ulimit {
+	return []*container.Ulimit{{Name: "stack", Soft: stackBytes, Hard: stackBytes}}
+}
+
+// Container setup for PyTorch, as NVIDIA recommends for its PyTorch
+// containers (--shm-size, --ulimit memlock=-1 --ulimit stack=67108864).
+const (
+	DefaultShmBytes = 8 << 30
+	stackBytes      = 64 << 20
+)
 
 // Container runs a job's container image through the Docker Engine API.
 //
@@ -94,9 +140,17 @@ type ContainerOptions struct {
 // process that forwards signals and reaps zombies, and no network unless
 // configured.
 type Container struct {
-	client  *client.Client
-	host    string
-	network string
+	client       *client.Client
+	host         string
+	network      string
+	pull         bool
+	credentials  map[string]RegistryCredential
+	dockerConfig string
+	maxPulled    int
+	defaultShm   int64
+	ulimits      []*container.Ulimit
+	cache        *imageCache
+	pullMu       sync.Mutex
 }
 
 // NewContainer returns a container runtime for the Engine opts names. It
@@ -115,7 +169,19 @@ func NewContainer(opts ContainerOptions) (*Container, error) {
 	if network == "" {
 		network = "none"
 	}
-	return &Container{client: c, host: c.DaemonHost(), network: network}, nil
+	rt := &Container{client: c, host: c.DaemonHost(), network: network, pull: opts.Pull,
+		credentials: opts.Credentials, dockerConfig: opts.DockerConfig, maxPulled: opts.MaxPulledImages,
+		defaultShm: opts.DefaultShm, ulimits: opts.Ulimits, cache: loadImageCache(opts.CacheFile)}
+	if rt.ulimits == nil {
+		rt.ulimits = PyTorchUlimits()
+	}
+	if rt.maxPulled <= 0 {
+		rt.maxPulled = DefaultMaxPulledImages
+	}
+	if rt.defaultShm <= 0 {
+		rt.defaultShm = DefaultShmBytes
+	}
+	return rt, nil
 }
 
 // Close releases the Engine client.
@@ -152,7 +218,7 @@ func (c *Container) ResolveImage(ctx context.Context, image, digest string) (str
 	// Say what is there instead, which is what an operator needs to know.
 	byName, err := c.client.ImageInspect(ctx, image)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s is not present locally and there is no registry to pull it from; build or `docker load` the image whose ID is %s", ErrImageMismatch, image, digest)
+		return "", fmt.Errorf("%w: %s is not present locally; pull %s@%s (runtimes.pull), or build or `docker load` the image whose ID is %s", ErrImageMismatch, image, repository(image), digest, digest)
 	}
 	return "", fmt.Errorf("%w: local %s is %s (repo digests %v), the job pins %s", ErrImageMismatch, image, byName.ID, byName.RepoDigests, digest)
 }
@@ -179,11 +245,18 @@ func (c *Container) Start(ctx context.Context, job Job) (Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	imageID, err := c.ResolveImage(ctx, workload.Image, workload.Digest)
+	imageID, err := c.EnsureImage(ctx, workload.Image, workload.Digest)
 	if err != nil {
 		return nil, err
 	}
 	config, hostConfig := c.containerConfig(job, env, imageID)
+	c.cache.use(imageID, 1)
+	started := false
+	defer func() {
+		if !started {
+			c.cache.use(imageID, -1)
+		}
+	}()
 	created, err := c.client.ContainerCreate(ctx, client.ContainerCreateOptions{Config: config, HostConfig: hostConfig})
 	if err != nil {
 		return nil, fmt.Errorf("runtime container: creating the container of lease %d: %w", job.LeaseID, err)
@@ -191,9 +264,14 @@ func (c *Container) Start(ctx context.Context, job Job) (Handle, error) {
 	id := created.ID
 	if _, err := c.client.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		c.remove(id)
+		if strings.Contains(err.Error(), "setting rlimit") {
+			return nil, fmt.Errorf("runtime container: starting the container of lease %d: the Docker daemon cannot set the containers' ulimits %v "+
+				"(a daemon without CAP_SYS_RESOURCE cannot raise memlock; run it as root, or set runtimes.memlock_unlimited = false): %w", job.LeaseID, c.ulimits, err)
+		}
 		return nil, fmt.Errorf("runtime container: starting the container of lease %d: %w", job.LeaseID, err)
 	}
-	h := &containerHandle{run: newRun(), runtime: c, id: id, stopped: make(chan struct{})}
+	started = true
+	h := &containerHandle{run: newRun(), runtime: c, id: id, imageID: imageID, stopped: make(chan struct{})}
 	go h.supervise(job, env)
 	return h, nil
 }
@@ -211,10 +289,17 @@ func (c *Container) containerConfig(job Job, env trainer.Env, imageID string) (*
 		inside.ResumeFrom = path.Join(containerResumeDir, trainer.CheckpointDirPrefix+strconv.FormatUint(env.StartStep, 10))
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: env.ResumeFrom, Target: inside.ResumeFrom, ReadOnly: true})
 	}
+	environ := inside.Environ()
+	for _, v := range job.Market.Spec.Workload.Env {
+		// The chain refuses reserved names; a stored spec from before is checked again.
+		if markettypes.ReservedEnvName(v.Name) == "" {
+			environ = append(environ, v.Name+"="+v.Value)
+		}
+	}
 	config := &container.Config{
 		Image: imageID,
 		Cmd:   job.Market.Spec.Workload.Command, // empty keeps the image's own
-		Env:   inside.Environ(),
+		Env:   environ,
 		User:  fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
 		Labels: map[string]string{
 			LabelLease: strconv.FormatUint(job.LeaseID, 10),
@@ -223,6 +308,10 @@ func (c *Container) containerConfig(job Job, env trainer.Env, imageID string) (*
 	}
 	resources := job.Market.Spec.Resources
 	memory := int64(resources.MemoryMib) << 20
+	shm := c.defaultShm
+	if memory > 0 {
+		shm = memory / 2
+	}
 	initProcess := true
 	hostConfig := &container.HostConfig{
 		Mounts:      mounts,
@@ -230,10 +319,11 @@ func (c *Container) containerConfig(job Job, env trainer.Env, imageID string) (*
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
 		Init:        &initProcess,
-		ShmSize:     memory / 2,
+		ShmSize:     shm,
 		Resources: container.Resources{
 			NanoCPUs: int64(resources.CpuMillis) * 1_000_000,
 			Memory:   memory,
+			Ulimits:  c.ulimits,
 		},
 	}
 	if len(job.GPUs) > 0 {
@@ -258,6 +348,7 @@ type containerHandle struct {
 	*run
 	runtime *Container
 	id      string
+	imageID string
 	// stopped is closed by the first Stop.
 	stopped  chan struct{}
 	stopOnce sync.Once
@@ -268,6 +359,8 @@ type containerHandle struct {
 func (h *containerHandle) supervise(job Job, env trainer.Env) {
 	err := h.outcome(job, env)
 	h.runtime.remove(h.id)
+	h.runtime.cache.use(h.imageID, -1)
+	h.runtime.cache.touch(h.imageID)
 	h.finish(err)
 }
 

@@ -69,6 +69,10 @@ func TestContainerConfig(t *testing.T) {
 	if host.NanoCPUs != 2_500_000_000 || host.Memory != 8<<30 || host.ShmSize != 4<<30 {
 		t.Errorf("limits: %d nano-CPUs, %d bytes of memory, %d of shm", host.NanoCPUs, host.Memory, host.ShmSize)
 	}
+	// NVIDIA's PyTorch container settings: unlimited locked memory, 64 MiB stacks.
+	if got := fmt.Sprint(host.Ulimits); got != "[memlock=-1:-1 stack=67108864:67108864]" {
+		t.Errorf("ulimits %s", got)
+	}
 	wantDevices := []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: []string{"GPU-1111", "GPU-2222"}, Capabilities: [][]string{{"gpu"}}}}
 	if fmt.Sprint(host.DeviceRequests) != fmt.Sprint(wantDevices) {
 		t.Errorf("device requests %+v, want %+v", host.DeviceRequests, wantDevices)
@@ -90,17 +94,30 @@ func TestContainerConfig(t *testing.T) {
 	if host.DeviceRequests != nil {
 		t.Errorf("device requests without leased GPUs: %+v", host.DeviceRequests)
 	}
+
+	// No memory in the spec: /dev/shm gets the 8 GiB default, not Docker's 64 MiB.
+	// The owner's env comes after the contract's; a reserved name in a stored
+	// spec (the chain refuses new ones) is dropped.
+	job.Market.Spec.Resources.MemoryMib = 0
+	job.Market.Spec.Workload.Env = []markettypes.EnvVar{{Name: "DEPIN_OUTPUT_DIR", Value: "/evil"}, {Name: "MODEL_PATH", Value: "/depin/data/llama"}}
+	config, host = runtime.ContainerConfig(rt, job, job.Env(), "sha256:abc")
+	if host.ShmSize != 8<<30 {
+		t.Errorf("default shm %d", host.ShmSize)
+	}
+	if !slices.Contains(config.Env, "MODEL_PATH=/depin/data/llama") || slices.Contains(config.Env, "DEPIN_OUTPUT_DIR=/evil") {
+		t.Errorf("env %q", config.Env)
+	}
 }
 
 // buildTrainerImage builds a FROM scratch image holding only the static
 // test trainer through the Engine API and returns its tag and image ID.
-func buildTrainerImage(t *testing.T, engine *client.Client) (tag, id string) {
+func buildTrainerImage(t *testing.T, engine *client.Client, extraDockerfile ...string) (tag, id string) {
 	t.Helper()
 	bin, err := os.ReadFile(testTrainer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dockerfile := []byte("FROM scratch\nCOPY trainer /trainer\nENTRYPOINT [\"/trainer\"]\n")
+	dockerfile := []byte("FROM scratch\nCOPY trainer /trainer\nENTRYPOINT [\"/trainer\"]\n" + strings.Join(extraDockerfile, "\n") + "\n")
 	var buildContext bytes.Buffer
 	tw := tar.NewWriter(&buildContext)
 	for _, f := range []struct {
@@ -156,10 +173,16 @@ func buildTrainerImage(t *testing.T, engine *client.Client) (tag, id string) {
 	return tag, id
 }
 
+// buildMachineUlimits: the build machines' Docker daemon runs without
+// CAP_SYS_RESOURCE (its own memlock hard limit is 8 MiB), so containers that
+// really run here get the stack ulimit only; TestContainerConfig checks the
+// PyTorch defaults a root daemon on a GPU host applies.
+var buildMachineUlimits = runtime.StackUlimitOnly()
+
 // The container runtime on the real Docker Engine: a FROM scratch image of
 // the static test trainer, built here, pinned by its image ID.
 func TestContainerEndToEnd(t *testing.T) {
-	rt, err := runtime.NewContainer(runtime.ContainerOptions{})
+	rt, err := runtime.NewContainer(runtime.ContainerOptions{Ulimits: buildMachineUlimits})
 	if err != nil {
 		t.Fatal(err)
 	}

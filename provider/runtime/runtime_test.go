@@ -89,7 +89,12 @@ func checkCheckpoints(t *testing.T, job runtime.Job, want []merkle.Hash) []train
 // testTrainerBinary builds testdata/trainer once per test binary: static
 // (CGO_ENABLED=0), so that it runs as a process here and alone in a
 // FROM scratch image.
+// DEPIN_TEST_TRAINER names a prebuilt one instead, for a compiled test
+// binary run where there is no Go toolchain (make gpu-check on a GPU host).
 var testTrainerBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("DEPIN_TEST_TRAINER"); bin != "" {
+		return bin, nil
+	}
 	dir, err := os.MkdirTemp("", "depin-test-trainer-")
 	if err != nil {
 		return "", err

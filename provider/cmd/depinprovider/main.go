@@ -86,6 +86,7 @@ An existing file is never overwritten.`,
 			str("hot-key", &cfg.Keys.HotKey)
 			str("operator", &cfg.Keys.Operator)
 			str("gpu-source", &cfg.GPUs.Source)
+			str("gpu-catalogue", &cfg.GPUs.Catalogue)
 			str("api-listen", &cfg.API.Listen)
 			str("checkpoint-listen", &cfg.Checkpoints.Listen)
 			str("public-url", &cfg.Checkpoints.PublicURL)
@@ -131,7 +132,8 @@ An existing file is never overwritten.`,
 	f.String("checkpoint-listen", "", "checkpoint server address")
 	f.String("public-url", "", "base URL others reach the checkpoint server at")
 	f.StringSlice("price", nil, "MODEL=UDEPIN_PER_GPU_HOUR (repeatable)")
-	f.StringSlice("model-name", nil, "NVML_NAME=MODEL mapping (repeatable)")
+	f.StringSlice("model-name", nil, "NVML_NAME=MODEL: another NVML name for a catalogued MODEL (repeatable)")
+	f.String("gpu-catalogue", "", "the operator's GPU catalogue file, laid over the built-in one")
 	return cmd
 }
 
@@ -327,9 +329,20 @@ func gpusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gpus",
 		Short: "Print this host's GPUs as the --gpus value of `depinchaind tx stakingext register-provider`",
-		Args:  cobra.NoArgs,
+		Long: `Print this host's GPUs as the sidecar registers them: one JSON line per class,
+{"model", "vram_mib", "count"}, the catalogue's model name and nominal memory class
+(an H100 80GB HBM3 reading 81,559 MiB registers as H100-SXM5-80GB with 81,920).
+GPUs that are unhealthy, or that the GPU catalogue does not map, are not offered;
+they are listed on stderr with the reason and, for an unknown model, the
+catalogue entry to add to the file gpus.catalogue names. --all lists every GPU
+with its NVML reading, PCI id and health instead.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(configPath(cmd))
+			if err != nil {
+				return err
+			}
+			catalogue, err := gpu.LoadCatalogue(cfg.GPUs.Catalogue, cfg.GPUs.ModelNames)
 			if err != nil {
 				return err
 			}
@@ -338,9 +351,9 @@ func gpusCmd() *cobra.Command {
 			case config.GPUSourceNone:
 				inv = gpu.Empty()
 			case config.GPUSourceMockDGXH100:
-				inv, err = gpu.Open(gpu.NewSimulatedDGXH100())
+				inv, err = gpu.Open(gpu.NewSimulatedDGXH100(), gpu.WithCatalogue(catalogue))
 			default:
-				inv, err = gpu.OpenSystem()
+				inv, err = gpu.OpenSystem(gpu.WithCatalogue(catalogue))
 			}
 			if err != nil && !errors.Is(err, gpu.ErrNoDriver) {
 				return err
@@ -349,15 +362,40 @@ func gpusCmd() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), err)
 			}
 			defer inv.Close()
-			for _, class := range gpu.ChainInventory(inv.Healthy(), cfg.GPUs.ModelNames) {
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if all, _ := cmd.Flags().GetBool("all"); all {
+				for _, g := range inv.GPUs() {
+					b, err := json.Marshal(map[string]any{
+						"index": g.Index, "uuid": g.UUID, "nvml_name": g.Name, "memory_mib": g.MemoryMiB,
+						"pci_id": gpu.FormatPCIID(g.PCIDeviceID), "pci_subsystem_id": fmt.Sprintf("%08x", g.PCISubsystemID),
+						"model": g.Model, "memory_class_gib": g.MemoryClassGiB, "offered": g.Offerable(),
+						"problems": g.Problems, "unknown": g.Unknown, "unavailable": g.Unavailable,
+					})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, string(b))
+				}
+				return nil
+			}
+			for _, g := range inv.GPUs() {
+				switch {
+				case g.Unknown != "":
+					fmt.Fprintf(errOut, "GPU %d (%s): %s\n", g.Index, g.UUID, g.Unknown)
+				case !g.Healthy():
+					fmt.Fprintf(errOut, "GPU %d (%s, %s): unhealthy, not offered: %s\n", g.Index, g.UUID, g.Model, strings.Join(g.Problems, "; "))
+				}
+			}
+			for _, class := range gpu.ChainInventory(inv.Healthy()) {
 				b, err := json.Marshal(map[string]any{"model": class.Model, "vram_mib": class.VramMib, "count": class.Count})
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				fmt.Fprintln(out, string(b))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().Bool("all", false, "list every GPU with its NVML reading, PCI id, catalogue model and health")
 	return cmd
 }

@@ -68,6 +68,8 @@ workload:
   kind: container
   image: example.com/trainer:1
   digest: %s
+  # the operator's installed trainer serves it, which the owner must allow
+  allow_operator_trainer: true
 total_steps: %d
 checkpoint_every: %d
 max_price_per_gpu_hour: 3000000udepin
@@ -470,11 +472,14 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 	}
 	digest := strings.TrimSpace(string(out))
 
-	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true"}})
+	// The build machines' Docker daemon cannot raise memlock (no CAP_SYS_RESOURCE):
+	// the sidecar's PyTorch default of memlock=-1 is turned off here.
+	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true", "runtimes.memlock_unlimited": "false"}})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}
-	yaml := strings.NewReplacer("example.com/trainer:1", tag, testTrainerDigest, digest).Replace(processJobYAML(60, 20))
+	yaml := strings.NewReplacer("example.com/trainer:1", tag, testTrainerDigest, digest,
+		"  allow_operator_trainer: true\n", "").Replace(processJobYAML(60, 20))
 	jobID := w.submitJob(yaml, "500000000udepin")
 	leases := w.waitPaid(jobID)
 	var ls leasesJSON
@@ -483,6 +488,9 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 	}
 	if len(ls.Leases) != 1 || ls.Leases[0].Runtime != "container" {
 		t.Fatalf("leases %+v: want one served by the container runtime", ls)
+	}
+	if leases[0].Runtime != "container" {
+		t.Fatalf("the chain's lease records runtime %q, want container", leases[0].Runtime)
 	}
 	cps, err := w.verify.Checkpoints(w.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: leases[0].Id})
 	if err != nil || len(cps.Checkpoints) != 3 {

@@ -174,6 +174,7 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		ResumeStep:         resume.Step,
 		ResumeHash:         resume.StateHash,
 		ResumeUri:          resume.Uri,
+		Runtime:            rb.bid.Runtime,
 	}
 	if err := k.Leases.Set(cacheCtx, lease.Id, lease); err != nil {
 		return false, err

@@ -50,6 +50,9 @@ func (k Keeper) placeBid(ctx sdk.Context, provider sdk.AccAddress, msg *types.Ms
 			"provider %s has no GPU class with %d GPUs of models %v and at least %d GiB VRAM",
 			msg.Provider, job.Spec.Gpu.PerWorker, job.Spec.Gpu.Models, job.Spec.Gpu.MinVramGib)
 	}
+	if err := checkHostFit(job, p.Region, msg); err != nil {
+		return types.Bid{}, err
+	}
 	active, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return types.Bid{}, err
@@ -77,7 +80,7 @@ func (k Keeper) placeBid(ctx sdk.Context, provider sdk.AccAddress, msg *types.Ms
 	if err != nil {
 		return types.Bid{}, err
 	}
-	bid := types.Bid{JobId: job.Id, Provider: msg.Provider, PricePerGpuHour: price, CreatedHeight: ctx.BlockHeight(), Sequence: seq}
+	bid := types.Bid{JobId: job.Id, Provider: msg.Provider, PricePerGpuHour: price, CreatedHeight: ctx.BlockHeight(), Sequence: seq, Runtime: msg.Runtime}
 	if err := k.Bids.Set(ctx, key, bid); err != nil {
 		return types.Bid{}, err
 	}
@@ -95,4 +98,23 @@ func (k Keeper) withdrawBid(ctx context.Context, provider sdk.AccAddress, msg *t
 		return errorsmod.Wrapf(types.ErrBidNotFound, "provider %s has no bid on job %d", msg.Provider, msg.JobId)
 	}
 	return k.Bids.Remove(ctx, key)
+}
+
+// checkHostFit refuses a bid from outside the job's regions, or naming a runtime
+// that may not serve the job (a container job runs the owner's image unless its
+// workload allows an operator-installed trainer). A bid without a runtime (a
+// sidecar from before runtimes were recorded) is accepted, and its lease
+// records no runtime.
+func checkHostFit(job types.Job, region string, msg *types.MsgPlaceBid) error {
+	if !job.Spec.AcceptsRegion(region) {
+		return errorsmod.Wrapf(types.ErrWrongRegion, "provider %s is registered in region %q; job %d accepts regions %v",
+			msg.Provider, region, job.Id, job.Spec.Regions)
+	}
+	if msg.Runtime == "" {
+		return nil
+	}
+	if why := job.Spec.AcceptsRuntime(msg.Runtime); why != "" {
+		return errorsmod.Wrapf(types.ErrRuntimeNotAllowed, "job %d: %s", job.Id, why)
+	}
+	return nil
 }

@@ -28,4 +28,9 @@ var (
 	// ErrCheckpointDeadlinePassed: the lease missed its checkpoint deadline; it is lost even
 	// while EndBlock's per-block cap has not closed it yet.
 	ErrCheckpointDeadlinePassed = errors.Register(ModuleName, 23, "lease missed its checkpoint deadline")
+	// ErrWrongRegion: the job's regions do not include the provider's registered region.
+	ErrWrongRegion = errors.Register(ModuleName, 40, "provider is not in one of the job's regions")
+	// ErrRuntimeNotAllowed: the bid's runtime may not serve the job (a container job runs
+	// the owner's image unless its workload allows an operator-installed trainer).
+	ErrRuntimeNotAllowed = errors.Register(ModuleName, 41, "runtime not allowed for this job")
 )

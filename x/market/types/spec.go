@@ -138,7 +138,7 @@ func (s JobSpec) ValidateStateless() error {
 	if s.BiddingWindowBlocks == 0 {
 		return fail("bidding_window_blocks: must be positive")
 	}
-	return nil
+	return s.validateHostFields()
 }
 
 // ValidateWithParams adds the checks that depend on governance params.

@@ -35,6 +35,8 @@ type JobSpecFile struct {
 	CheckpointDeadlineBlocks uint64  `json:"checkpoint_deadline_blocks"`
 	// Audit is the optional `audit:` section; absent, the chain applies the default.
 	Audit *AuditFile `json:"audit"`
+	// Regions limits the job to providers in these regions (spec_env.go).
+	Regions []string `json:"regions"`
 }
 
 // AuditFile is the `audit:` section: how many registered verifiers audit each checkpoint.
@@ -66,6 +68,9 @@ type WorkloadFile struct {
 	Command []string           `json:"command"`
 	Model   *exact.ModelConfig `json:"model"`
 	Train   *exact.TrainConfig `json:"train"`
+	// Env and AllowOperatorTrainer: see spec_env.go.
+	Env                  map[string]string `json:"env"`
+	AllowOperatorTrainer bool              `json:"allow_operator_trainer"`
 }
 
 // transformer returns the on-chain config of a transformer workload section, or nil for
@@ -190,6 +195,7 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 		}
 		spec.Audit = &AuditSpec{Auditors: *f.Audit.Auditors}
 	}
+	f.applyHostFields(&spec)
 	return spec, nil
 }
 

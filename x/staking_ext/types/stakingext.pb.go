@@ -135,7 +135,9 @@ func (VerifierStatus) EnumDescriptor() ([]byte, []int) {
 type GPUInventory struct {
 	// model is the marketing name the job specs match against, e.g. "H100-SXM5-80GB".
 	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// vram_mib is the memory of one GPU of this class in MiB.
+	// vram_mib is the memory class of one GPU of this class in MiB: the nominal size the
+	// sidecar's GPU catalogue gives the model (GiB × 1024, e.g. 81920 for an 80 GB H100
+	// whose NVML reading is 81559), which job specs' min_vram_gib × 1024 is compared with.
 	VramMib uint64 `protobuf:"varint,2,opt,name=vram_mib,json=vramMib,proto3" json:"vram_mib,omitempty"`
 	// count is how many GPUs of this class the host has.
 	Count uint32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`

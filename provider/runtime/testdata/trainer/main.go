@@ -23,7 +23,17 @@ func main() {
 	holdAfter := flag.Uint64("hold-after-step", 0, "after this step (and every later one), wait until --hold-file exists")
 	holdFile := flag.String("hold-file", "", "the file --hold-after-step waits for")
 	pidFile := flag.String("pid-file", "", "write the trainer's process id here at start")
+	requireNVIDIA := flag.Bool("require-nvidia", false, "list the NVIDIA device nodes the container got; exit 4 if there are none")
 	flag.Parse()
+	if *requireNVIDIA {
+		nodes, _ := filepath.Glob("/dev/nvidia[0-9]*")
+		ctl, err := os.Stat("/dev/nvidiactl")
+		fmt.Printf("nvidia devices: %v (nvidiactl present: %v)\n", nodes, err == nil && ctl != nil)
+		if len(nodes) == 0 || err != nil {
+			fmt.Fprintln(os.Stderr, "no NVIDIA device nodes in the container: the GPU device request was not honoured")
+			os.Exit(4)
+		}
+	}
 	if *pidFile != "" {
 		if err := os.WriteFile(*pidFile, []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
