@@ -173,6 +173,32 @@ func (f *Fetcher) Prepare(ctx context.Context, job markettypes.Job, worker uint3
 	if err != nil {
 		return Result{}, err
 	}
+	return f.fetchInto(ctx, files, dir, fmt.Sprintf("job %d worker %d dataset %q", job.Id, worker, job.Spec.DatasetId))
+}
+
+// PrepareWhole writes every shard of a dataset into dir the way Prepare writes
+// a worker's: its data pieces in shard order, each checked against its root,
+// missing ones rebuilt from parity. A fine-tuning job's initial weights are
+// such a dataset (a safetensors file), and every worker starts from all of it.
+func (f *Fetcher) PrepareWhole(ctx context.Context, datasetID, dir string) (Result, error) {
+	dsRes, err := f.opts.Registry.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: datasetID})
+	if err != nil {
+		return Result{}, fmt.Errorf("reading dataset %q: %w", datasetID, err)
+	}
+	all := make([]uint32, dsRes.Dataset.ShardCount)
+	for i := range all {
+		all[i] = uint32(i)
+	}
+	files, err := f.planShards(ctx, dsRes.Dataset, all)
+	if err != nil {
+		return Result{}, err
+	}
+	return f.fetchInto(ctx, files, dir, fmt.Sprintf("dataset %q", datasetID))
+}
+
+// fetchInto fetches files into dir atomically (see Prepare); what names the
+// data for logs.
+func (f *Fetcher) fetchInto(ctx context.Context, files []file, dir, what string) (Result, error) {
 	var res Result
 	for _, fl := range files {
 		res.Files = append(res.Files, fl.name)
@@ -180,7 +206,7 @@ func (f *Fetcher) Prepare(ctx context.Context, job markettypes.Job, worker uint3
 	}
 	if complete(dir, files) {
 		res.Reused = true
-		f.log.Info("training data already in place", "job", job.Id, "worker", worker, "dataset", job.Spec.DatasetId, "files", len(files), "bytes", res.Size)
+		f.log.Info("training data already in place", "data", what, "files", len(files), "bytes", res.Size)
 		return res, nil
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
@@ -206,7 +232,7 @@ func (f *Fetcher) Prepare(ctx context.Context, job markettypes.Job, worker uint3
 	if err := replaceDir(tmp, dir); err != nil {
 		return Result{}, err
 	}
-	f.log.Info("training data fetched", "job", job.Id, "worker", worker, "dataset", job.Spec.DatasetId,
+	f.log.Info("training data fetched", "data", what,
 		"files", len(files), "bytes", res.Size, "refused", len(res.Refused), "rebuilt", res.Rebuilt)
 	return res, nil
 }
@@ -231,11 +257,17 @@ func (f *Fetcher) plan(ctx context.Context, job markettypes.Job, worker uint32) 
 	if err != nil {
 		return nil, fmt.Errorf("reading dataset %q: %w", id, err)
 	}
-	ds := dsRes.Dataset
+	return f.planShards(ctx, dsRes.Dataset, asg.Workers[i].Shards)
+}
+
+// planShards returns the data files of the given shards of ds in order, with
+// the segment of x/verify's DatasetLayout each must match.
+func (f *Fetcher) planShards(ctx context.Context, ds types.Dataset, indexes []uint32) ([]file, error) {
+	id := ds.Id
 	var shards []*pieces.Shard
 	var chainShards []types.Shard
 	holders := map[*pieces.Shard]map[uint32][]string{}
-	for _, index := range asg.Workers[i].Shards {
+	for _, index := range indexes {
 		shRes, err := f.opts.Registry.Shard(ctx, &types.QueryShardRequest{DatasetId: id, Index: index})
 		if err != nil {
 			return nil, fmt.Errorf("reading shard %d of dataset %q: %w", index, id, err)

@@ -66,6 +66,8 @@ type Metrics interface {
 // a lease's data folder; the datasets fetcher satisfies it.
 type DataPreparer interface {
 	Prepare(ctx context.Context, job markettypes.Job, worker uint32, dir string) (datasets.Result, error)
+	// PrepareWhole writes a whole dataset (a fine-tuning job's initial weights).
+	PrepareWhole(ctx context.Context, datasetID, dir string) (datasets.Result, error)
 }
 
 // Hooks change what the role does, for tests and the fraud demo only;

@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
@@ -46,6 +47,17 @@ func (noGPUs) UnhealthyLeased(uuids []string) []gpu.Unhealthy { return nil }
 type fakeData struct {
 	err   error
 	calls []string // "job/worker"
+	// weights is what PrepareWhole writes: a whole dataset's one file.
+	weights []byte
+}
+
+func (d *fakeData) PrepareWhole(_ context.Context, datasetID, dir string) (datasets.Result, error) {
+	d.calls = append(d.calls, "whole/"+datasetID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return datasets.Result{}, err
+	}
+	name := datasets.FileName(0, 0, 0)
+	return datasets.Result{Files: []string{name}}, os.WriteFile(filepath.Join(dir, name), d.weights, 0o644)
 }
 
 func (d *fakeData) Prepare(_ context.Context, job markettypes.Job, worker uint32, dir string) (datasets.Result, error) {
@@ -386,5 +398,52 @@ func TestCheckpointDeadlineFollowsTheChain(t *testing.T) {
 		Reason: markettypes.LEASE_CLOSE_REASON_COMPLETED}})
 	if got := h.deadlineSeries(t); len(got) != 0 {
 		t.Fatalf("deadline series after the lease closed: %v", got)
+	}
+}
+
+// A fine-tuning job's weights are fetched whole, imported, and must import to the
+// spec's init_state_root before the trainer starts from them; otherwise the lease fails
+// for good (its h_0 could never be matched).
+func TestInitWeightsAreCheckedAgainstTheSpec(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	cfg := exact.Config{
+		Model: exact.ModelConfig{Layers: 1, DModel: 16, Heads: 2, DFF: 32, Context: 8, Vocab: exact.Vocab},
+		Train: exact.TrainConfig{Batch: 2, Optimizer: exact.OptimizerAdamW, LR: 0.001},
+	}.WithDefaults()
+	pretrained, err := exact.Init(cfg, []byte("someone else's pretraining"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := t.TempDir()
+	if err := exact.Export(pretrained, exported); err != nil {
+		t.Fatal(err)
+	}
+	if h.data.weights, err = os.ReadFile(filepath.Join(exported, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	imported, err := exact.ImportSafetensors(cfg, filepath.Join(exported, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := imported.Root()
+	job := markettypes.Job{Id: 9, Seed: []byte("seed"), Spec: markettypes.JobSpec{Workload: markettypes.Workload{
+		Kind: markettypes.WORKLOAD_KIND_TRANSFORMER, Transformer: markettypes.NewTransformerConfig(cfg),
+		InitWeights: "base-model", InitStateRoot: root[:],
+	}}}
+	l := &lease{job: job, rec: db.LeaseRecord{Dir: t.TempDir()}}
+	if err := h.role.prepareData(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := exact.ImportSafetensors(cfg, l.weightsFile()); err != nil || got.Root() != root {
+		t.Fatalf("the weights file left for the trainer: %v", err)
+	}
+	if !slices.Contains(h.data.calls, "whole/base-model") {
+		t.Fatalf("fetches %v, want the whole weights dataset", h.data.calls)
+	}
+
+	job.Spec.Workload.InitStateRoot = bytes.Repeat([]byte{7}, 32)
+	l = &lease{job: job, rec: db.LeaseRecord{Dir: t.TempDir()}}
+	if err := h.role.prepareData(context.Background(), l); !errors.Is(err, errPermanent) || !strings.Contains(err.Error(), "not the spec's init_state_root") {
+		t.Fatalf("weights importing to another root: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package leases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
@@ -125,6 +127,9 @@ func (l *lease) out() string     { return l.rec.OutputDir() }
 func (l *lease) dataDir() string { return filepath.Join(l.rec.Dir, "data") }
 func (l *lease) logDir() string  { return filepath.Join(l.rec.Dir, "logs") }
 
+// weightsFile is where a fine-tuning job's initial weights are put together.
+func (l *lease) weightsFile() string { return filepath.Join(l.rec.Dir, "init-weights.safetensors") }
+
 // serve makes one attempt at a lease: it submits local checkpoints the
 // chain does not have yet, restarts the trainer from the newest one and
 // submits each further checkpoint as the trainer completes it.
@@ -189,6 +194,9 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 // without a dataset get the built-in corpus from the runtime. The trainer
 // does not start without its data.
 func (r *Role) prepareData(ctx context.Context, l *lease) error {
+	if err := r.prepareInitWeights(ctx, l); err != nil {
+		return err
+	}
 	if l.job.Spec.DatasetId == "" {
 		return nil
 	}
@@ -323,10 +331,50 @@ func (r *Role) train(ctx context.Context, l *lease, watcher *trainer.Watcher, re
 	}
 }
 
+// prepareInitWeights fetches a fine-tuning job's weights dataset whole, imports it and
+// checks that the import's root is the spec's init_state_root (the chain's h_0): weights
+// that do not import to it would train a model nobody could dispute, so the lease does not
+// start. The file stays for the trainer (DEPIN_INIT_WEIGHTS).
+func (r *Role) prepareInitWeights(ctx context.Context, l *lease) error {
+	w := l.job.Spec.Workload
+	if w.InitWeights == "" {
+		return nil
+	}
+	if r.opts.Data == nil {
+		return fmt.Errorf("%w: job %d starts from the weights of dataset %q and this sidecar has no dataset fetcher", errPermanent, l.job.Id, w.InitWeights)
+	}
+	dir := l.weightsFile() + ".d"
+	if _, err := r.opts.Data.PrepareWhole(ctx, w.InitWeights, dir); err != nil {
+		return fmt.Errorf("initial weights (dataset %q): %w", w.InitWeights, err)
+	}
+	raw, err := exact.ReadStreamDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.weightsFile(), raw, 0o644); err != nil {
+		return err
+	}
+	cfg, err := l.job.Spec.ExactConfig()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	s, err := exact.ImportSafetensors(cfg, l.weightsFile())
+	if err != nil {
+		return fmt.Errorf("%w: the weights of dataset %q do not import into job %d's model: %w", errPermanent, w.InitWeights, l.job.Id, err)
+	}
+	if root := s.Root(); !bytes.Equal(root[:], w.InitStateRoot) {
+		return fmt.Errorf("%w: the weights of dataset %q import to root %x, not the spec's init_state_root %x", errPermanent, w.InitWeights, root, w.InitStateRoot)
+	}
+	return nil
+}
+
 func (r *Role) startTrainer(ctx context.Context, l *lease, resumeStep uint64) (runtime.Handle, error) {
 	run := runtime.Job{
 		Market: l.job, LeaseID: l.rec.LeaseID, StartStep: resumeStep,
 		OutputDir: l.out(), DataDir: l.dataDir(), LogDir: l.logDir(), GPUs: l.rec.GPUs,
+	}
+	if resumeStep == 0 && l.job.Spec.Workload.InitWeights != "" {
+		run.InitWeights = l.weightsFile()
 	}
 	if resumeStep > 0 {
 		run.ResumeFrom = trainer.CheckpointDir(l.out(), resumeStep)

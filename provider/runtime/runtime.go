@@ -68,6 +68,10 @@ type Job struct {
 	LogDir    string
 	// GPUs are the leased GPUs' UUIDs.
 	GPUs []string
+	// InitWeights is the safetensors file a fine-tuning job's step 0 is
+	// imported from (checked against the spec's init_state_root); empty
+	// for the seed's initial weights and for a resumed run.
+	InitWeights string
 }
 
 // Env returns the trainer contract's environment for j, with host paths.
@@ -78,6 +82,7 @@ func (j Job) Env() trainer.Env {
 	}
 	return trainer.Env{
 		Exact:              cfg,
+		InitWeights:        j.InitWeights,
 		JobID:              j.Market.Id,
 		LeaseID:            j.LeaseID,
 		OutputDir:          j.OutputDir,

@@ -27,6 +27,9 @@ const (
 	// EnvExactConfig is set for transformer workloads (kinds reference and transformer):
 	// the exact configuration as JSON ({"model": {...}, "train": {...}}).
 	EnvExactConfig = "DEPIN_EXACT_CONFIG"
+	// EnvInitWeights is a fine-tuning job's safetensors file of initial float weights
+	// (empty otherwise, and when resuming).
+	EnvInitWeights = "DEPIN_INIT_WEIGHTS"
 )
 
 // CorpusFileName is the file in the data directory holding the training text
@@ -66,6 +69,8 @@ type Env struct {
 	// Exact is the transformer configuration of an exact workload (kinds reference and
 	// transformer); nil for container jobs.
 	Exact *exact.Config
+	// InitWeights is the safetensors file step 0 starts from (fine-tuning), or empty.
+	InitWeights string
 }
 
 // Validate checks that e describes a run a trainer can carry out.
@@ -105,6 +110,9 @@ func (e Env) Validate() error {
 			return fail("%s: %s", EnvExactConfig, err)
 		}
 	}
+	if e.InitWeights != "" && (e.Exact == nil || e.ResumeFrom != "" || !filepath.IsAbs(e.InitWeights)) {
+		return fail("%s is for an exact workload's step 0 and must be an absolute path, got %q (resume from %q)", EnvInitWeights, e.InitWeights, e.ResumeFrom)
+	}
 	for _, d := range e.VisibleDevices {
 		if d == "" || strings.ContainsAny(d, ", \t\n") {
 			return fail("%s entry %q must be a non-empty device id without commas or spaces", EnvVisibleDevices, d)
@@ -128,6 +136,7 @@ func (e Env) Environ() []string {
 		EnvJobSeed + "=" + hex.EncodeToString(e.JobSeed),
 		EnvVisibleDevices + "=" + strings.Join(e.VisibleDevices, ","),
 		EnvExactConfig + "=" + e.exactJSON(),
+		EnvInitWeights + "=" + e.InitWeights,
 	}
 }
 
@@ -180,6 +189,7 @@ func ParseEnv(lookup func(key string) (string, bool)) (Env, error) {
 	seed := str(EnvJobSeed)
 	devices := str(EnvVisibleDevices)
 	exactConfig, _ := lookup(EnvExactConfig)
+	e.InitWeights, _ = lookup(EnvInitWeights)
 	if len(missing) > 0 {
 		return Env{}, fmt.Errorf("%w: not set: %s", ErrInvalidEnv, strings.Join(missing, ", "))
 	}

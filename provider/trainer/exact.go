@@ -32,8 +32,17 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 			onStep(StepMetric{Step: step, Loss: exact.LossNats(loss)})
 		}
 	}
+	var initial *exact.State
+	if env.InitWeights != "" {
+		s, err := exact.ImportSafetensors(*env.Exact, env.InitWeights)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidEnv, EnvInitWeights, err)
+		}
+		initial = s
+	}
 	return exact.Train(ctx, exact.TrainOptions{
-		Config: *env.Exact, Seed: env.JobSeed, Stream: stream, OutputDir: env.OutputDir,
+		Initial: initial,
+		Config:  *env.Exact, Seed: env.JobSeed, Stream: stream, OutputDir: env.OutputDir,
 		ResumeFrom: env.ResumeFrom, StartStep: env.StartStep, TotalSteps: env.TotalSteps,
 		CheckpointInterval: env.CheckpointInterval, Workers: runtime.GOMAXPROCS(0), Progress: progress,
 	})

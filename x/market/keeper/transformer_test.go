@@ -31,6 +31,13 @@ func TestSubmitTransformerJob(t *testing.T) {
 	got, err := e.job(id).Spec.ExactConfig()
 	require.NoError(t, err)
 	require.Equal(t, smallTransformer().Hyper(), got.Hyper(), "the chain keeps the config's integer form")
+
+	// Fine-tuning: the weights' dataset and the root of their import (h_0) are kept.
+	ft := transformerSpec(smallTransformer())
+	ft.Workload.InitWeights, ft.Workload.InitStateRoot = "base-model", make([]byte, 32)
+	ft.Workload.InitStateRoot[0] = 9
+	id = e.submitJobWith(ft, jobDeposit)
+	require.Equal(t, ft.Workload.InitStateRoot, e.job(id).Spec.Workload.InitStateRoot)
 }
 
 // A transformer job the chain could not adjudicate is refused before anything is
@@ -61,6 +68,21 @@ func TestSubmitTransformerJobRejections(t *testing.T) {
 			s.Workload.Kind = types.WORKLOAD_KIND_REFERENCE
 			return s
 		}(), "reference is a fixed configuration"},
+		{"init_state_root without the weights", func() types.JobSpec {
+			s := transformerSpec(smallTransformer())
+			s.Workload.InitStateRoot = make([]byte, 32)
+			return s
+		}(), "workload.init_weights: required with init_state_root"},
+		{"init weights with a short root", func() types.JobSpec {
+			s := transformerSpec(smallTransformer())
+			s.Workload.InitWeights, s.Workload.InitStateRoot = "base-model", make([]byte, 31)
+			return s
+		}(), "workload.init_state_root: must be the 32-byte root"},
+		{"init weights for the reference model", func() types.JobSpec {
+			s := spec()
+			s.Workload.InitWeights, s.Workload.InitStateRoot = "base-model", make([]byte, 32)
+			return s
+		}(), "only a transformer job starts from given weights"},
 		{"transformer without a config", func() types.JobSpec {
 			s := spec()
 			s.Workload.Kind = types.WORKLOAD_KIND_TRANSFORMER

@@ -86,9 +86,12 @@ func (s JobSpec) ValidateStateless() error {
 		if _, err := s.ExactConfig(); err != nil {
 			return err
 		}
+		if err := s.Workload.validateInitWeights(); err != nil {
+			return err
+		}
 	case WORKLOAD_KIND_CONTAINER:
-		if s.Workload.Transformer != nil {
-			return fail("workload: model and train are only for kind transformer")
+		if s.Workload.Transformer != nil || s.Workload.InitWeights != "" || len(s.Workload.InitStateRoot) != 0 {
+			return fail("workload: model, train and init weights are only for kind transformer")
 		}
 		if s.Workload.Image == "" || len(s.Workload.Image) > MaxImageLength {
 			return fail("workload.image: required for kind container, at most %d characters", MaxImageLength)

@@ -2,6 +2,7 @@ package types
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +69,9 @@ type WorkloadFile struct {
 	Command []string           `json:"command"`
 	Model   *exact.ModelConfig `json:"model"`
 	Train   *exact.TrainConfig `json:"train"`
+	// InitWeights and InitStateRoot (hex) start a transformer job from given weights.
+	InitWeights   string `json:"init_weights"`
+	InitStateRoot string `json:"init_state_root"`
 	// Env and AllowOperatorTrainer: see spec_env.go.
 	Env                  map[string]string `json:"env"`
 	AllowOperatorTrainer bool              `json:"allow_operator_trainer"`
@@ -158,6 +162,12 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 	spec.Workload = Workload{Kind: kind, Image: f.Workload.Image, Digest: f.Workload.Digest, Command: f.Workload.Command}
 	if spec.Workload.Transformer, err = f.Workload.transformer(kind); err != nil {
 		return spec, err
+	}
+	spec.Workload.InitWeights = f.Workload.InitWeights
+	if f.Workload.InitStateRoot != "" {
+		if spec.Workload.InitStateRoot, err = hex.DecodeString(strings.TrimPrefix(f.Workload.InitStateRoot, "0x")); err != nil {
+			return spec, fmt.Errorf("workload.init_state_root: must be 64 hex digits: %w", err)
+		}
 	}
 	spec.DatasetId = f.Dataset
 	if f.TotalSteps == nil {

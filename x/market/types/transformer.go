@@ -82,3 +82,22 @@ func (s JobSpec) ExactConfig() (exact.Config, error) {
 func (p Params) TransformerLimits() exact.Limits {
 	return exact.Limits{MaxParams: int64(p.MaxTransformerParams), MaxTokensPerStep: int64(p.MaxTokensPerStep)}
 }
+
+// validateInitWeights checks the fine-tuning fields: a transformer workload names both the
+// weights dataset and the root of their import (h_0), or neither.
+func (w Workload) validateInitWeights() error {
+	if w.InitWeights == "" && len(w.InitStateRoot) == 0 {
+		return nil
+	}
+	switch {
+	case w.Kind != WORKLOAD_KIND_TRANSFORMER:
+		return errorsmod.Wrap(ErrInvalidSpec, "workload.init_weights: only a transformer job starts from given weights (reference is a fixed model)")
+	case w.InitWeights == "":
+		return errorsmod.Wrap(ErrInvalidSpec, "workload.init_weights: required with init_state_root (the dataset holding the weights)")
+	case len(w.InitWeights) > MaxDatasetIDLength:
+		return errorsmod.Wrapf(ErrInvalidSpec, "workload.init_weights: longer than %d characters", MaxDatasetIDLength)
+	case len(w.InitStateRoot) != 32:
+		return errorsmod.Wrapf(ErrInvalidSpec, "workload.init_state_root: must be the 32-byte root of the imported weights (`depinchaind workload run --init-weights` prints it), got %d bytes", len(w.InitStateRoot))
+	}
+	return nil
+}

@@ -38,6 +38,11 @@ func (k Keeper) expectedStart(ctx context.Context, lease markettypes.Lease, job 
 	if lease.ResumeStep > 0 {
 		return 0, lease.ResumeStep, lease.ResumeHash, nil
 	}
+	if root := job.Spec.Workload.InitStateRoot; len(root) != 0 {
+		// A fine-tuning job starts from the owner's imported weights, whose root the spec
+		// names: anyone can import them and check (x/market validated it is 32 bytes).
+		return 0, 0, root, nil
+	}
 	if job.Spec.Workload.Kind.Adjudicable() {
 		h, err := k.initialStateHash(ctx, job)
 		return 0, 0, h, err
