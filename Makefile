@@ -143,8 +143,6 @@ bench: deps build
 	@mkdir -p $(BUILD_DIR)
 	$(GO) test -run '^$$' -bench 'BenchmarkEndBlocker' -benchtime 200x -count 3 ./x/market/keeper/ | tee $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkDispute|BenchmarkAttackEconomics|BenchmarkAuditOverhead' -benchtime 1x ./x/verify/keeper/ | tee -a $(BUILD_DIR)/bench.txt
-	@# Phases 2–3 of a dispute over a real step of three model sizes (x/verify/README.md).
-	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 30m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt
 	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./pkg/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
