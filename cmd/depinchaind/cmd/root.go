@@ -152,6 +152,8 @@ func initRootCmd(rootCmd *cobra.Command, basic *app.App) {
 		txCommand(),
 		keys.Commands(),
 		shardregistrycli.NewDatasetCmd(),
+		jobCommand(),
+		dashboardCommand(),
 	)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdkmath "cosmossdk.io/math"
+	"github.com/cosmos/cosmos-sdk/client/grpc/cmtservice"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/cosmos/cosmos-sdk/types/query"
 	"google.golang.org/grpc"
@@ -43,6 +44,8 @@ type Source struct {
 	Market  markettypes.QueryClient
 	Verify  verifytypes.QueryClient
 	Staking stakingexttypes.QueryClient
+	// Node answers the node's identity (chain id); nil when unknown.
+	Node cmtservice.ServiceClient
 	// HTTP fetches chunk 0 of checkpoint states from providers.
 	HTTP *http.Client
 	// Now is the clock rates and ETAs are computed against (time.Now if nil).
@@ -65,7 +68,23 @@ func Dial(grpcAddr string) (*Source, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("gRPC %s: %w", grpcAddr, err)
 	}
-	return New(markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)), conn, nil
+	src := New(markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn))
+	src.Node = cmtservice.NewServiceClient(conn)
+	return src, conn, nil
+}
+
+// NodeInfo returns the chain id the node serves.
+func (s *Source) NodeInfo(ctx context.Context) (string, error) {
+	if s.Node == nil {
+		return "", fmt.Errorf("no node service")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := s.Node.GetNodeInfo(ctx, &cmtservice.GetNodeInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	return res.GetDefaultNodeInfo().GetNetwork(), nil
 }
 
 func (s *Source) now() time.Time {
