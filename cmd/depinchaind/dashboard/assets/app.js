@@ -93,7 +93,7 @@ async function jobPage(id) {
   const card = (k, val) => `<div class="card" data-money="${k}">${k}<b>${esc(val)} ${esc(m.denom)}</b></div>`;
   document.getElementById("job-top").innerHTML = `
     <div>owner ${esc(v.owner)} · ${esc(strip(v.kind, "WORKLOAD_KIND_"))} · ${v.total_steps} steps, a checkpoint every ${v.checkpoint_interval}
-    ${v.close_reason ? `· <span class="bad" id="close-reason">${esc(v.close_reason)}</span>` : ""}</div>
+    ${v.close_reason ? `· <span class="${v.state === "JOB_STATE_FAILED" ? "bad" : ""}" id="close-reason">${esc(v.close_reason)}</span>` : ""}</div>
     <h2>Money</h2><div class="cards">${card("deposited", m.deposited)}${card("escrowed", m.escrowed)}${card("pending", m.pending)}${card("paid", m.paid)}${card("audit fees", m.audit_fees)}${card("refunded", m.refunded)}</div>
     <h2>Workers</h2>` + table("workers", ["Worker", "Progress", "Steps", "Rate", "ETA", "Next checkpoint by", "Lease", "Provider", "Latest loss"],
     v.workers.map((w) => `<tr data-worker="${w.worker}"><td>${w.worker}</td>
