@@ -2,13 +2,16 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,7 +84,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	start := time.Now()
 	node, err := localnet.Start(ctx, localnet.Options{
 		Home:     filepath.Join(t.TempDir(), "chain"),
-		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000},
+		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000, "stranger": 1_000_000_000},
 		Genesis: func(app map[string]any) error {
 			params := app["verify"].(map[string]any)["params"].(map[string]any)
 			params["challenge_window"] = "4"
@@ -190,8 +193,29 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The owner follows the trainer's log from the terminal meanwhile.
+	follow := exec.CommandContext(ctx, node.Binary, "job", "logs", fmt.Sprint(jobID), "--from", "owner", "--keyring-backend", "test",
+		"--grpc-addr", node.GRPC, "--home", node.Home, "--follow", "--interval", "300ms")
+	var followed, followErr syncBuffer
+	follow.Stdout, follow.Stderr = &followed, &followErr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followDone := make(chan error, 1)
+	go func() { followDone <- follow.Wait() }()
 	waitFor("a first checkpoint row", `document.querySelectorAll('#checkpoints tbody tr').length >= 1`, 90*time.Second)
 	shot("02-job-training")
+	// The sidecar restarts under the follower, which has lines already.
+	for !strings.Contains(followed.String(), " step ") {
+		if time.Now().After(start.Add(3 * time.Minute)) {
+			t.Fatalf("job logs --follow printed nothing: %s", followErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	prov.Stop()
+	if err := prov.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	waitFor("a second checkpoint without reload", `document.querySelectorAll('#checkpoints tbody tr').length >= 2`, 60*time.Second)
 	if same, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark`)); err != nil || same != mark {
 		t.Fatalf("the page was reloaded (mark %v, now %v, %v)", mark, same, err)
@@ -244,6 +268,32 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the loss curve has %d points, %d verified; want one verified point per checkpoint (3)", points, verified)
 	}
 	shot("03-job-completed")
+
+	// The follower stopped by itself when the job completed, having printed
+	// every byte of the log once, across the restart.
+	select {
+	case err := <-followDone:
+		if err != nil {
+			t.Fatalf("job logs --follow: %v\n%s", err, followErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("job logs --follow did not end with the job")
+	}
+	onDisk := readLeaseLog(t, prov.Home, leases.Leases[0].Id)
+	prefix := fmt.Sprintf("[lease %d worker 0] ", leases.Leases[0].Id)
+	if got := strings.ReplaceAll(followed.String(), prefix, ""); got != onDisk {
+		t.Fatalf("job logs --follow printed\n%s\nthe log on the provider is\n%s", got, onDisk)
+	}
+	runs := strings.Count(onDisk, "reference trainer: lease")
+	if !strings.Contains(onDisk, " step 48/48 loss ") || runs < 1 {
+		t.Fatalf("the trainer's log, trained across one restart:\n%s", onDisk)
+	}
+	t.Logf("job logs --follow printed %d lines (%d trainer runs) across the sidecar's restart; warnings: %q", strings.Count(onDisk, "\n"), runs, followErr.String())
+	// Another account is refused, saying why.
+	if out, err := node.Exec(ctx, "job", "logs", fmt.Sprint(jobID), "--from", "stranger", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err == nil ||
+		!strings.Contains(err.Error(), "403 Forbidden") || !strings.Contains(err.Error(), "neither the owner nor an auditor") {
+		t.Fatalf("a stranger's job logs: %v\n%s", err, out)
+	}
 
 	// The same view from the terminal, as JSON and as a table.
 	out, err := node.Exec(ctx, "job", "status", fmt.Sprint(jobID), "--grpc-addr", node.GRPC, "-o", "json")
@@ -317,6 +367,42 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	waitFor("the failed filter", `document.querySelectorAll('#jobs tbody tr').length === 1 && document.querySelector('#jobs tbody tr').dataset.job === '`+fmt.Sprint(failed)+`'`, 10*time.Second)
 	t.Logf("screenshots in %s; %s in all", shots, time.Since(start).Round(time.Second))
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// readLeaseLog returns the trainer's stdout log of lease under a sidecar's home.
+func readLeaseLog(t *testing.T, home string, lease uint64) string {
+	t.Helper()
+	var found string
+	want := filepath.Join(fmt.Sprintf("lease-%d", lease), "logs", "trainer.stdout.log")
+	_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, want) {
+			found = path
+		}
+		return nil
+	})
+	b, err := os.ReadFile(found)
+	if err != nil {
+		t.Fatalf("lease %d's log under %s: %v", lease, home, err)
+	}
+	return string(b)
 }
 
 func submitJob(t *testing.T, ctx context.Context, n *localnet.Node, yaml, deposit string) uint64 {
