@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -155,6 +156,14 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		return s
 	}
+	// route moves the page to another of its routes, as a click on a link
+	// does: the page is not reloaded.
+	route := func(hash string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.hash = `+strconv.Quote(hash))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// waitFor evaluates a JS expression until it is true.
 	waitFor := func(what, expr string, within time.Duration) {
 		t.Helper()
@@ -165,7 +174,8 @@ func TestDashboardInABrowser(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#view")))
-				t.Fatalf("%s: not within %s; the page:\n%s", what, within, html)
+				where, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " mark " + window.loadMark + " " + document.getElementById('live').textContent`))
+				t.Fatalf("%s: not within %s; the page at %s:\n%s", what, within, where, html)
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
@@ -186,9 +196,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err := prov.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Navigate(fmt.Sprintf("%s#/job/%d", base, jobID))); err != nil {
-		t.Fatal(err)
-	}
+	route(fmt.Sprintf("#/job/%d", jobID))
 	mark, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark = Math.random()`))
 	if err != nil {
 		t.Fatal(err)
@@ -328,9 +336,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// 3. A job whose escrow cannot pay for a second of its lease fails.
 	failed := submitJob(t, ctx, node, strings.Replace(dashboardJobYAML, "dashboard-lm", "underfunded", 1), "1000udepin")
-	if err := chromedp.Do(bctx, chromedp.Navigate(fmt.Sprintf("%s#/job/%d", base, failed))); err != nil {
-		t.Fatal(err)
-	}
+	route(fmt.Sprintf("#/job/%d", failed))
 	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 60*time.Second)
 	if s := text("#close-reason"); s == "" {
 		t.Fatal("a failed job shows no reason")
@@ -338,9 +344,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	shot("04-job-failed")
 
 	// 4. The provider page and the network page.
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/provider/"+prov.Operator)); err != nil {
-		t.Fatal(err)
-	}
+	route("#/provider/" + prov.Operator)
 	waitFor("the provider page", `!!document.getElementById('gpus')`, 10*time.Second)
 	if s := text("#gpus"); !strings.Contains(s, "H100-SXM5-80GB") || !strings.Contains(s, "8") {
 		t.Fatalf("provider GPUs: %q", s)
@@ -352,9 +356,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("provider reputation: %q", s)
 	}
 	shot("05-provider")
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/network")); err != nil {
-		t.Fatal(err)
-	}
+	route("#/network")
 	waitFor("the network page", `!!document.querySelector('[data-network="gpus"]')`, 10*time.Second)
 	if s := text("#gpus-by-model"); !strings.Contains(s, "H100-SXM5-80GB") {
 		t.Fatalf("network GPUs: %q", s)
@@ -362,9 +364,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	shot("06-network")
 
 	// The jobs list, filtered by state.
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/jobs?state=JOB_STATE_FAILED")); err != nil {
-		t.Fatal(err)
-	}
+	route("#/jobs?state=JOB_STATE_FAILED")
 	waitFor("the failed filter", `document.querySelectorAll('#jobs tbody tr').length === 1 && document.querySelector('#jobs tbody tr').dataset.job === '`+fmt.Sprint(failed)+`'`, 10*time.Second)
 	t.Logf("screenshots in %s; %s in all", shots, time.Since(start).Round(time.Second))
 }

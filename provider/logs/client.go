@@ -33,7 +33,9 @@ type StatusError struct {
 	Msg  string
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Msg) }
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Msg)
+}
 
 // Read returns the complete lines of lease's stream from offset on and the
 // offset to read from next.

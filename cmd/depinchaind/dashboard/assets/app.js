@@ -19,9 +19,14 @@ function table(id, head, rows, empty) {
   if (!rows.length) return `<div class="empty" id="${id}">${esc(empty)}</div>`;
   return `<table id="${id}"><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr></thead><tbody>${rows.join("")}</tbody></table>`;
 }
+// api fetches from the dashboard's API; an answer for a page the user has
+// left in the meantime is dropped (it throws Stale) rather than drawn.
+class Stale extends Error {}
 async function api(path) {
+  const h = location.hash;
   const r = await fetch("api/" + path, { cache: "no-store" });
   const body = await r.json();
+  if (location.hash !== h) throw new Stale("left the page");
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
@@ -165,15 +170,25 @@ async function refresh() {
     else await jobsPage(new URLSearchParams(qs || ""));
     setLive(true);
   } catch (e) {
+    if (e instanceof Stale) return;
     setLive(false, e.message);
     if (route !== h) document.getElementById("view").innerHTML = `<p class="error" id="error">${esc(e.message)}</p>`;
   }
   route = h;
 }
 
+// One polling loop at a time: a loop started by a route change retires
+// the one before it.
+let loop = 0;
 function schedule() {
+  const mine = ++loop;
   clearTimeout(timer);
-  refresh().finally(() => (timer = setTimeout(schedule, cfg.poll_ms)));
+  const next = () => {
+    refresh().finally(() => {
+      if (mine === loop) timer = setTimeout(next, cfg.poll_ms);
+    });
+  };
+  next();
 }
 
 window.addEventListener("hashchange", () => {
