@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
 //go:embed assets
@@ -53,7 +54,12 @@ func Handler(src *jobview.Source, cfg Config) http.Handler {
 	mux.Handle("GET /", http.FileServerFS(static))
 	mux.HandleFunc("GET /api/config", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, cfg, nil) })
 	mux.HandleFunc("GET /api/jobs", func(w http.ResponseWriter, r *http.Request) {
-		rows, err := src.Jobs(r.Context(), r.URL.Query().Get("owner"), r.URL.Query().Get("state"))
+		state := r.URL.Query().Get("state")
+		if _, ok := markettypes.JobState_value[state]; state != "" && !ok {
+			http.Error(w, `{"error":"state: want a JOB_STATE_* name"}`, http.StatusBadRequest)
+			return
+		}
+		rows, err := src.Jobs(r.Context(), r.URL.Query().Get("owner"), state)
 		writeJSON(w, rows, err)
 	})
 	mux.HandleFunc("GET /api/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {

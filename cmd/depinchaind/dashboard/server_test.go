@@ -40,4 +40,6 @@ func TestHandlerServesEmbeddedAssets(t *testing.T) {
 	require.JSONEq(t, `{"chain_id":"c1","poll_ms":2000}`, body)
 	code, _ = get("/api/jobs/x")
 	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = get("/api/jobs?state=RUNNING")
+	require.Equal(t, http.StatusBadRequest, code)
 }
