@@ -80,7 +80,7 @@ install:
 	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/depinchaind
 	$(GO) install -ldflags '-X main.Version=$(VERSION)' ./provider/cmd/depinprovider
 
-## deps: the Debian packages tests, benchmarks and the demo need (python3-torch, libopenblas0-pthread,
+## deps: the Debian packages tests, benchmarks and the demo need (python3-torch, libopenblas0-pthread, libjs-chart.js, chromium,
 ##       fortunes, prometheus for promtool), installed with apt-get when one is missing; a dpkg query when none is
 deps:
 	@./scripts/deps.sh
@@ -231,3 +231,14 @@ gpu-check: gpu-check-build
 	else \
 		printf '%-34s %s\n' "exact transformer on CUDA" "SKIPPED: $(GPU_PYTHON) has no CUDA-enabled torch"; \
 	fi; exit $$status
+
+## vendor-chartjs: copy Chart.js (Debian's libjs-chart.js) and its copyright into the dashboard's
+##                 embedded assets; run after a Debian upgrade of the package and commit the result
+CHARTJS_DIR ?= /usr/share/javascript/chart.js
+DASHBOARD_VENDOR := cmd/depinchaind/dashboard/assets/vendor
+.PHONY: vendor-chartjs
+vendor-chartjs: deps
+	cp $(CHARTJS_DIR)/chart.min.js $(DASHBOARD_VENDOR)/chart.min.js
+	cp /usr/share/doc/libjs-chart.js/copyright $(DASHBOARD_VENDOR)/chart.js.copyright
+	dpkg-query -W -f='libjs-chart.js $${Version}\n' libjs-chart.js > $(DASHBOARD_VENDOR)/chart.js.version
+	@test $$(stat -c %s $(DASHBOARD_VENDOR)/chart.min.js) -lt 1048576 || { echo "chart.min.js is over 1 MB"; exit 1; }

@@ -9,8 +9,10 @@
 #   fortunes              /usr/share/games/fortunes: a real English corpus for tests
 #   prometheus            its promtool tests the alerting rules in docs/monitoring
 #                         (make test); the server itself is not started
+#   libjs-chart.js        Chart.js, vendored into the dashboard's assets by `make vendor-chartjs`
+#   chromium              headless Chromium for the dashboard's real-browser test (chromedp)
 set -euo pipefail
-packages=(python3-torch libopenblas0-pthread fortunes prometheus)
+packages=(python3-torch libopenblas0-pthread fortunes prometheus libjs-chart.js chromium)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "deps: no dpkg here; install the equivalents of ${packages[*]} yourself" >&2

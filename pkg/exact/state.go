@@ -298,3 +298,64 @@ func (s *State) Clone() *State {
 	}
 	return c
 }
+
+// Header is what the first chunk of an encoded state says on its own: the
+// config, the step and the loss of the step that produced the state. With
+// chunk 0 Merkle-proven against a checkpoint's state_root, it is a step
+// and loss the chain vouches for (the referee recomputes both when it
+// re-executes a step), read without downloading the state.
+type Header struct {
+	Config Config
+	Step   uint64
+	// Loss is in Q30 nats (LossNats converts it).
+	Loss int64
+	// StateBytes is the length of the whole state the config lays out;
+	// Chunks is that length in ChunkSize chunks, the tree size a proof of
+	// chunk 0 must be checked against.
+	StateBytes int64
+	Chunks     uint64
+}
+
+// DecodeHeader parses the header at the start of an encoded state (its
+// first chunk, or any prefix of at least the fixed header). It checks what
+// Decode checks of the header alone: magic, version, config and its
+// digest, header length, and the ranges of step and loss.
+func DecodeHeader(b []byte) (Header, error) {
+	fail := func(format string, args ...any) (Header, error) {
+		return Header{}, fmt.Errorf("%w: header: %s", ErrInvalidState, fmt.Sprintf(format, args...))
+	}
+	le := binary.LittleEndian
+	if len(b) < offTable {
+		return fail("%d bytes is shorter than the header", len(b))
+	}
+	if string(b[offMagic:offMagic+8]) != StateMagic {
+		return fail("bad magic %q", b[:8])
+	}
+	if v := le.Uint32(b[offVersion:]); v != StateVersion {
+		return fail("version %d, want %d", v, StateVersion)
+	}
+	hyp, err := DecodeHyper(b[offConfig : offConfig+ConfigEncodedSize])
+	if err != nil {
+		return fail("%v", err)
+	}
+	cfg, err := hyp.Config()
+	if err != nil {
+		return fail("config: %v", err)
+	}
+	if d := hyp.Digest(); !bytes.Equal(d[:], b[offDigest:offDigest+32]) {
+		return fail("config digest does not match the config")
+	}
+	l := newStateLayout(cfg)
+	if h := le.Uint32(b[offHeaderLen:]); int(h) != l.header {
+		return fail("header length %d, want %d", h, l.header)
+	}
+	h := Header{Config: cfg, Step: le.Uint64(b[offStep:]), Loss: int64(le.Uint64(b[offLoss:])), StateBytes: int64(l.size)}
+	if h.Step > HardMaxSteps {
+		return fail("step %d above %d", h.Step, uint64(HardMaxSteps))
+	}
+	if h.Loss < 0 || h.Loss > MaxLossTok || (h.Step == 0 && h.Loss != 0) {
+		return fail("loss %d out of range for step %d", h.Loss, h.Step)
+	}
+	h.Chunks = uint64((l.size + ChunkSize - 1) / ChunkSize)
+	return h, nil
+}

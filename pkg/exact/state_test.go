@@ -149,3 +149,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// DecodeHeader reads step, loss and the state's size from chunk 0 alone,
+// and refuses a chunk that is not the start of a state.
+func TestDecodeHeaderFromTheFirstChunk(t *testing.T) {
+	s := trained(t, tinyConfig(), 2)
+	enc := s.Encode()
+	h, err := DecodeHeader(enc[:ChunkSize])
+	require.NoError(t, err)
+	require.Equal(t, s.Step, h.Step)
+	require.Equal(t, s.Loss, h.Loss)
+	require.NotZero(t, h.Loss)
+	require.Equal(t, int64(len(enc)), h.StateBytes)
+	require.Equal(t, uint64((len(enc)+ChunkSize-1)/ChunkSize), h.Chunks)
+	require.Equal(t, s.Config.Hyper(), h.Config.Hyper())
+
+	_, err = DecodeHeader(enc[:offTable-1])
+	require.ErrorIs(t, err, ErrInvalidState)
+	bad := append([]byte(nil), enc[:ChunkSize]...)
+	bad[offConfig]++
+	_, err = DecodeHeader(bad)
+	require.ErrorIs(t, err, ErrInvalidState, "a config that does not match its digest")
+	bad = append([]byte(nil), enc[:ChunkSize]...)
+	binary.LittleEndian.PutUint64(bad[offLoss:], uint64(MaxLossTok)+1)
+	_, err = DecodeHeader(bad)
+	require.ErrorIs(t, err, ErrInvalidState, "a loss out of range")
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 )
 
@@ -178,4 +179,30 @@ func hashesFromBytes(bs [][]byte) ([]merkle.Hash, error) {
 		hashes[i] = h
 	}
 	return hashes, nil
+}
+
+// StateHeader fetches chunk 0 of ref's state, an exact-workload state, and
+// verifies it against stateRoot before it returns the header the chunk
+// holds (config, step and the loss of the step that produced the state).
+// The size of the tree the proof is checked against comes from the proven
+// config, not from the server. The chain vouches for the result: the root
+// is h_end of the checkpoint's trace, which a referee recomputes.
+func (c *Client) StateHeader(ctx context.Context, ref Ref, stateRoot merkle.Hash) (exact.Header, error) {
+	var cp ChunkProof
+	limit := int64(ChunkSize)*4/3 + 16<<10
+	if err := c.getJSON(ctx, c.url(ref, "/chunks/0"), limit, &cp); err != nil {
+		return exact.Header{}, err
+	}
+	h, err := exact.DecodeHeader(cp.Data)
+	if err != nil {
+		return exact.Header{}, fmt.Errorf("%w: chunk 0 of %s: %w", ErrVerification, ref, err)
+	}
+	proof, err := hashesFromBytes(cp.Proof)
+	if err != nil {
+		return exact.Header{}, fmt.Errorf("%w: chunk 0 of %s: %w", ErrVerification, ref, err)
+	}
+	if err := merkle.VerifyInclusion(stateRoot, 0, h.Chunks, merkle.LeafHash(cp.Data), proof); err != nil {
+		return exact.Header{}, fmt.Errorf("%w: chunk 0 of %s: %w", ErrVerification, ref, err)
+	}
+	return h, nil
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -39,8 +40,15 @@ type servedCheckpoint struct {
 func serveCheckpoint(t *testing.T) *servedCheckpoint {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 8))
+	return serveState(t, randomBytes(rng, 3*checkpoint.ChunkSize+checkpoint.ChunkSize/2))
+}
+
+// serveState serves state as the checkpoint of steps 20..25.
+func serveState(t *testing.T, state []byte) *servedCheckpoint {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 8))
 	s := &servedCheckpoint{ref: checkpoint.Ref{LeaseID: 4, Index: 2}}
-	s.state = randomBytes(rng, 3*checkpoint.ChunkSize+checkpoint.ChunkSize/2)
+	s.state = state
 	for range 5 {
 		s.trace = append(s.trace, merkle.Hash(sha256.Sum256(randomBytes(rng, 8))))
 	}
@@ -245,5 +253,32 @@ func TestClientDownloadState(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(other)); len(entries) != 0 {
 		t.Fatalf("failed downloads left %v behind", entries)
+	}
+}
+
+// StateHeader proves chunk 0 of an exact state against its root and reads
+// step and loss from it; against another root, or for a state that is not
+// an exact one, it fails with ErrVerification.
+func TestClientStateHeader(t *testing.T) {
+	st, err := exact.Init(exact.ReferenceConfig(), []byte("seed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Step, st.Loss = 25, 3<<30
+	s := serveState(t, st.Encode())
+	ctx := context.Background()
+	h, err := s.client.StateHeader(ctx, s.ref, st.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Step != 25 || exact.LossNats(h.Loss) != 3 {
+		t.Fatalf("header says step %d loss %v, want 25 and 3 nats", h.Step, exact.LossNats(h.Loss))
+	}
+	if _, err := s.client.StateHeader(ctx, s.ref, merkle.Hash{1}); !errors.Is(err, checkpoint.ErrVerification) {
+		t.Fatalf("against another root: %v, want ErrVerification", err)
+	}
+	other := serveCheckpoint(t)
+	if _, err := other.client.StateHeader(ctx, other.ref, other.entry.Commitment.State.Root); !errors.Is(err, checkpoint.ErrVerification) {
+		t.Fatalf("a state that is not exact: %v, want ErrVerification", err)
 	}
 }

@@ -10,10 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
+	"github.com/depinchain/depinchain/provider/logs"
 	"github.com/depinchain/depinchain/provider/storage"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // maxReadyLag is how far behind the chain the follower may be while ready.
@@ -96,10 +103,37 @@ func (d *Daemon) publicServer() *http.Server {
 		checkpoints = withholdStates(checkpoints)
 	}
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
+	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
 	if d.roles.storage != nil {
 		mux.Handle("/pieces/", storage.NewPieceHandler(d.cfg.StorageRole.PiecesDir))
 	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// logReaders tells provider/logs who may read a lease's trainer logs: the
+// job's owner and the lease's auditors, as the chain has them.
+type logReaders struct{ conn *grpc.ClientConn }
+
+func (c logReaders) Readers(ctx context.Context, lease uint64) ([]string, error) {
+	l, err := markettypes.NewQueryClient(c.conn).Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: lease})
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("%w: %d", logs.ErrUnknownLease, lease)
+	} else if err != nil {
+		return nil, err
+	}
+	j, err := markettypes.NewQueryClient(c.conn).Job(ctx, &markettypes.QueryJobRequest{JobId: l.Lease.JobId})
+	if err != nil {
+		return nil, err
+	}
+	out := []string{j.Job.Owner}
+	a, err := verifytypes.NewQueryClient(c.conn).Audits(ctx, &verifytypes.QueryAuditsRequest{LeaseId: lease})
+	if err != nil {
+		return nil, err
+	}
+	for _, au := range a.Audits {
+		out = append(out, au.Auditor)
+	}
+	return out, nil
 }
 
 // withholdStates is the test hook of a provider that does not serve the states its

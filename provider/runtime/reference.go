@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/trainer"
@@ -44,15 +45,25 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	var onStep func(trainer.StepMetric)
-	if r.Progress != nil {
-		onStep = func(m trainer.StepMetric) {
+	// The Go trainer logs a line per step, as an external trainer prints
+	// one, so owners can follow it (provider/logs serves the file).
+	stdout, stderr, err := openLogs(job.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	stderr.Close()
+	fmt.Fprintf(stdout, "%s reference trainer: lease %d, job %d, steps %d..%d\n",
+		time.Now().UTC().Format(time.RFC3339), job.LeaseID, job.Market.Id, env.StartStep, env.TotalSteps)
+	onStep := func(m trainer.StepMetric) {
+		fmt.Fprintf(stdout, "%s step %d/%d loss %.6f\n", time.Now().UTC().Format(time.RFC3339), m.Step, env.TotalSteps, m.Loss)
+		if r.Progress != nil {
 			r.Progress(Progress{LeaseID: job.LeaseID, Step: m.Step, TotalSteps: env.TotalSteps, Loss: m.Loss})
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &referenceHandle{run: newRun(), cancel: cancel}
 	go func() {
+		defer stdout.Close()
 		err := trainer.RunExact(ctx, env, stream, onStep)
 		if errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w: reference run of lease %d", ErrStopped, job.LeaseID)

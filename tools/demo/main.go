@@ -476,6 +476,21 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	}
 	s.say("A wrong checkpoint would have been challenged and bisected to one step the chain")
 	s.detail("re-executes; see x/verify/README.md and `go test ./cmd/depinchaind -run Verified`.")
+
+	// 7. The loss curve the chain vouches for.
+	s.section("7. The loss curve")
+	curve := filepath.Join(s.root, ".demo", "loss-curve.png")
+	v, err := writeLossCurve(ctx, n.GRPC, jobID, curve)
+	if err != nil {
+		return p, fmt.Errorf("the loss curve: %w", err)
+	}
+	for _, l := range v.Loss {
+		s.detail("step %3d  loss %.4f nats  %s", l.Step, l.Nats, l.Source)
+	}
+	s.say("Each point is the loss in the header of a checkpoint's state, read from the provider")
+	s.detail("and Merkle-proven against the state_root on chain (\"verified\"); drawn in %s.", s.rel(curve))
+	s.detail("The same view: %s job status %d --grpc-addr %s", s.rel(n.Binary), jobID, n.GRPC)
+	s.demoJob = jobID
 	return p, nil
 }
 
@@ -500,6 +515,13 @@ func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Pr
 	s.detail("%s tx market submit-job --spec .demo/job.yaml --deposit %s --from owner --gas auto --home %s -y", bin, deposit, home)
 	s.detail("%s status --home %s", s.rel(p.Binary), s.rel(p.Home))
 	s.detail("curl %s/depinchain/market/v1/jobs", n.API)
+	if url, stop, err := startDashboard(ctx, n, s.demoJob); err != nil {
+		s.say("The dashboard did not start: %v", err)
+	} else {
+		defer stop()
+		s.say("The job owner's dashboard: %s", url)
+		s.detail("(%s dashboard --grpc-addr %s --rest-addr %s)", bin, n.GRPC, n.API)
+	}
 	s.say("Press Ctrl-C to stop the chain.")
 	select {
 	case <-ctx.Done():
@@ -512,6 +534,8 @@ func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Pr
 type story struct {
 	out  io.Writer
 	root string
+	// demoJob is the job the story trained, for the dashboard's URL.
+	demoJob uint64
 }
 
 const indent = "           "

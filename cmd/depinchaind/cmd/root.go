@@ -155,6 +155,8 @@ func initRootCmd(rootCmd *cobra.Command, basic *app.App) {
 		keys.Commands(),
 		shardregistrycli.NewDatasetCmd(),
 		workload.NewCmd(),
+		jobCommand(),
+		dashboardCommand(),
 	)
 }
 

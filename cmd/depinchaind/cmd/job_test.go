@@ -1,0 +1,57 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+)
+
+func sampleView() *jobview.View {
+	lp := jobview.LossPoint{Worker: 0, Step: 40, Nats: 2.5, Source: jobview.LossVerified}
+	return &jobview.View{ID: 3, Name: "tiny", State: "JOB_STATE_LEASED", Kind: "WORKLOAD_KIND_REFERENCE", Owner: "owner1",
+		Money: jobview.Money{Denom: "udpin", Deposited: "1000", Escrowed: "900", Pending: "10", Paid: "90", AuditFees: "0", Refunded: "0"},
+		Workers: []jobview.Worker{
+			{Worker: 0, Step: 40, Total: 80, LeaseID: 2, Provider: "prov1", StepsPerHour: 120, ETASeconds: 1200, CheckpointDeadline: 55, LatestLoss: &lp},
+			{Worker: 1, Step: 80, Total: 80},
+		},
+		Checkpoints: []jobview.Checkpoint{
+			{LeaseID: 2, Index: 0, StartStep: 0, EndStep: 40, Status: "CHECKPOINT_STATUS_FINAL", Final: true, Claim: "90udpin", Loss: &lp},
+			{LeaseID: 4, Index: 0, Worker: 1, StartStep: 0, EndStep: 80, Status: "CHECKPOINT_STATUS_PENDING", Claim: "5udpin",
+				Loss: &jobview.LossPoint{Worker: 1, Step: 80, Nats: 3, Source: jobview.LossSelfReported}, LossError: "provider unreachable"},
+		},
+		Disputes: []jobview.Dispute{{ID: 1, LeaseID: 4, Phase: "GAME_TURN_PROVIDER", Rounds: 3, Lo: 0, Hi: 80, Challenger: "ch1"}},
+		Leases:   []jobview.Lease{{ID: 2, Worker: 0, Provider: "prov1", State: "LEASE_STATE_ACTIVE", Paid: "90udpin"}},
+	}
+}
+
+func TestJobStatusTable(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeStatus(&b, sampleView()))
+	out := b.String()
+	for _, want := range []string{
+		`job 3 "tiny"`, "deposited 1000", "paid 90",
+		"40/80", "120 steps/h", "20m0s", "height 55", "2.5000 nats @40 (verified)",
+		"80/80", "done",
+		"2/0", "FINAL", "verified", "self-reported (not verified: provider unreachable)",
+		"GAME_TURN_PROVIDER", "0-80",
+		"prov1", "ACTIVE",
+	} {
+		require.Contains(t, out, want)
+	}
+}
+
+func TestJobStatusWatchFrame(t *testing.T) {
+	f := watchFrame(sampleView())
+	lines := strings.Split(strings.TrimSpace(f), "\n")
+	require.Len(t, lines, 3, f)
+	require.Contains(t, lines[1], "worker 0")
+	require.Contains(t, lines[1], "50%")
+	require.Contains(t, lines[1], "(40/80")
+	require.Contains(t, lines[1], "ETA 20m0s")
+	require.Contains(t, lines[1], "loss 2.5000 nats @40 (verified)")
+	require.Contains(t, lines[2], "100%")
+	require.Contains(t, lines[2], "ETA done")
+}

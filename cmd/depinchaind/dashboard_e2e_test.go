@@ -1,0 +1,425 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdkmath "cosmossdk.io/math"
+	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// dashboardJobYAML is the reference workload (the exact transformer): 48
+// steps, a checkpoint every 16.
+const dashboardJobYAML = `name: dashboard-lm
+gpu:
+  models: [H100-SXM5-80GB]
+  min_vram_gib: 80
+  per_worker: 1
+workload:
+  kind: reference
+total_steps: 48
+checkpoint_every: 16
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 2h
+bidding_window_blocks: 4
+`
+
+// artifactDir is where screenshots go: $ARTIFACTS when set, else the
+// test's temp dir.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("ARTIFACTS"); d != "" {
+		d = filepath.Join(d, t.Name())
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("no Chromium: scripts/deps.sh installs Debian's chromium")
+	return ""
+}
+
+// TestDashboardInABrowser: a real node, a real sidecar, the real
+// `depinchaind dashboard` and headless Chromium. The empty job list; a
+// transformer job whose page gains checkpoints without a reload and ends
+// with the right steps, money and one verified loss point per checkpoint;
+// a job that fails; the provider and network pages; `job status` as JSON
+// and as a table. Screenshots of each page go to the artifact dir.
+func TestDashboardInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node, sidecar, dashboard and browser")
+	}
+	chrome := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home:     filepath.Join(t.TempDir(), "chain"),
+		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000, "stranger": 1_000_000_000},
+		Genesis: func(app map[string]any) error {
+			params := app["verify"].(map[string]any)["params"].(map[string]any)
+			params["challenge_window"] = "4"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	prov, err := sidecar.Setup(ctx, node, sidecar.Options{Home: filepath.Join(t.TempDir(), "provider"),
+		Operator: "operator", HotKey: "hot", Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prov.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	market, verify := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
+
+	// The dashboard, as an owner runs it.
+	ports, err := localnet.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	dash := exec.CommandContext(ctx, node.Binary, "dashboard", "--listen", listen, "--grpc-addr", node.GRPC,
+		"--rest-addr", node.API, "--poll", "500ms")
+	stdout, err := dash.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dash.Stderr = os.Stderr
+	if err := dash.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dash.Process.Kill(); _ = dash.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, "dashboard on http://"+listen) {
+		t.Fatalf("dashboard said %q: %v", line, err)
+	}
+	base := "http://" + listen + "/"
+
+	// The browser.
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 1000))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	shots := artifactDir(t)
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return s
+	}
+	// route moves the page to another of its routes, as a click on a link
+	// does: the page is not reloaded.
+	route := func(hash string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.hash = `+strconv.Quote(hash))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitFor evaluates a JS expression until it is true.
+	waitFor := func(what, expr string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if ok, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#view")))
+				where, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " mark " + window.loadMark + " " + document.getElementById('live').textContent`))
+				t.Fatalf("%s: not within %s; the page at %s:\n%s", what, within, where, html)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+
+	// 1. No jobs yet.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"#/jobs")); err != nil {
+		t.Fatal(err)
+	}
+	if s := text("#jobs"); !strings.Contains(s, "No jobs yet.") {
+		t.Fatalf("empty list says %q", s)
+	}
+	shot("01-no-jobs")
+
+	// 2. A job trains; its page, opened before the first checkpoint, gains
+	// checkpoints without a reload.
+	jobID := submitJob(t, ctx, node, dashboardJobYAML, "500000000udepin")
+	if err := prov.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	route(fmt.Sprintf("#/job/%d", jobID))
+	mark, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark = Math.random()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The owner follows the trainer's log from the terminal meanwhile.
+	follow := exec.CommandContext(ctx, node.Binary, "job", "logs", fmt.Sprint(jobID), "--from", "owner", "--keyring-backend", "test",
+		"--grpc-addr", node.GRPC, "--home", node.Home, "--follow", "--interval", "300ms")
+	var followed, followErr syncBuffer
+	follow.Stdout, follow.Stderr = &followed, &followErr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followDone := make(chan error, 1)
+	go func() { followDone <- follow.Wait() }()
+	waitFor("a first checkpoint row", `document.querySelectorAll('#checkpoints tbody tr').length >= 1`, 90*time.Second)
+	shot("02-job-training")
+	// The sidecar restarts under the follower, which has lines already.
+	for !strings.Contains(followed.String(), " step ") {
+		if time.Now().After(start.Add(3 * time.Minute)) {
+			t.Fatalf("job logs --follow printed nothing: %s", followErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	prov.Stop()
+	if err := prov.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a second checkpoint without reload", `document.querySelectorAll('#checkpoints tbody tr').length >= 2`, 60*time.Second)
+	if same, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark`)); err != nil || same != mark {
+		t.Fatalf("the page was reloaded (mark %v, now %v, %v)", mark, same, err)
+	}
+	waitFor("the job completed and every checkpoint final",
+		`document.getElementById('job-state')?.textContent === 'COMPLETED' && [...document.querySelectorAll('#checkpoints tbody tr')].every(r => r.children[3].textContent === 'FINAL') && document.querySelector('[data-money="pending"] b').textContent.startsWith('0 ')`, 90*time.Second)
+
+	// What the chain says, and what the page says.
+	leases, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil || len(leases.Leases) != 1 {
+		t.Fatalf("leases: %v %v", leases, err)
+	}
+	cps, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: leases.Leases[0].Id})
+	if err != nil || len(cps.Checkpoints) != 3 {
+		t.Fatalf("checkpoints: %v %v", cps, err)
+	}
+	claimed := sdkmath.ZeroInt()
+	for _, cp := range cps.Checkpoints {
+		claimed = claimed.Add(cp.Claim.Amount)
+	}
+	esc, err := market.Escrow(ctx, &markettypes.QueryEscrowRequest{JobId: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := text(`#workers tr[data-worker="0"] .steps`); s != "48/48" {
+		t.Fatalf("worker 0 steps %q, want 48/48", s)
+	}
+	paid := esc.Withdrawable.Amount.Add(esc.Withdrawn.Amount)
+	if !paid.Equal(claimed) || !paid.IsPositive() {
+		t.Fatalf("chain: paid %s, claimed %s", paid, claimed)
+	}
+	if s := text(`[data-money="paid"] b`); s != paid.String()+" udepin" {
+		t.Fatalf("page says paid %q, chain %s", s, paid)
+	}
+	if s := text(`[data-money="deposited"] b`); s != "500000000 udepin" {
+		t.Fatalf("page says deposited %q", s)
+	}
+	if s := text(`[data-money="refunded"] b`); s != esc.Deposited.Amount.Sub(paid).Sub(esc.AuditFees.Amount).String()+" udepin" {
+		t.Fatalf("page says refunded %q", s)
+	}
+	points, err := chromedp.Run(bctx, chromedp.Evaluate[int](`Chart.getChart('loss').data.datasets.reduce((a, d) => a + d.data.length, 0)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified, err := chromedp.Run(bctx, chromedp.Evaluate[int](`Chart.getChart('loss').data.datasets.reduce((a, d) => a + d.data.filter(p => p.source === 'verified').length, 0)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if points != 3 || verified != 3 {
+		t.Fatalf("the loss curve has %d points, %d verified; want one verified point per checkpoint (3)", points, verified)
+	}
+	shot("03-job-completed")
+
+	// The follower stopped by itself when the job completed, having printed
+	// every byte of the log once, across the restart.
+	select {
+	case err := <-followDone:
+		if err != nil {
+			t.Fatalf("job logs --follow: %v\n%s", err, followErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("job logs --follow did not end with the job")
+	}
+	onDisk := readLeaseLog(t, prov.Home, leases.Leases[0].Id)
+	prefix := fmt.Sprintf("[lease %d worker 0] ", leases.Leases[0].Id)
+	if got := strings.ReplaceAll(followed.String(), prefix, ""); got != onDisk {
+		t.Fatalf("job logs --follow printed\n%s\nthe log on the provider is\n%s", got, onDisk)
+	}
+	runs := strings.Count(onDisk, "reference trainer: lease")
+	if !strings.Contains(onDisk, " step 48/48 loss ") || runs < 1 {
+		t.Fatalf("the trainer's log, trained across one restart:\n%s", onDisk)
+	}
+	t.Logf("job logs --follow printed %d lines (%d trainer runs) across the sidecar's restart; warnings: %q", strings.Count(onDisk, "\n"), runs, followErr.String())
+	// Another account is refused, saying why.
+	if out, err := node.Exec(ctx, "job", "logs", fmt.Sprint(jobID), "--from", "stranger", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err == nil ||
+		!strings.Contains(err.Error(), "403 Forbidden") || !strings.Contains(err.Error(), "neither the owner nor an auditor") {
+		t.Fatalf("a stranger's job logs: %v\n%s", err, out)
+	}
+
+	// The same view from the terminal, as JSON and as a table.
+	out, err := node.Exec(ctx, "job", "status", fmt.Sprint(jobID), "--grpc-addr", node.GRPC, "-o", "json")
+	if err != nil {
+		t.Fatalf("job status -o json: %v\n%s", err, out)
+	}
+	var v jobview.View
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("job status JSON: %v\n%s", err, out)
+	}
+	if v.State != "JOB_STATE_COMPLETED" || len(v.Workers) != 1 || v.Workers[0].Step != 48 || len(v.Loss) != 3 || v.Money.Paid != paid.String() {
+		t.Fatalf("job status JSON: %+v", v)
+	}
+	for i, p := range v.Loss {
+		if p.Source != jobview.LossVerified || p.Step != uint64(16*(i+1)) || p.Nats <= 0 {
+			t.Fatalf("loss point %d: %+v", i, p)
+		}
+	}
+	if v.Loss[2].Nats >= v.Loss[0].Nats {
+		t.Logf("note: loss did not fall (%v → %v) in 48 steps", v.Loss[0].Nats, v.Loss[2].Nats)
+	}
+	table, err := node.Exec(ctx, "job", "status", fmt.Sprint(jobID), "--grpc-addr", node.GRPC)
+	if err != nil {
+		t.Fatalf("job status: %v\n%s", err, table)
+	}
+	for _, want := range []string{"JOB_STATE_COMPLETED", "48/48", "paid " + paid.String(), "(verified)", "FINAL", "COMPLETED"} {
+		if !strings.Contains(table, want) {
+			t.Fatalf("job status table lacks %q:\n%s", want, table)
+		}
+	}
+	t.Logf("job status:\n%s", table)
+
+	// 3. A job whose escrow cannot pay for a second of its lease fails.
+	failed := submitJob(t, ctx, node, strings.Replace(dashboardJobYAML, "dashboard-lm", "underfunded", 1), "1000udepin")
+	route(fmt.Sprintf("#/job/%d", failed))
+	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 60*time.Second)
+	if s := text("#close-reason"); s == "" {
+		t.Fatal("a failed job shows no reason")
+	}
+	shot("04-job-failed")
+
+	// 4. The provider page and the network page.
+	route("#/provider/" + prov.Operator)
+	waitFor("the provider page", `!!document.getElementById('gpus')`, 10*time.Second)
+	if s := text("#gpus"); !strings.Contains(s, "H100-SXM5-80GB") || !strings.Contains(s, "8") {
+		t.Fatalf("provider GPUs: %q", s)
+	}
+	if s := text(`[data-provider="bond"] b`); s != "100000000000udepin" {
+		t.Fatalf("provider bond: %q", s)
+	}
+	if s := text(`[data-provider="reputation"] b`); !strings.Contains(s, "completed") {
+		t.Fatalf("provider reputation: %q", s)
+	}
+	shot("05-provider")
+	route("#/network")
+	waitFor("the network page", `!!document.querySelector('[data-network="gpus"]')`, 10*time.Second)
+	if s := text("#gpus-by-model"); !strings.Contains(s, "H100-SXM5-80GB") {
+		t.Fatalf("network GPUs: %q", s)
+	}
+	shot("06-network")
+
+	// The jobs list, filtered by state.
+	route("#/jobs?state=JOB_STATE_FAILED")
+	waitFor("the failed filter", `document.querySelectorAll('#jobs tbody tr').length === 1 && document.querySelector('#jobs tbody tr').dataset.job === '`+fmt.Sprint(failed)+`'`, 10*time.Second)
+	t.Logf("screenshots in %s; %s in all", shots, time.Since(start).Round(time.Second))
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// readLeaseLog returns the trainer's stdout log of lease under a sidecar's home.
+func readLeaseLog(t *testing.T, home string, lease uint64) string {
+	t.Helper()
+	var found string
+	want := filepath.Join(fmt.Sprintf("lease-%d", lease), "logs", "trainer.stdout.log")
+	_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, want) {
+			found = path
+		}
+		return nil
+	})
+	b, err := os.ReadFile(found)
+	if err != nil {
+		t.Fatalf("lease %d's log under %s: %v", lease, home, err)
+	}
+	return string(b)
+}
+
+func submitJob(t *testing.T, ctx context.Context, n *localnet.Node, yaml, deposit string) uint64 {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.Tx(ctx, "owner", "market", "submit-job", "--spec", path, "--deposit", deposit)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	id, ok := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	if !ok {
+		t.Fatalf("no EventJobCreated in %+v", res.Events)
+	}
+	var jobID uint64
+	fmt.Sscan(strings.Trim(id, `"`), &jobID)
+	return jobID
+}

@@ -1,0 +1,165 @@
+package jobview
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/provider/checkpoint"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// fakeChain answers the queries a View needs from fixed values.
+type fakeChain struct {
+	job         markettypes.Job
+	escrow      markettypes.QueryEscrowResponse
+	leases      []markettypes.Lease
+	checkpoints map[uint64][]verifytypes.Checkpoint
+	challenges  map[uint64][]verifytypes.Challenge
+}
+
+func (f market) Job(context.Context, *markettypes.QueryJobRequest, ...grpc.CallOption) (*markettypes.QueryJobResponse, error) {
+	return &markettypes.QueryJobResponse{Job: f.job}, nil
+}
+
+func (f market) Escrow(context.Context, *markettypes.QueryEscrowRequest, ...grpc.CallOption) (*markettypes.QueryEscrowResponse, error) {
+	return &f.escrow, nil
+}
+
+func (f market) Leases(_ context.Context, r *markettypes.QueryLeasesRequest, _ ...grpc.CallOption) (*markettypes.QueryLeasesResponse, error) {
+	return &markettypes.QueryLeasesResponse{Leases: f.leases}, nil
+}
+
+func (f verify) Checkpoints(_ context.Context, r *verifytypes.QueryCheckpointsRequest, _ ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error) {
+	return &verifytypes.QueryCheckpointsResponse{Checkpoints: f.checkpoints[r.LeaseId]}, nil
+}
+
+func (f verify) Challenges(_ context.Context, r *verifytypes.QueryChallengesRequest, _ ...grpc.CallOption) (*verifytypes.QueryChallengesResponse, error) {
+	return &verifytypes.QueryChallengesResponse{Challenges: f.challenges[r.LeaseId]}, nil
+}
+
+// market and verify serve fakeChain's values; other queries panic.
+type market struct {
+	markettypes.QueryClient
+	*fakeChain
+}
+
+type verify struct {
+	verifytypes.QueryClient
+	*fakeChain
+}
+
+func newSource(f *fakeChain) *Source { return New(market{fakeChain: f}, verify{fakeChain: f}, nil) }
+
+// serveStates serves chunk 0 of each state, with its proof, at
+// /checkpoints/<lease>/<index>/chunks/0 as a sidecar does.
+func serveStates(t *testing.T, states map[checkpoint.Ref][]byte) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for ref, st := range states {
+			if r.URL.Path == checkpoint.URI("", ref)+"/chunks/0" {
+				data, proof, err := merkle.ProofFromReaderAt(bytes.NewReader(st), int64(len(st)), exact.ChunkSize, 0)
+				require.NoError(t, err)
+				_ = json.NewEncoder(w).Encode(checkpoint.ChunkProof{Chunks: uint64(len(st) / exact.ChunkSize), Data: data, Proof: merkle.HashesToBytes(proof)})
+				return
+			}
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func coin(n int64) sdk.Coin { return sdk.NewInt64Coin("udpin", n) }
+
+func exactState(t *testing.T, step uint64, lossQ int64) []byte {
+	st, err := exact.Init(exact.ReferenceConfig(), []byte("seed"))
+	require.NoError(t, err)
+	st.Step, st.Loss = step, lossQ
+	return st.Encode()
+}
+
+// A reopened worker's two leases, their checkpoints' losses proven from the
+// provider (and one whose proof fails shown self-reported, with why), a
+// dispute, money and the rate and ETA of the active lease.
+func TestJobViewAssemblesAReopenedJob(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s10, s20, s30 := exactState(t, 10, 4<<30), exactState(t, 20, 3<<30), exactState(t, 30, 2<<30)
+	srv := serveStates(t, map[checkpoint.Ref][]byte{{LeaseID: 1, Index: 0}: s10, {LeaseID: 2, Index: 0}: s20, {LeaseID: 2, Index: 1}: s30})
+	root := func(b []byte) []byte { r := exact.StateRoot(b); return r[:] }
+	cp := func(lease, index, start, end uint64, stateRoot []byte, st verifytypes.CheckpointStatus) verifytypes.Checkpoint {
+		return verifytypes.Checkpoint{LeaseId: lease, Index: index, JobId: 7, StartStep: start, EndStep: end, StateRoot: stateRoot,
+			Uri: checkpoint.URI(srv.URL, checkpoint.Ref{LeaseID: lease, Index: index}), Status: st, Claim: coin(5),
+			Metrics: []verifytypes.Metric{{Name: "loss", Value: "9.5"}}}
+	}
+	f := &fakeChain{
+		job: markettypes.Job{Id: 7, Owner: "owner", State: markettypes.JOB_STATE_LEASED, Deposited: coin(1000),
+			Spec: markettypes.JobSpec{Name: "tiny", Workers: 1, TotalSteps: 100, CheckpointInterval: 10,
+				Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_REFERENCE}},
+			Progress: []markettypes.WorkerProgress{{Worker: 0, Step: 30}}},
+		escrow: markettypes.QueryEscrowResponse{Deposited: coin(1000), Unspent: coin(900), Pending: coin(10),
+			Withdrawable: coin(5), Withdrawn: coin(15), AuditFees: coin(3), Compensation: coin(0)},
+		leases: []markettypes.Lease{
+			{Id: 1, JobId: 7, Provider: "p1", State: markettypes.LEASE_STATE_CLOSED, CloseReason: markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE},
+			{Id: 2, JobId: 7, Provider: "p2", State: markettypes.LEASE_STATE_ACTIVE, ResumeStep: 10,
+				StartTime: now.Add(-2 * time.Hour), CheckpointDeadline: 77},
+		},
+		checkpoints: map[uint64][]verifytypes.Checkpoint{
+			1: {cp(1, 0, 0, 10, root(s10), verifytypes.CHECKPOINT_STATUS_FINAL)},
+			2: {cp(2, 0, 10, 20, root(s20), verifytypes.CHECKPOINT_STATUS_FINAL),
+				cp(2, 1, 20, 30, bytes.Repeat([]byte{9}, 32), verifytypes.CHECKPOINT_STATUS_PENDING)}, // a root the served state does not match
+		},
+		challenges: map[uint64][]verifytypes.Challenge{2: {{Id: 4, LeaseId: 2, CheckpointIndex: 1, Lo: 20, Hi: 30, Rounds: 2, Turn: verifytypes.GAME_TURN_PROVIDER}}},
+	}
+	src := newSource(f)
+	src.Now = func() time.Time { return now }
+	v, err := src.Job(context.Background(), 7)
+	require.NoError(t, err)
+
+	require.Len(t, v.Leases, 2)
+	require.Equal(t, "LEASE_CLOSE_REASON_NON_PERFORMANCE", v.Leases[0].CloseReason)
+	require.Equal(t, Money{Denom: "udpin", Deposited: "1000", Escrowed: "900", Pending: "10", Paid: "20", AuditFees: "3", Compensation: "0", Refunded: "0"}, v.Money)
+	require.Len(t, v.Checkpoints, 3)
+	require.Equal(t, []LossPoint{{Step: 10, Nats: 4, Source: LossVerified}, {Step: 20, Nats: 3, Source: LossVerified}, {Step: 30, Nats: 9.5, Source: LossSelfReported}}, v.Loss)
+	require.Contains(t, v.Checkpoints[2].LossError, "verification failed")
+	require.Equal(t, []Dispute{{ID: 4, LeaseID: 2, Checkpoint: 1, Phase: "GAME_TURN_PROVIDER", Rounds: 2, Lo: 20, Hi: 30}}, v.Disputes)
+
+	require.Len(t, v.Workers, 1)
+	w := v.Workers[0]
+	require.Equal(t, uint64(30), w.Step)
+	require.Equal(t, "p2", w.Provider)
+	require.Equal(t, int64(77), w.CheckpointDeadline)
+	require.InDelta(t, 10, w.StepsPerHour, 1e-9) // 20 steps since the resume at 10, in 2 h
+	require.InDelta(t, 7*3600, w.ETASeconds, 1e-6)
+	require.Equal(t, LossPoint{Step: 30, Nats: 9.5, Source: LossSelfReported}, *w.LatestLoss)
+}
+
+// A container job's loss is the checkpoint's metric, labelled
+// self-reported, and no provider is asked; a closed job shows its refund.
+func TestJobViewContainerLossIsSelfReported(t *testing.T) {
+	f := &fakeChain{
+		job: markettypes.Job{Id: 8, State: markettypes.JOB_STATE_FAILED, Deposited: coin(100),
+			Spec: markettypes.JobSpec{Workers: 1, TotalSteps: 10, Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_CONTAINER}}},
+		escrow: markettypes.QueryEscrowResponse{Deposited: coin(100), Unspent: coin(0), Pending: coin(0),
+			Withdrawable: coin(0), Withdrawn: coin(30), AuditFees: coin(0), Compensation: coin(0)},
+		leases: []markettypes.Lease{{Id: 3, State: markettypes.LEASE_STATE_CLOSED}},
+		checkpoints: map[uint64][]verifytypes.Checkpoint{3: {{LeaseId: 3, EndStep: 5, Uri: "http://127.0.0.1:1/checkpoints/3/0",
+			Metrics: []verifytypes.Metric{{Name: "loss", Value: "2.25"}}}}},
+	}
+	v, err := newSource(f).Job(context.Background(), 8)
+	require.NoError(t, err)
+	require.False(t, v.Verifiable)
+	require.Equal(t, []LossPoint{{Step: 5, Nats: 2.25, Source: LossSelfReported}}, v.Loss)
+	require.Empty(t, v.Checkpoints[0].LossError)
+	require.Equal(t, "70", v.Money.Refunded)
+}
