@@ -28,8 +28,9 @@ import (
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is
-// registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits.
-const ConsensusVersion = 2
+// registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits;
+// version 3 (the same v3 upgrade, which runs 1 → 2 → 3) added phases 2–3 of a game.
+const ConsensusVersion = 3
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -99,6 +100,9 @@ func (am AppModule) RegisterServices(cfg module.Configurator) {
 	m := keeper.NewMigrator(am.keeper)
 	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
+	}
+	if err := cfg.RegisterMigration(types.ModuleName, 2, m.Migrate2to3); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 2: %w", types.ModuleName, err))
 	}
 }
 

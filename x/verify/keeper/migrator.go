@@ -33,3 +33,19 @@ func (m Migrator) Migrate1to2(ctx sdk.Context) error {
 	}
 	return nil
 }
+
+// Migrate2to3 adds phases 2–3 (operators and tiles): a new collection (TileGames,
+// prefix 12, empty until a game reaches them) and two game turns, so no stored value
+// changes. The longest dispute grows by types.MaxTileMoves moves, so the rule spanning
+// x/verify and x/stakingext is checked again as in Migrate1to2: an unbonding_blocks that
+// no longer covers it is logged for governance to raise.
+func (m Migrator) Migrate2to3(ctx sdk.Context) error {
+	params, err := m.keeper.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.keeper.checkUnbondingCover(ctx, params); err != nil {
+		m.keeper.Logger(ctx).Error("x/verify's phases 2–3 need a longer x/stakingext unbonding_blocks", "err", err)
+	}
+	return nil
+}
