@@ -36,9 +36,9 @@ const (
 // MaxMoveGasFraction of it (CheckAdjudicable computes the worst case from the graph).
 // The chain's consensus params should set block.max_gas to at least this.
 const (
-	BlockGasLimit        = 100_000_000
-	MaxMoveGasPercent    = 10
-	MaxMoveGas    uint64 = BlockGasLimit * MaxMoveGasPercent / 100
+	BlockGasLimit            = 100_000_000
+	MaxMoveGasPercent        = 10
+	MaxMoveGas        uint64 = BlockGasLimit * MaxMoveGasPercent / 100
 )
 
 // Gas the SDK's ante handler charges for any transaction, as x/verify assumes it when it
