@@ -15,6 +15,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/testutil/keepers"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -86,7 +87,10 @@ type tileResult struct {
 // playTiles runs a whole game: provider prov committed checkpoint 0 (steps 0..8), chal
 // challenges it; phase 1 with the step game, then phases 2–3 with dispute.TileMove. A
 // move the chain refuses ends the game by the mover's timeout.
-func (s *scenario) playTiles(prov, chal tileSide) tileResult {
+func (s *scenario) playTiles(prov, chal tileSide) tileResult { return s.playTilesPausing(prov, chal, nil) }
+
+// playTilesPausing is playTiles calling pause (when set) before every phase 2–3 move.
+func (s *scenario) playTilesPausing(prov, chal tileSide, pause func(*types.QueryChallengeResponse)) tileResult {
 	t := s.t
 	s.advance(30)
 	s.submitCheckpoint(prov.party, s.lease.Id, 0)
@@ -103,6 +107,9 @@ func (s *scenario) playTiles(prov, chal tileSide) tileResult {
 		ch = q.Challenge
 		if ch.Outcome != types.CHALLENGE_OUTCOME_UNSPECIFIED {
 			break
+		}
+		if pause != nil && q.TileGame != nil {
+			pause(q)
 		}
 		side := chal
 		if ch.Turn == types.GAME_TURN_TILE_PROVIDER {
@@ -314,4 +321,43 @@ func TestTileMovesFitTheBlockGasBound(t *testing.T) {
 	huge := big
 	huge.Model.DFF, huge.Train.MicroBatch, huge.Train.Batch, huge.Model.Context = 65536, 256, 256, 4096
 	require.ErrorIs(t, e.Verify.CheckAdjudicable(e.Ctx, huge), types.ErrStepTooExpensive)
+}
+
+// Export in the middle of the chunk descent, import into a fresh chain and in place: the
+// tile state comes back as it was and the game finishes as it would have.
+func TestTileGameGenesisRoundTrip(t *testing.T) {
+	s := newScenario(t, 8, 8)
+	op, elem := refOp(t, exact.KindRMSApply, func(string) bool { return true })
+	liar := s.side(s.prov, tamperOp(op, elem), nil, nil)
+	v := s.side(s.account("verifier"), exact.Executor{}, nil, nil)
+	exported := false
+	r := s.playTilesPausing(liar, v, func(q *types.QueryChallengeResponse) {
+		if exported || q.TileGame.Phase != types.TILE_PHASE_CHUNKS {
+			return
+		}
+		exported = true
+		gs, err := s.Verify.ExportGenesis(s.Ctx)
+		require.NoError(t, err)
+		require.NoError(t, gs.Validate())
+		require.Len(t, gs.TileGames, 1)
+		require.Equal(t, *q.TileGame, gs.TileGames[0])
+		bz, err := s.Codec.MarshalJSON(gs)
+		require.NoError(t, err)
+		var imported types.GenesisState
+		require.NoError(t, s.Codec.UnmarshalJSON(bz, &imported))
+		fresh := keepers.New(t)
+		require.NoError(t, fresh.Verify.InitGenesis(fresh.Ctx, &imported))
+		again, err := fresh.Verify.ExportGenesis(fresh.Ctx)
+		require.NoError(t, err)
+		require.Equal(t, gs, again)
+		s.wipeVerify()
+		require.NoError(t, s.Verify.InitGenesis(s.Ctx, &imported))
+		bad := imported
+		bad.TileGames = append([]types.TileGame(nil), imported.TileGames...)
+		bad.TileGames[0].ChallengeId = 99
+		require.Error(t, bad.Validate())
+	})
+	require.True(t, exported)
+	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, r.ch.Outcome, r.ch.OutcomeReason)
+	require.Equal(t, exact.KindRMSApply, r.decided.Kind)
 }
