@@ -87,7 +87,9 @@ type tileResult struct {
 // playTiles runs a whole game: provider prov committed checkpoint 0 (steps 0..8), chal
 // challenges it; phase 1 with the step game, then phases 2–3 with dispute.TileMove. A
 // move the chain refuses ends the game by the mover's timeout.
-func (s *scenario) playTiles(prov, chal tileSide) tileResult { return s.playTilesPausing(prov, chal, nil) }
+func (s *scenario) playTiles(prov, chal tileSide) tileResult {
+	return s.playTilesPausing(prov, chal, nil)
+}
 
 // playTilesPausing is playTiles calling pause (when set) before every phase 2–3 move.
 func (s *scenario) playTilesPausing(prov, chal tileSide, pause func(*types.QueryChallengeResponse)) tileResult {
