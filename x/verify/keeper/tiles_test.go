@@ -80,6 +80,7 @@ type tileResult struct {
 	// gas is the most gas one message of each type used; moves counts them.
 	gas   map[string]uint64
 	moves int
+	total uint64
 	// fc is the balances and bond right after the challenge opened.
 	fc fraudCheck
 }
@@ -126,6 +127,9 @@ func (s *scenario) playTilesPausing(prov, chal tileSide, pause func(*types.Query
 			name := strings.TrimPrefix(fmt.Sprintf("%T", msg), "*types.")
 			res.gas[name] = max(res.gas[name], used)
 			res.moves++
+			if err == nil {
+				res.total += used
+			}
 		}
 		if err != nil {
 			// The mover cannot move (a record it cannot open, nothing to prove): it times out.
@@ -185,7 +189,7 @@ func logGas(t *testing.T, r tileResult) {
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s=%d", n, r.gas[n])
 	}
-	t.Logf("%d moves; most gas per message:%s", r.moves, b.String())
+	t.Logf("%d phase 2–3 moves, %d gas in all; most gas per message:%s", r.moves, r.total, b.String())
 }
 
 func TestTileGameCatchesOneWrongElement(t *testing.T) {
