@@ -541,3 +541,34 @@ func TestWorstCaseIsBoundedForLargeModels(t *testing.T) {
 		require.Less(t, gas(w.Cost), uint64(10_000_000))
 	}
 }
+
+// An element the provider encoded outside its dtype's range is wrong, not undecidable.
+func TestJudgeElementOutOfRangeClaim(t *testing.T) {
+	f := newFixture(t, smallConfig())
+	p := f.party(t, exact.Executor{}, nil)
+	var e int
+	for i, en := range f.step.Entries {
+		if en.Kind == exact.KindQMant { // i16: -32768 is not a value
+			e = i
+			break
+		}
+	}
+	ins, _, err := f.step.Tensors(&exact.Executor{}, f.pre, f.batch, e)
+	require.NoError(t, err)
+	roots := make([]merkle.Hash, len(ins))
+	for i, w := range f.step.InputEntries(e) {
+		roots[i] = p.C.Roots[w]
+	}
+	chunk, _, err := p.OutputChunk(e, 0)
+	require.NoError(t, err)
+	bad := append([]byte(nil), chunk...)
+	bad[0], bad[1] = 0x00, 0x80
+	opens, err := f.step.ElementOpenings(e, 0, ins)
+	require.NoError(t, err)
+	right, _, _, err := f.step.JudgeElement(e, 0, bad, 0, roots, opens)
+	require.NoError(t, err)
+	require.False(t, right)
+	right, _, _, err = f.step.JudgeElement(e, 0, chunk, 0, roots, opens)
+	require.NoError(t, err)
+	require.True(t, right)
+}
