@@ -16,7 +16,8 @@ import (
 // sizes (≥ 100× apart in parameters) between an honest challenger and a provider wrong
 // in one element of a weight-gradient matmul, and prints the table `make bench` shows:
 // rounds per phase, transactions, gas (types.TileMoveGas at default params, ante
-// handler included), the worst message ÷ the block gas limit, and the defender's wall
+// handler included, store access not), the worst message ÷ the block gas limit (its
+// bound types.MoveGasBound, store access included), and the defender's wall
 // time to build each phase's commitment (phase 2: execute the step hashing every
 // output; phase 3: re-execute to the disputed operator and hash its output's chunks).
 // Phase 1 is the 32-step checkpoint's bisection (5 rounds of 2 moves, ~35 K gas each).
@@ -33,6 +34,7 @@ func BenchmarkTileDispute(b *testing.B) {
 	}
 	params := verifytypes.DefaultParams()
 	gas := func(c tiles.Cost) uint64 { return verifytypes.TileMoveGas(params, c) }
+	bound := func(c tiles.Cost) uint64 { return verifytypes.MoveGasBound(params, c) }
 	corpus := []byte(strings.Repeat("It was the best of times, it was the worst of times; exact sums do not care about order. ", 200))
 	var rows []string
 	for _, tc := range configs {
@@ -73,7 +75,7 @@ func BenchmarkTileDispute(b *testing.B) {
 				var txs, total, worst uint64
 				move := func(c tiles.Cost) {
 					g := gas(c)
-					txs, total, worst = txs+1, total+g, max(worst, g)
+					txs, total, worst = txs+1, total+g, max(worst, bound(c))
 				}
 				move(tiles.Cost{Bytes: 32, Hashes: 1})                                                       // challenger's records
 				move(tiles.Cost{Bytes: 32 + 32*int64(merkle.MaxProofDepth(uint64(step.Len()))), Hashes: 20}) // provider's, store proof
@@ -138,12 +140,12 @@ func BenchmarkTileDispute(b *testing.B) {
 					b.Fatalf("referee: right %v, %v", right, err)
 				}
 				move(tiles.Cost{Bytes: rc.Bytes + ec.Bytes, Hashes: rc.Hashes + ec.Hashes, Elems: ec.Elems})
-				w := step.WorstCase(gas)
+				w := step.WorstCase(bound)
 				b.ReportMetric(float64(total), "gas/dispute")
 				b.ReportMetric(float64(worst)/verifytypes.BlockGasLimit, "worst/blockgas")
 				rows = append(rows, fmt.Sprintf("| %s | %d | %d | 5 | %d | %d | %d | %d | %.4f | %.4f | %s | %s |",
 					tc.name, cfg.ParamCount(), step.Len(), r2, r3, 10+txs, total, float64(worst)/verifytypes.BlockGasLimit,
-					float64(gas(w.Cost))/verifytypes.BlockGasLimit, commit2.Round(time.Millisecond), commit3.Round(time.Millisecond)))
+					float64(bound(w.Cost))/verifytypes.BlockGasLimit, commit2.Round(time.Millisecond), commit3.Round(time.Millisecond)))
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func (k Keeper) CheckAdjudicable(ctx context.Context, cfg exact.Config) error {
 		return nil
 	}
 	w := tiles.NewStep(cfg).WorstCase(func(c tiles.Cost) uint64 { return types.TileMoveGas(params, c) })
-	if g := types.TileMoveGas(params, w.Cost); g > types.MaxMoveGas || w.RecordRounds > types.MaxRecordRounds || w.ChunkRounds > types.MaxChunkRounds {
+	if g := types.MoveGasBound(params, w.Cost); g > types.MaxMoveGas || w.RecordRounds > types.MaxRecordRounds || w.ChunkRounds > types.MaxChunkRounds {
 		return errorsmod.Wrapf(types.ErrStepTooExpensive,
 			"workload.model: a step is %d multiply-accumulates, more than the one-step referee can re-execute (max_step_macs %d), and its costliest tile move (%s) needs %d gas, more than %d (%d%% of the assumed block gas limit %d), or its descents are too deep (%d, %d)",
 			cfg.MACsPerStep(), params.MaxStepMacs, w.Kind, g, types.MaxMoveGas, types.MaxMoveGasPercent, types.BlockGasLimit, w.RecordRounds, w.ChunkRounds)

@@ -219,6 +219,12 @@ func TestTileGameCatchesOneWrongElement(t *testing.T) {
 			require.NotEqual(t, r.decided.Computed, r.decided.Claimed)
 			s.requireFraudPunished(r.fc, r.ch.Id, v.party)
 			logGas(t, r)
+			// Every move stays under the bound CheckAdjudicable computes from the graph.
+			params := s.verifyParams()
+			w := liar.tiles.Step.WorstCase(func(c tiles.Cost) uint64 { return types.TileMoveGas(params, c) })
+			for name, g := range r.gas {
+				require.LessOrEqual(t, g, types.MoveGasBound(params, w.Cost), name)
+			}
 		})
 	}
 	t.Run("data token", func(t *testing.T) {
@@ -317,7 +323,7 @@ func TestTileMovesFitTheBlockGasBound(t *testing.T) {
 	require.Greater(t, big.ParamCount(), int64(1_000_000_000))
 	for _, cfg := range []exact.Config{exact.ReferenceConfig(), big} {
 		w := tiles.NewStep(cfg).WorstCase(func(c tiles.Cost) uint64 { return types.TileMoveGas(params, c) })
-		gas := types.TileMoveGas(params, w.Cost)
+		gas := types.MoveGasBound(params, w.Cost)
 		t.Logf("%d params: worst move %s, %d bytes, %d elements, %d gas = %.4f of the block gas limit; descents %d + %d rounds",
 			cfg.ParamCount(), w.Kind, w.Cost.Bytes, w.Cost.Elems, gas, float64(gas)/types.BlockGasLimit, w.RecordRounds, w.ChunkRounds)
 		require.LessOrEqual(t, gas, types.MaxMoveGas)
