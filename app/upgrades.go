@@ -39,8 +39,9 @@ var Upgrades = []Upgrade{
 		// consensus version 1 to 2 (unbonding_blocks, completion heights of the
 		// queued unbondings, the verifier registry; x/staking_ext/migrations/v2)
 		// and x/verify from 1 to 2 (no challenge cap, the params of bond splits,
-		// owner compensation and audits; x/verify/migrations/v2). No store is
-		// added or removed.
+		// owner compensation and audits; x/verify/migrations/v2) and on to 3
+		// (phases 2–3 of a game: a new collection in x/verify's existing store,
+		// nothing rewritten). No store is added or removed.
 		Name: UpgradeV3,
 		Handler: func(app *App) upgradetypes.UpgradeHandler {
 			return func(ctx context.Context, plan upgradetypes.Plan, fromVM module.VersionMap) (module.VersionMap, error) {

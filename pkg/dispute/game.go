@@ -31,6 +31,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/pkg/trace"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
@@ -77,6 +78,8 @@ type Game struct {
 	Challenge  verifytypes.Challenge
 	Checkpoint verifytypes.Checkpoint
 	Job        markettypes.Job
+	// Tile is the phase 2–3 state (nil before phase 2).
+	Tile *verifytypes.TileGame
 }
 
 // Queriers are the chain queries a game is read with; the generated
@@ -97,7 +100,9 @@ func Read(ctx context.Context, verify VerifyQuerier, market MarketQuerier, id ui
 	if err != nil {
 		return Game{}, fmt.Errorf("reading challenge %d: %w", id, err)
 	}
-	return Load(ctx, verify, market, res.Challenge)
+	g, err := Load(ctx, verify, market, res.Challenge)
+	g.Tile = res.TileGame
+	return g, err
 }
 
 // Load completes the game of a challenge already read: its checkpoint and
@@ -122,6 +127,13 @@ type Evidence struct {
 	// StateAt returns the encoded reference state at a step of the
 	// checkpoint; only the challenger needs it, for the one-step proof.
 	StateAt func(step uint64) ([]byte, error)
+	// Tiles re-executes the disputed step (g.Challenge.Lo) for phases 2–3
+	// (StepParty, usually); nil for a party that plays phase 1 only.
+	Tiles func(g Game) (*tiles.Party, error)
+	// PreferTiles has the challenger start phase 2 at the one-step turn
+	// instead of proving the whole step (MsgStep), which only configs within
+	// max_step_macs allow.
+	PreferTiles bool
 }
 
 // move is one turn of the game: who must move and how the move is built.
@@ -138,6 +150,9 @@ var moves = map[verifytypes.GameTurn]move{
 	verifytypes.GAME_TURN_CHALLENGER: {by: Challenger, build: respondMove},
 	// The one-step phase.
 	verifytypes.GAME_TURN_ONE_STEP: {by: Challenger, build: oneStepMove},
+	// Phases 2–3 (tiles.go).
+	verifytypes.GAME_TURN_TILE_PROVIDER:   {by: Defender, build: tileMove},
+	verifytypes.GAME_TURN_TILE_CHALLENGER: {by: Challenger, build: tileMove},
 }
 
 // WaitsOn reports whether a game at turn waits on side.

@@ -29,6 +29,13 @@ func OneStep(sender string, g Game, preState []byte) (*verifytypes.MsgStep, erro
 }
 
 func oneStepMove(sender string, g Game, ev Evidence) (sdk.Msg, error) {
+	if ev.Tiles != nil && (ev.PreferTiles || ev.StateAt == nil) {
+		p, err := ev.Tiles(g)
+		if err != nil {
+			return nil, err
+		}
+		return CommitRecords(sender, g, p), nil
+	}
 	if ev.StateAt == nil {
 		return nil, fmt.Errorf("dispute: challenge %d needs the state at step %d and this party cannot rebuild it", g.Challenge.Id, g.Challenge.Lo)
 	}

@@ -230,3 +230,34 @@ func (s *SparseSource) Set(input, row, col int, vals []int64) {
 
 // Row implements Source.
 func (s *SparseSource) Row(input, row int) []int64 { return s.rows[[2]int{input, row}] }
+
+// RegionNeeds lists the input rectangles that columns [c0, c1) of row row
+// of op's output view read (see ChunkNeeds; src may be nil, and embed's
+// token rows need a second call with the first answer's rows in src).
+// A tile referee that recomputes single elements uses it.
+func (g *Graph) RegionNeeds(op *Op, row, c0, c1 int, src Source) ([]Need, error) {
+	ins, out := g.opSpecs(op)
+	if err := checkRegion(out, row, c0, c1); err != nil {
+		return nil, err
+	}
+	return kernelFor(op.Kind).needs(newKctx(op, ins, out, src), row, row+1, c0, c1), nil
+}
+
+// EvalRegion computes columns [c0, c1) of row row of op's output view from
+// src with the kernel the full executor runs.
+func (g *Graph) EvalRegion(op *Op, row, c0, c1 int, src Source) ([]int64, error) {
+	ins, out := g.opSpecs(op)
+	if err := checkRegion(out, row, c0, c1); err != nil {
+		return nil, err
+	}
+	vals := make([]int64, c1-c0)
+	kernelFor(op.Kind).eval(newKctx(op, ins, out, src), row, row+1, c0, c1, vals, len(vals))
+	return vals, nil
+}
+
+func checkRegion(out *TensorSpec, row, c0, c1 int) error {
+	if row < 0 || row >= out.Rows() || c0 < 0 || c1 > out.Cols() || c0 >= c1 {
+		return fmt.Errorf("exact: region row %d, columns [%d, %d) outside %q (%d×%d)", row, c0, c1, out.Name, out.Rows(), out.Cols())
+	}
+	return nil
+}

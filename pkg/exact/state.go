@@ -97,26 +97,8 @@ func (s *State) Tensor(name string) *Tensor {
 func (s *State) Encode() []byte {
 	l := newStateLayout(s.Config)
 	buf := make([]byte, l.size)
-	copy(buf[offMagic:], StateMagic)
-	le := binary.LittleEndian
-	le.PutUint32(buf[offVersion:], StateVersion)
-	le.PutUint32(buf[offHeaderLen:], uint32(l.header))
-	le.PutUint64(buf[offStep:], s.Step)
-	le.PutUint64(buf[offLoss:], uint64(s.Loss))
-	h := s.Config.Hyper()
-	d := h.Digest()
-	copy(buf[offDigest:], d[:])
-	copy(buf[offConfig:], h.Encode())
-	le.PutUint32(buf[offCount:], uint32(len(l.specs)))
+	copy(buf, StateHeader(s.Config, s.Step, s.Loss))
 	for i, spec := range l.specs {
-		e := buf[offTable+i*tableEntry:]
-		copy(e, spec.Name)
-		e[maxNameLen] = byte(spec.DType)
-		e[maxNameLen+1] = byte(len(spec.Shape))
-		le.PutUint32(e[40:], uint32(spec.Shape[0]))
-		le.PutUint32(e[44:], uint32(spec.Shape[1]))
-		le.PutUint64(e[48:], uint64(l.offsets[i]))
-		le.PutUint64(e[56:], uint64(spec.Bytes()))
 		EncodeValues(buf[l.offsets[i]:l.offsets[i]], spec.DType, s.Tensors[i].Data)
 	}
 	return buf
@@ -358,4 +340,56 @@ func DecodeHeader(b []byte) (Header, error) {
 	}
 	h.Chunks = uint64((l.size + ChunkSize - 1) / ChunkSize)
 	return h, nil
+}
+
+// StatePlacement is where a state tensor lies in the encoded state: it
+// starts at Offset (a multiple of ChunkSize) and spans Bytes bytes, so its
+// chunk c is chunk Offset/ChunkSize + c of the state file.
+type StatePlacement struct {
+	Name   string
+	Offset int64
+	Bytes  int64
+}
+
+// StateLayout returns the header's length (before padding to ChunkSize),
+// the placement of every state tensor in StateTensorNames order and the
+// file's size, without building a state.
+func StateLayout(cfg Config) (header int, tensors []StatePlacement, size int64) {
+	l := newStateLayout(cfg.WithDefaults())
+	for i, s := range l.specs {
+		tensors = append(tensors, StatePlacement{s.Name, int64(l.offsets[i]), int64(s.Bytes())})
+	}
+	return l.header, tensors, int64(l.size)
+}
+
+// StateHeader returns the first alignChunk(header) bytes of the encoded
+// state of cfg at step with loss: the header, tensor table and padding,
+// which depend on nothing else.
+func StateHeader(cfg Config, step uint64, loss int64) []byte {
+	cfg = cfg.WithDefaults()
+	l := newStateLayout(cfg)
+	s := &State{Config: cfg, Step: step, Loss: loss}
+	buf := make([]byte, alignChunk(l.header))
+	copy(buf[offMagic:], StateMagic)
+	le := binary.LittleEndian
+	le.PutUint32(buf[offVersion:], StateVersion)
+	le.PutUint32(buf[offHeaderLen:], uint32(l.header))
+	le.PutUint64(buf[offStep:], s.Step)
+	le.PutUint64(buf[offLoss:], uint64(s.Loss))
+	h := cfg.Hyper()
+	d := h.Digest()
+	copy(buf[offDigest:], d[:])
+	copy(buf[offConfig:], h.Encode())
+	le.PutUint32(buf[offCount:], uint32(len(l.specs)))
+	for i, spec := range l.specs {
+		e := buf[offTable+i*tableEntry:]
+		copy(e, spec.Name)
+		e[maxNameLen] = byte(spec.DType)
+		e[maxNameLen+1] = byte(len(spec.Shape))
+		le.PutUint32(e[40:], uint32(spec.Shape[0]))
+		le.PutUint32(e[44:], uint32(spec.Shape[1]))
+		le.PutUint64(e[48:], uint64(l.offsets[i]))
+		le.PutUint64(e[56:], uint64(spec.Bytes()))
+	}
+	return buf
 }

@@ -47,6 +47,12 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 				{RpcMethod: "Respond", Skip: true},
 				{RpcMethod: "Step", Skip: true},
 				{RpcMethod: "Attest", Skip: true}, // reads a trace file (client/cli)
+				// Phases 2–3: records, operator and tile in client/cli re-execute the step.
+				{RpcMethod: "CommitRecords", Skip: true},
+				{RpcMethod: "RevealNode", Skip: true},
+				{RpcMethod: "OpenRecord", Skip: true},
+				{RpcMethod: "RevealChunk", Skip: true},
+				{RpcMethod: "ProveTile", Skip: true},
 				{
 					RpcMethod: "ClaimTimeout", Use: "claim-timeout [challenge-id]",
 					Short:          "End a game whose party to move missed its deadline (anyone may), without waiting for the end blocker",

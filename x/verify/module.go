@@ -28,7 +28,9 @@ import (
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is
-// registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits.
+// registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits;
+// version 3 (the same v3 upgrade, which runs 1 → 2 → 3) retired the MLP workload and
+// added phases 2–3 of a game.
 const ConsensusVersion = 3
 
 var (

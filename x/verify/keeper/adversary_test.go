@@ -240,7 +240,9 @@ func TestUnbondingCoversTheLongestDispute(t *testing.T) {
 	p := e.verifyParams()
 	staking := e.stakingParams()
 	require.GreaterOrEqual(t, staking.UnbondingBlocks, p.RequiredUnbondingBlocks())
-	require.Equal(t, p.ChallengeWindow+(2*types.MaxBisectionRounds+1)*p.MoveTimeout, p.RequiredUnbondingBlocks())
+	// Phase 1's two moves per round, then the one-step proof or every move of phases 2–3.
+	require.Equal(t, p.ChallengeWindow+(2*types.MaxBisectionRounds+1+types.MaxTileMoves)*p.MoveTimeout, p.RequiredUnbondingBlocks())
+	require.Equal(t, uint64(41+150), types.MaxGameMoves)
 
 	tooSlow := p
 	tooSlow.MoveTimeout = staking.UnbondingBlocks // one move alone outlasts the floor

@@ -202,8 +202,8 @@ func (k Keeper) checkUnbondingCover(ctx context.Context, params types.Params) er
 	}
 	if required := params.RequiredUnbondingBlocks(); staking.UnbondingBlocks < required {
 		return errorsmod.Wrapf(types.ErrInvalidParams,
-			"challenge_window %d + the longest dispute (%d rounds of 2 × move_timeout %d, and one more move_timeout) is %d blocks, above x/stakingext's unbonding_blocks %d",
-			params.ChallengeWindow, types.MaxBisectionRounds, params.MoveTimeout, required, staking.UnbondingBlocks)
+			"challenge_window %d + the longest dispute (%d moves: %d bisection rounds of 2, the one-step proof or %d moves of phases 2–3, each within move_timeout %d) is %d blocks, above x/stakingext's unbonding_blocks %d",
+			params.ChallengeWindow, types.MaxGameMoves, types.MaxBisectionRounds, types.MaxTileMoves, params.MoveTimeout, required, staking.UnbondingBlocks)
 	}
 	return nil
 }

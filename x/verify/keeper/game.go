@@ -390,13 +390,20 @@ func (k Keeper) endOverdue(ctx sdk.Context, stored types.Challenge, cp types.Che
 	}
 	ch := eff
 	ch.Deadline = stored.Deadline // the index entry resolve removes
+	if ch.Turn == types.GAME_TURN_TILE_PROVIDER {
+		return types.CHALLENGE_OUTCOME_CHALLENGER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
+			fmt.Sprintf("the provider did not make its phase 2–3 move by height %d", stored.Deadline), endOfBlock)
+	}
 	if ch.Turn == types.GAME_TURN_PROVIDER {
 		return types.CHALLENGE_OUTCOME_CHALLENGER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
 			fmt.Sprintf("the provider did not reveal h_%d by height %d", ch.Mid, stored.Deadline), endOfBlock)
 	}
 	what := fmt.Sprintf("answer at step %d", ch.Mid)
 	if ch.Turn == types.GAME_TURN_ONE_STEP {
-		what = fmt.Sprintf("prove step %d with MsgStep", ch.Lo)
+		what = fmt.Sprintf("prove step %d with MsgStep or start phase 2 with MsgCommitRecords", ch.Lo)
+	}
+	if ch.Turn == types.GAME_TURN_TILE_CHALLENGER {
+		what = fmt.Sprintf("make its phase 2–3 move on step %d", ch.Lo)
 	}
 	return types.CHALLENGE_OUTCOME_PROVIDER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_PROVIDER_WON,
 		fmt.Sprintf("the challenger did not %s by height %d", what, eff.Deadline), endOfBlock)

@@ -355,7 +355,9 @@ func TestLateMoveRejected(t *testing.T) {
 
 func TestConcurrentChallengesHonestProvider(t *testing.T) {
 	s := newScenario(t, 64, 32)
-	s.setVerifyParams(func(p *types.Params) { p.MoveTimeout = 1000 }) // no game times out here
+	// No game times out here; 500 keeps the longest dispute (types.MaxGameMoves moves)
+	// within x/stakingext's default unbonding_blocks.
+	s.setVerifyParams(func(p *types.Params) { p.MoveTimeout = 500 })
 	prov := s.honest(0, 32)
 	cp0 := s.submitCheckpoint(prov, s.lease.Id, 0)
 	s.advance(5)

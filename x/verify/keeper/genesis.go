@@ -62,6 +62,11 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			return err
 		}
 	}
+	for _, tg := range gs.TileGames {
+		if err := k.TileGames.Set(ctx, tg.ChallengeId, tg); err != nil {
+			return err
+		}
+	}
 	return k.NextChallengeID.Set(ctx, gs.NextChallengeId)
 }
 
@@ -96,6 +101,12 @@ func (k Keeper) ExportGenesis(ctx context.Context) (*types.GenesisState, error) 
 	}
 	if err := k.Assignments.Walk(ctx, nil, func(_ AuditKey, a types.Audit) (bool, error) {
 		gs.Audits = append(gs.Audits, a)
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := k.TileGames.Walk(ctx, nil, func(_ uint64, tg types.TileGame) (bool, error) {
+		gs.TileGames = append(gs.TileGames, tg)
 		return false, nil
 	}); err != nil {
 		return nil, err

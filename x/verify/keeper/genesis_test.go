@@ -52,6 +52,7 @@ func (e *env) wipeVerify() {
 	for _, k := range md {
 		require.NoError(e.t, e.Verify.MoveDeadlines.Remove(ctx, k))
 	}
+	require.NoError(e.t, e.Verify.TileGames.Clear(ctx, nil))
 	require.NoError(e.t, e.Verify.Params.Remove(ctx))
 	require.NoError(e.t, e.Verify.NextChallengeID.Set(ctx, 0))
 	gs, err := e.Verify.ExportGenesis(ctx)

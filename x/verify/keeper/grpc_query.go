@@ -66,7 +66,13 @@ func (q queryServer) Challenge(ctx context.Context, req *types.QueryChallengeReq
 	if ch, err = q.Effective(sdk.UnwrapSDKContext(ctx), ch); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &types.QueryChallengeResponse{Challenge: ch}, nil
+	res := &types.QueryChallengeResponse{Challenge: ch}
+	if tg, found, err := keeperutil.Optional(q.TileGames.Get(ctx, ch.Id)); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	} else if found {
+		res.TileGame = &tg
+	}
+	return res, nil
 }
 
 func (q queryServer) Challenges(ctx context.Context, req *types.QueryChallengesRequest) (*types.QueryChallengesResponse, error) {

@@ -83,6 +83,8 @@ type Keeper struct {
 	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
 	MoveDeadlines   collections.KeySet[collections.Pair[int64, uint64]]
 	NextChallengeID collections.Sequence
+	// TileGames holds the phase 2–3 state of challenges past phase 1 (tiles.go).
+	TileGames collections.Map[uint64, types.TileGame]
 
 	// challengesByLease reads the Challenges.Checkpoint index, (lease, index, challenge),
 	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
@@ -137,6 +139,7 @@ func NewKeeper(
 		MoveDeadlines: collections.NewKeySet(sb, types.MoveDeadlinesKey, "move_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		NextChallengeID: collections.NewSequence(sb, types.NextChallengeIDKey, "next_challenge_id"),
+		TileGames:       collections.NewMap(sb, types.TileGamesKey, "tile_games", collections.Uint64Key, codec.CollValue[types.TileGame](cdc)),
 		OpeningHeights: collections.NewMap(sb, types.OpeningHeightsKey, "opening_heights",
 			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.Int64Value),
 		Assignments: collections.NewIndexedMap(sb, types.AuditsKey, "audits",

@@ -40,11 +40,19 @@ func (m Migrator) Migrate1to2(ctx sdk.Context) error {
 // (types.ExactWorkloadVersion). No referee of this release re-executes its steps.
 const RetiredWorkloadVersion = 1
 
-// Migrate2to3 ends every open game over a checkpoint of the retired MLP workload as moot,
-// refunding the challenger's bond as any moot game does: nobody can play its one-step
-// phase any more, and a game that cannot be decided must not be lost by a timeout. Its
-// checkpoint finalizes after its window like an unchallenged one. (x/market's 2→3
-// migration closes the MLP jobs themselves.)
+// Migrate2to3 retires the MLP and adds phases 2–3 (operators and tiles).
+//
+// Every open game over a checkpoint of the retired MLP workload ends moot, refunding
+// the challenger's bond as any moot game does: nobody can play its one-step phase any
+// more, and a game that cannot be decided must not be lost by a timeout. Its checkpoint
+// finalizes after its window like an unchallenged one. (x/market's 2→3 migration closes
+// the MLP jobs themselves.)
+//
+// Phases 2–3 add a collection (TileGames, prefix 12, empty until a game reaches them) and
+// two game turns, so no stored value changes; the longest dispute grows by
+// types.MaxTileMoves moves, so the rule spanning x/verify and x/stakingext is checked
+// again as in Migrate1to2: an unbonding_blocks that no longer covers it is logged for
+// governance to raise.
 func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 	var open []types.Challenge
 	err := m.keeper.Challenges.Walk(ctx, nil, func(_ uint64, ch types.Challenge) (bool, error) {
@@ -68,6 +76,13 @@ func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 			"the v3 upgrade retired the MLP workload this checkpoint trained: no referee can re-execute its steps", false); err != nil {
 			return err
 		}
+	}
+	params, err := m.keeper.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.keeper.checkUnbondingCover(ctx, params); err != nil {
+		m.keeper.Logger(ctx).Error("x/verify's phases 2–3 need a longer x/stakingext unbonding_blocks", "err", err)
 	}
 	return nil
 }

@@ -129,3 +129,56 @@ func (s msgServer) UpdateParams(ctx context.Context, msg *types.MsgUpdateParams)
 	}
 	return keeperutil.Respond(ctx, &types.MsgUpdateParamsResponse{}, &types.EventParamsUpdated{Params: msg.Params})
 }
+
+// Phases 2–3 (tiles.go).
+
+func (s msgServer) CommitRecords(ctx context.Context, msg *types.MsgCommitRecords) (*types.MsgCommitRecordsResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "sender", msg.Sender); err != nil {
+		return nil, err
+	}
+	if err := s.k.commitRecords(sdk.UnwrapSDKContext(ctx), msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgCommitRecordsResponse{}, nil
+}
+
+func (s msgServer) RevealNode(ctx context.Context, msg *types.MsgRevealNode) (*types.MsgRevealNodeResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "sender", msg.Sender); err != nil {
+		return nil, err
+	}
+	if err := s.k.revealNode(sdk.UnwrapSDKContext(ctx), msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgRevealNodeResponse{}, nil
+}
+
+func (s msgServer) OpenRecord(ctx context.Context, msg *types.MsgOpenRecord) (*types.MsgOpenRecordResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "sender", msg.Sender); err != nil {
+		return nil, err
+	}
+	if err := s.k.openRecord(sdk.UnwrapSDKContext(ctx), msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgOpenRecordResponse{}, nil
+}
+
+func (s msgServer) RevealChunk(ctx context.Context, msg *types.MsgRevealChunk) (*types.MsgRevealChunkResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "provider", msg.Provider); err != nil {
+		return nil, err
+	}
+	if err := s.k.revealChunk(sdk.UnwrapSDKContext(ctx), msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgRevealChunkResponse{}, nil
+}
+
+func (s msgServer) ProveTile(ctx context.Context, msg *types.MsgProveTile) (*types.MsgProveTileResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "challenger", msg.Challenger); err != nil {
+		return nil, err
+	}
+	outcome, err := s.k.proveTile(sdk.UnwrapSDKContext(ctx), msg)
+	if err != nil {
+		return nil, err
+	}
+	return &types.MsgProveTileResponse{Outcome: outcome}, nil
+}

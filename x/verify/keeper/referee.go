@@ -10,22 +10,30 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// CheckAdjudicable reports whether the one-step referee could re-execute a step of cfg
-// within max_step_macs (x/market asks before it escrows a job; see
-// markettypes.WorkloadReferee).
+// CheckAdjudicable reports whether a dispute over a step of cfg can be decided on chain
+// (x/market asks before it escrows a job; see markettypes.WorkloadReferee): by the
+// one-step referee when a step is within max_step_macs, otherwise by phases 2–3, whose
+// every move must fit types.MaxMoveGas (computed from the graph, without running it) and
+// whose descents must fit MaxRecordRounds and MaxChunkRounds.
 func (k Keeper) CheckAdjudicable(ctx context.Context, cfg exact.Config) error {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
 		return err
 	}
-	if macs := uint64(cfg.MACsPerStep()); macs > params.MaxStepMacs {
+	if macs := uint64(cfg.MACsPerStep()); macs <= params.MaxStepMacs {
+		return nil
+	}
+	w := tiles.NewStep(cfg).WorstCase(func(c tiles.Cost) uint64 { return types.TileMoveGas(params, c) })
+	if g := types.MoveGasBound(params, w.Cost); g > types.MaxMoveGas || w.RecordRounds > types.MaxRecordRounds || w.ChunkRounds > types.MaxChunkRounds {
 		return errorsmod.Wrapf(types.ErrStepTooExpensive,
-			"workload.model: a step is %d multiply-accumulates, more than the one-step referee can re-execute (max_step_macs %d)", macs, params.MaxStepMacs)
+			"workload.model: a step is %d multiply-accumulates, more than the one-step referee can re-execute (max_step_macs %d), and its costliest tile move (%s) needs %d gas, more than %d (%d%% of the assumed block gas limit %d), or its descents are too deep (%d, %d)",
+			cfg.MACsPerStep(), params.MaxStepMacs, w.Kind, g, types.MaxMoveGas, types.MaxMoveGasPercent, types.BlockGasLimit, w.RecordRounds, w.ChunkRounds)
 	}
 	return nil
 }
@@ -142,6 +150,24 @@ func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg exact.Conf
 	if err != nil {
 		return nil, keeperutil.WrapCause(types.ErrInvalidData, err, "")
 	}
+	proven, err := k.provenDataChunks(ctx, params, layout, chunks)
+	if err != nil {
+		return nil, err
+	}
+	batch := make([][]byte, len(windows))
+	for i, w := range windows {
+		window, err := readProven(layout, proven, w.Start, w.Start+w.Length)
+		if err != nil {
+			return nil, errorsmod.Wrapf(err, "batch window %d", i)
+		}
+		batch[i] = window
+	}
+	return batch, nil
+}
+
+// provenDataChunks checks each data chunk against its segment's root in the worker's
+// data layout and returns them by chunk index.
+func (k Keeper) provenDataChunks(ctx sdk.Context, params types.Params, layout traindata.Layout, chunks []types.DataChunk) (map[uint64][]byte, error) {
 	proven := make(map[uint64][]byte, len(chunks))
 	for i, c := range chunks {
 		if _, dup := proven[c.Index]; dup {
@@ -161,21 +187,22 @@ func (k Keeper) provenBatch(ctx sdk.Context, params types.Params, cfg exact.Conf
 		}
 		proven[c.Index] = c.Data
 	}
-	batch := make([][]byte, len(windows))
-	for i, w := range windows {
-		window := make([]byte, 0, w.Length)
-		for off, stop := w.Start, w.Start+w.Length; off < stop; {
-			n, _ := layout.ChunkAt(off)
-			chunk, ok := proven[n]
-			if !ok {
-				return nil, errorsmod.Wrapf(types.ErrInvalidData, "batch window %d needs data chunk %d, which was not supplied", i, n)
-			}
-			_, _, start, end, _ := layout.Chunk(n)
-			take := min(end, stop) - off
-			window = append(window, chunk[off-start:off-start+take]...)
-			off += take
+	return proven, nil
+}
+
+// readProven returns stream bytes [off, stop) from proven chunks.
+func readProven(layout traindata.Layout, proven map[uint64][]byte, off, stop uint64) ([]byte, error) {
+	out := make([]byte, 0, stop-off)
+	for off < stop {
+		n, _ := layout.ChunkAt(off)
+		chunk, ok := proven[n]
+		if !ok {
+			return nil, errorsmod.Wrapf(types.ErrInvalidData, "needs data chunk %d, which was not supplied", n)
 		}
-		batch[i] = window
+		_, _, start, end, _ := layout.Chunk(n)
+		take := min(end, stop) - off
+		out = append(out, chunk[off-start:off-start+take]...)
+		off += take
 	}
-	return batch, nil
+	return out, nil
 }

@@ -37,7 +37,7 @@ func ProposalMsgs(k keeper.Keeper) []simtypes.WeightedProposalMsg {
 // unbonding_blocks (its challenge window plus longest dispute); the x/stakingext
 // simulation draws unbonding_blocks above it, so every proposal either module makes
 // passes the rule that spans them.
-var MaxRequiredUnbondingBlocks = maxChallengeWindow + (2*types.MaxBisectionRounds+1)*maxMoveTimeout
+var MaxRequiredUnbondingBlocks = maxChallengeWindow + types.MaxGameMoves*maxMoveTimeout
 
 const (
 	maxChallengeWindow = 10

@@ -19,6 +19,11 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgClaimTimeout{}, "depinchain/x/verify/MsgClaimTimeout")
 	legacy.RegisterAminoMsg(cdc, &MsgAttest{}, "depinchain/x/verify/MsgAttest")
 	legacy.RegisterAminoMsg(cdc, &MsgReportUnavailable{}, "depinchain/x/verify/MsgReportUnavail")
+	legacy.RegisterAminoMsg(cdc, &MsgCommitRecords{}, "depinchain/x/verify/MsgCommitRecords")
+	legacy.RegisterAminoMsg(cdc, &MsgRevealNode{}, "depinchain/x/verify/MsgRevealNode")
+	legacy.RegisterAminoMsg(cdc, &MsgOpenRecord{}, "depinchain/x/verify/MsgOpenRecord")
+	legacy.RegisterAminoMsg(cdc, &MsgRevealChunk{}, "depinchain/x/verify/MsgRevealChunk")
+	legacy.RegisterAminoMsg(cdc, &MsgProveTile{}, "depinchain/x/verify/MsgProveTile")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
 }
 
@@ -27,6 +32,7 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 	registry.RegisterImplementations((*sdk.Msg)(nil),
 		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
 		&MsgClaimTimeout{}, &MsgAttest{}, &MsgReportUnavailable{},
+		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

@@ -36,4 +36,7 @@ var (
 	ErrAttestationDiffers = errors.Register(ModuleName, 29, "attested trace root differs from the checkpoint's")
 	ErrNothingToReport    = errors.Register(ModuleName, 30, "the start state is not this provider's to serve")
 	ErrInvalidGenesis     = errors.Register(ModuleName, 31, "invalid genesis state")
+	// ErrInvalidTileMove: a phase 2–3 move that does not check out (children that do not
+	// hash to the party's node, an opening that does not prove, a record of the wrong kind).
+	ErrInvalidTileMove = errors.Register(ModuleName, 32, "invalid operator or tile move")
 )

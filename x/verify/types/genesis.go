@@ -55,7 +55,35 @@ func (gs GenesisState) Validate() error {
 			return fmt.Errorf("opening of step %d on checkpoint %d/%d: no such checkpoint, step outside it, bad hash or negative height", o.Step, o.LeaseId, o.CheckpointIndex)
 		}
 	}
+	if err := gs.validateTileGames(ids); err != nil {
+		return err
+	}
 	return gs.validateAudits(checkpoints)
+}
+
+// validateTileGames checks that each phase 2–3 state belongs to a challenge, once, and
+// that its hashes are hashes.
+func (gs GenesisState) validateTileGames(challenges map[uint64]bool) error {
+	seen := map[uint64]bool{}
+	for _, tg := range gs.TileGames {
+		if !challenges[tg.ChallengeId] || seen[tg.ChallengeId] {
+			return fmt.Errorf("tile game of challenge %d: no such challenge, or a second state for it", tg.ChallengeId)
+		}
+		seen[tg.ChallengeId] = true
+		for name, h := range map[string][]byte{
+			"challenger_record_root": tg.ChallengerRecordRoot, "provider_record_root": tg.ProviderRecordRoot,
+			"provider_node": tg.ProviderNode, "challenger_node": tg.ChallengerNode, "provider_left": tg.ProviderLeft,
+			"provider_right": tg.ProviderRight, "provider_output_root": tg.ProviderOutputRoot, "challenger_output_root": tg.ChallengerOutputRoot,
+		} {
+			if len(h) != 0 && len(h) != 32 {
+				return fmt.Errorf("tile game of challenge %d: %s must be 32 bytes or empty", tg.ChallengeId, name)
+			}
+		}
+		if tg.Lo > tg.Hi || tg.Hi > tg.Entries && tg.Phase == TILE_PHASE_OPERATORS || len(tg.ProviderChunk) > 4096 {
+			return fmt.Errorf("tile game of challenge %d: range [%d, %d) outside its %d entries, or a chunk over 4096 bytes", tg.ChallengeId, tg.Lo, tg.Hi, tg.Entries)
+		}
+	}
+	return nil
 }
 
 // validateAudits checks that every assignment belongs to a checkpoint, once per auditor,

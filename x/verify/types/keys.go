@@ -28,3 +28,8 @@ var (
 	AuditsByAuditor   = collections.NewPrefix(10)
 	AuditDrawQueueKey = collections.NewPrefix(11)
 )
+
+// Prefixes added with consensus version 3 (phases 2–3: operators and tiles).
+var (
+	TileGamesKey = collections.NewPrefix(12)
+)

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/tiles"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
@@ -17,6 +18,59 @@ import (
 // it and x/verify refuses longer checkpoints), and each round halves the range, so a
 // game needs at most ceil(log2(MaxCheckpointInterval)) rounds before the one-step phase.
 var MaxBisectionRounds = uint64(bits.Len64(markettypes.MaxCheckpointInterval - 1))
+
+// Phases 2–3 bounds. A record tree has one leaf per entry of a step (loads, operators,
+// store), far fewer than 2^MaxRecordRounds for any config exact.Config.Validate accepts;
+// an output chunk tree has at most 2^MaxChunkRounds chunks (4 TiB tensors). CheckAdjudicable
+// refuses a config whose trees are deeper, so these bound every game.
+const (
+	MaxRecordRounds = 32
+	MaxChunkRounds  = 40
+	// MaxTileMoves: two record commitments, two reveals per descent round (records, then
+	// chunks), two record openings, the provider's chunk and the challenger's proof.
+	MaxTileMoves = 2 + 2*MaxRecordRounds + 2 + 2*MaxChunkRounds + 2
+)
+
+// BlockGasLimit is the block gas limit x/verify assumes when it bounds a dispute move:
+// no single phase 2–3 message of an adjudicable config may need more than
+// MaxMoveGasFraction of it (CheckAdjudicable computes the worst case from the graph).
+// The chain's consensus params should set block.max_gas to at least this.
+const (
+	BlockGasLimit            = 100_000_000
+	MaxMoveGasPercent        = 10
+	MaxMoveGas        uint64 = BlockGasLimit * MaxMoveGasPercent / 100
+)
+
+// Gas the SDK's ante handler charges for any transaction, as x/verify assumes it when it
+// bounds a move: auth's tx_size_cost_per_byte (default 10) for every byte of the message
+// and a flat allowance for the signature and the rest of the ante handler.
+const (
+	TxSizeGasPerByte = 10
+	TxOverheadGas    = 50_000
+)
+
+// TileMoveGas is the gas of a phase 2–3 move that reads and computes c: what the keeper
+// charges (bytes, hashes, referee elements at gas_per_byte, gas_per_hash, gas_per_mac)
+// plus the ante handler's share for the message's bytes.
+func TileMoveGas(p Params, c tiles.Cost) uint64 {
+	return p.GasPerByte*uint64(c.Bytes) + p.GasPerHash*uint64(c.Hashes) + p.GasPerMac*uint64(c.Elems) +
+		TxSizeGasPerByte*uint64(c.Bytes) + TxOverheadGas
+}
+
+// MoveStateGas bounds the store access of one phase 2–3 move beyond what it reads and
+// computes: the challenge, checkpoint, job, params and tile state it loads and saves,
+// its events, and — for the last move — the resolution (a conviction's slashes,
+// refunds and transfers, all bounded by the module's other limits). The keeper tests
+// measure at most 0.51 M gas for a whole MsgProveTile on the reference config, of
+// which the referee's own work is under 0.1 M.
+const MoveStateGas = 1_000_000
+
+// MoveGasBound is the most gas a phase 2–3 move that reads and computes c can use.
+func MoveGasBound(p Params, c tiles.Cost) uint64 { return TileMoveGas(p, c) + MoveStateGas }
+
+// MaxGameMoves is the most moves a game can take: two per bisection round, then the
+// one-step proof, or MsgCommitRecords and the moves of phases 2–3.
+var MaxGameMoves = 2*MaxBisectionRounds + 1 + MaxTileMoves
 
 // MaxAuditors bounds how many auditors a checkpoint draws (the job spec's
 // audit.auditors is held to markettypes.MaxAuditors).
@@ -54,11 +108,11 @@ func DefaultParams() Params {
 	}
 }
 
-// MaxDisputeBlocks is the longest a game can last once opened: each bisection round
-// gives the provider move_timeout blocks to reveal and then the challenger move_timeout
-// blocks to answer, and the one-step phase another move_timeout.
+// MaxDisputeBlocks is the longest a game can last once opened: every move (MaxGameMoves:
+// the bisection rounds' reveal and answer, then the one-step proof or phases 2–3) gets
+// move_timeout blocks.
 func (p Params) MaxDisputeBlocks() uint64 {
-	return (2*MaxBisectionRounds + 1) * p.MoveTimeout
+	return MaxGameMoves * p.MoveTimeout
 }
 
 // RequiredUnbondingBlocks is how long after committing a checkpoint its provider (and

@@ -1124,6 +1124,673 @@ func (m *MsgUpdateParamsResponse) XXX_DiscardUnknown() {
 
 var xxx_messageInfo_MsgUpdateParamsResponse proto.InternalMessageInfo
 
+type MsgCommitRecords struct {
+	Sender      string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	// record_root is the Merkle root over the step's record leaves (pkg/tiles.RecordLeaf).
+	RecordRoot []byte `protobuf:"bytes,3,opt,name=record_root,json=recordRoot,proto3" json:"record_root,omitempty"`
+	// store_proof (provider only) proves the last leaf is the store record of its h_{lo+1}.
+	StoreProof [][]byte `protobuf:"bytes,4,rep,name=store_proof,json=storeProof,proto3" json:"store_proof,omitempty"`
+}
+
+func (m *MsgCommitRecords) Reset()         { *m = MsgCommitRecords{} }
+func (m *MsgCommitRecords) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitRecords) ProtoMessage()    {}
+func (*MsgCommitRecords) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{19}
+}
+func (m *MsgCommitRecords) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitRecords) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitRecords.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitRecords) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitRecords.Merge(m, src)
+}
+func (m *MsgCommitRecords) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitRecords) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitRecords.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitRecords proto.InternalMessageInfo
+
+func (m *MsgCommitRecords) GetSender() string {
+	if m != nil {
+		return m.Sender
+	}
+	return ""
+}
+
+func (m *MsgCommitRecords) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+func (m *MsgCommitRecords) GetRecordRoot() []byte {
+	if m != nil {
+		return m.RecordRoot
+	}
+	return nil
+}
+
+func (m *MsgCommitRecords) GetStoreProof() [][]byte {
+	if m != nil {
+		return m.StoreProof
+	}
+	return nil
+}
+
+type MsgCommitRecordsResponse struct {
+}
+
+func (m *MsgCommitRecordsResponse) Reset()         { *m = MsgCommitRecordsResponse{} }
+func (m *MsgCommitRecordsResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitRecordsResponse) ProtoMessage()    {}
+func (*MsgCommitRecordsResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{20}
+}
+func (m *MsgCommitRecordsResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitRecordsResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitRecordsResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitRecordsResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitRecordsResponse.Merge(m, src)
+}
+func (m *MsgCommitRecordsResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitRecordsResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitRecordsResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitRecordsResponse proto.InternalMessageInfo
+
+type MsgRevealNode struct {
+	Sender      string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	Left        []byte `protobuf:"bytes,3,opt,name=left,proto3" json:"left,omitempty"`
+	Right       []byte `protobuf:"bytes,4,opt,name=right,proto3" json:"right,omitempty"`
+}
+
+func (m *MsgRevealNode) Reset()         { *m = MsgRevealNode{} }
+func (m *MsgRevealNode) String() string { return proto.CompactTextString(m) }
+func (*MsgRevealNode) ProtoMessage()    {}
+func (*MsgRevealNode) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{21}
+}
+func (m *MsgRevealNode) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRevealNode) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRevealNode.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRevealNode) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRevealNode.Merge(m, src)
+}
+func (m *MsgRevealNode) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRevealNode) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRevealNode.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRevealNode proto.InternalMessageInfo
+
+func (m *MsgRevealNode) GetSender() string {
+	if m != nil {
+		return m.Sender
+	}
+	return ""
+}
+
+func (m *MsgRevealNode) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+func (m *MsgRevealNode) GetLeft() []byte {
+	if m != nil {
+		return m.Left
+	}
+	return nil
+}
+
+func (m *MsgRevealNode) GetRight() []byte {
+	if m != nil {
+		return m.Right
+	}
+	return nil
+}
+
+type MsgRevealNodeResponse struct {
+}
+
+func (m *MsgRevealNodeResponse) Reset()         { *m = MsgRevealNodeResponse{} }
+func (m *MsgRevealNodeResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgRevealNodeResponse) ProtoMessage()    {}
+func (*MsgRevealNodeResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{22}
+}
+func (m *MsgRevealNodeResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRevealNodeResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRevealNodeResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRevealNodeResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRevealNodeResponse.Merge(m, src)
+}
+func (m *MsgRevealNodeResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRevealNodeResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRevealNodeResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRevealNodeResponse proto.InternalMessageInfo
+
+type MsgOpenRecord struct {
+	Sender      string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	OutputRoot  []byte `protobuf:"bytes,3,opt,name=output_root,json=outputRoot,proto3" json:"output_root,omitempty"`
+}
+
+func (m *MsgOpenRecord) Reset()         { *m = MsgOpenRecord{} }
+func (m *MsgOpenRecord) String() string { return proto.CompactTextString(m) }
+func (*MsgOpenRecord) ProtoMessage()    {}
+func (*MsgOpenRecord) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{23}
+}
+func (m *MsgOpenRecord) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgOpenRecord) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgOpenRecord.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgOpenRecord) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgOpenRecord.Merge(m, src)
+}
+func (m *MsgOpenRecord) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgOpenRecord) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgOpenRecord.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgOpenRecord proto.InternalMessageInfo
+
+func (m *MsgOpenRecord) GetSender() string {
+	if m != nil {
+		return m.Sender
+	}
+	return ""
+}
+
+func (m *MsgOpenRecord) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+func (m *MsgOpenRecord) GetOutputRoot() []byte {
+	if m != nil {
+		return m.OutputRoot
+	}
+	return nil
+}
+
+type MsgOpenRecordResponse struct {
+}
+
+func (m *MsgOpenRecordResponse) Reset()         { *m = MsgOpenRecordResponse{} }
+func (m *MsgOpenRecordResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgOpenRecordResponse) ProtoMessage()    {}
+func (*MsgOpenRecordResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{24}
+}
+func (m *MsgOpenRecordResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgOpenRecordResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgOpenRecordResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgOpenRecordResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgOpenRecordResponse.Merge(m, src)
+}
+func (m *MsgOpenRecordResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgOpenRecordResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgOpenRecordResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgOpenRecordResponse proto.InternalMessageInfo
+
+type MsgRevealChunk struct {
+	Provider    string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	Data        []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+}
+
+func (m *MsgRevealChunk) Reset()         { *m = MsgRevealChunk{} }
+func (m *MsgRevealChunk) String() string { return proto.CompactTextString(m) }
+func (*MsgRevealChunk) ProtoMessage()    {}
+func (*MsgRevealChunk) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{25}
+}
+func (m *MsgRevealChunk) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRevealChunk) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRevealChunk.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRevealChunk) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRevealChunk.Merge(m, src)
+}
+func (m *MsgRevealChunk) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRevealChunk) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRevealChunk.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRevealChunk proto.InternalMessageInfo
+
+func (m *MsgRevealChunk) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *MsgRevealChunk) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+func (m *MsgRevealChunk) GetData() []byte {
+	if m != nil {
+		return m.Data
+	}
+	return nil
+}
+
+type MsgRevealChunkResponse struct {
+}
+
+func (m *MsgRevealChunkResponse) Reset()         { *m = MsgRevealChunkResponse{} }
+func (m *MsgRevealChunkResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgRevealChunkResponse) ProtoMessage()    {}
+func (*MsgRevealChunkResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{26}
+}
+func (m *MsgRevealChunkResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgRevealChunkResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgRevealChunkResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgRevealChunkResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgRevealChunkResponse.Merge(m, src)
+}
+func (m *MsgRevealChunkResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgRevealChunkResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgRevealChunkResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgRevealChunkResponse proto.InternalMessageInfo
+
+// TileOpening is one 4 KiB chunk of an input (by input position) with its proof.
+type TileOpening struct {
+	Input uint32   `protobuf:"varint,1,opt,name=input,proto3" json:"input,omitempty"`
+	Chunk uint64   `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Data  []byte   `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Proof [][]byte `protobuf:"bytes,4,rep,name=proof,proto3" json:"proof,omitempty"`
+}
+
+func (m *TileOpening) Reset()         { *m = TileOpening{} }
+func (m *TileOpening) String() string { return proto.CompactTextString(m) }
+func (*TileOpening) ProtoMessage()    {}
+func (*TileOpening) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{27}
+}
+func (m *TileOpening) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *TileOpening) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_TileOpening.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *TileOpening) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_TileOpening.Merge(m, src)
+}
+func (m *TileOpening) XXX_Size() int {
+	return m.Size()
+}
+func (m *TileOpening) XXX_DiscardUnknown() {
+	xxx_messageInfo_TileOpening.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_TileOpening proto.InternalMessageInfo
+
+func (m *TileOpening) GetInput() uint32 {
+	if m != nil {
+		return m.Input
+	}
+	return 0
+}
+
+func (m *TileOpening) GetChunk() uint64 {
+	if m != nil {
+		return m.Chunk
+	}
+	return 0
+}
+
+func (m *TileOpening) GetData() []byte {
+	if m != nil {
+		return m.Data
+	}
+	return nil
+}
+
+func (m *TileOpening) GetProof() [][]byte {
+	if m != nil {
+		return m.Proof
+	}
+	return nil
+}
+
+// RecordOpening is record `entry` (its output root) with its proof against the
+// challenger's record root: the agreed root of an input of the disputed entry.
+type RecordOpening struct {
+	Entry uint64   `protobuf:"varint,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Root  []byte   `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	Proof [][]byte `protobuf:"bytes,3,rep,name=proof,proto3" json:"proof,omitempty"`
+}
+
+func (m *RecordOpening) Reset()         { *m = RecordOpening{} }
+func (m *RecordOpening) String() string { return proto.CompactTextString(m) }
+func (*RecordOpening) ProtoMessage()    {}
+func (*RecordOpening) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{28}
+}
+func (m *RecordOpening) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *RecordOpening) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_RecordOpening.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *RecordOpening) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_RecordOpening.Merge(m, src)
+}
+func (m *RecordOpening) XXX_Size() int {
+	return m.Size()
+}
+func (m *RecordOpening) XXX_DiscardUnknown() {
+	xxx_messageInfo_RecordOpening.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_RecordOpening proto.InternalMessageInfo
+
+func (m *RecordOpening) GetEntry() uint64 {
+	if m != nil {
+		return m.Entry
+	}
+	return 0
+}
+
+func (m *RecordOpening) GetRoot() []byte {
+	if m != nil {
+		return m.Root
+	}
+	return nil
+}
+
+func (m *RecordOpening) GetProof() [][]byte {
+	if m != nil {
+		return m.Proof
+	}
+	return nil
+}
+
+type MsgProveTile struct {
+	Challenger  string `protobuf:"bytes,1,opt,name=challenger,proto3" json:"challenger,omitempty"`
+	ChallengeId uint64 `protobuf:"varint,2,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`
+	// element (operators): the index within the chunk of the value the challenger disputes.
+	Element uint64 `protobuf:"varint,3,opt,name=element,proto3" json:"element,omitempty"`
+	// openings: operators, the input chunks the element reads; store, the one chunk of a
+	// next state tensor (or of the loss, for a header chunk); load of a state tensor, the
+	// pre-state file chunk (input 0, chunk = the file's chunk index) against h_lo.
+	Openings []TileOpening `protobuf:"bytes,4,rep,name=openings,proto3" json:"openings"`
+	// inputs: operators and the store, the records of the entry's inputs.
+	Inputs []RecordOpening `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs"`
+	// data: load of a micro-batch's windows, the data chunks the disputed chunk covers.
+	Data []DataChunk `protobuf:"bytes,6,rep,name=data,proto3" json:"data"`
+}
+
+func (m *MsgProveTile) Reset()         { *m = MsgProveTile{} }
+func (m *MsgProveTile) String() string { return proto.CompactTextString(m) }
+func (*MsgProveTile) ProtoMessage()    {}
+func (*MsgProveTile) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{29}
+}
+func (m *MsgProveTile) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgProveTile) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgProveTile.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgProveTile) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgProveTile.Merge(m, src)
+}
+func (m *MsgProveTile) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgProveTile) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgProveTile.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgProveTile proto.InternalMessageInfo
+
+func (m *MsgProveTile) GetChallenger() string {
+	if m != nil {
+		return m.Challenger
+	}
+	return ""
+}
+
+func (m *MsgProveTile) GetChallengeId() uint64 {
+	if m != nil {
+		return m.ChallengeId
+	}
+	return 0
+}
+
+func (m *MsgProveTile) GetElement() uint64 {
+	if m != nil {
+		return m.Element
+	}
+	return 0
+}
+
+func (m *MsgProveTile) GetOpenings() []TileOpening {
+	if m != nil {
+		return m.Openings
+	}
+	return nil
+}
+
+func (m *MsgProveTile) GetInputs() []RecordOpening {
+	if m != nil {
+		return m.Inputs
+	}
+	return nil
+}
+
+func (m *MsgProveTile) GetData() []DataChunk {
+	if m != nil {
+		return m.Data
+	}
+	return nil
+}
+
+type MsgProveTileResponse struct {
+	Outcome ChallengeOutcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=depinchain.verify.v1.ChallengeOutcome" json:"outcome,omitempty"`
+}
+
+func (m *MsgProveTileResponse) Reset()         { *m = MsgProveTileResponse{} }
+func (m *MsgProveTileResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgProveTileResponse) ProtoMessage()    {}
+func (*MsgProveTileResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_ed61028edf0b887a, []int{30}
+}
+func (m *MsgProveTileResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgProveTileResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgProveTileResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgProveTileResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgProveTileResponse.Merge(m, src)
+}
+func (m *MsgProveTileResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgProveTileResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgProveTileResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgProveTileResponse proto.InternalMessageInfo
+
+func (m *MsgProveTileResponse) GetOutcome() ChallengeOutcome {
+	if m != nil {
+		return m.Outcome
+	}
+	return CHALLENGE_OUTCOME_UNSPECIFIED
+}
+
 func init() {
 	proto.RegisterType((*MsgSubmitCheckpoint)(nil), "depinchain.verify.v1.MsgSubmitCheckpoint")
 	proto.RegisterType((*MsgSubmitCheckpointResponse)(nil), "depinchain.verify.v1.MsgSubmitCheckpointResponse")
@@ -1144,86 +1811,122 @@ func init() {
 	proto.RegisterType((*MsgReportUnavailableResponse)(nil), "depinchain.verify.v1.MsgReportUnavailableResponse")
 	proto.RegisterType((*MsgUpdateParams)(nil), "depinchain.verify.v1.MsgUpdateParams")
 	proto.RegisterType((*MsgUpdateParamsResponse)(nil), "depinchain.verify.v1.MsgUpdateParamsResponse")
+	proto.RegisterType((*MsgCommitRecords)(nil), "depinchain.verify.v1.MsgCommitRecords")
+	proto.RegisterType((*MsgCommitRecordsResponse)(nil), "depinchain.verify.v1.MsgCommitRecordsResponse")
+	proto.RegisterType((*MsgRevealNode)(nil), "depinchain.verify.v1.MsgRevealNode")
+	proto.RegisterType((*MsgRevealNodeResponse)(nil), "depinchain.verify.v1.MsgRevealNodeResponse")
+	proto.RegisterType((*MsgOpenRecord)(nil), "depinchain.verify.v1.MsgOpenRecord")
+	proto.RegisterType((*MsgOpenRecordResponse)(nil), "depinchain.verify.v1.MsgOpenRecordResponse")
+	proto.RegisterType((*MsgRevealChunk)(nil), "depinchain.verify.v1.MsgRevealChunk")
+	proto.RegisterType((*MsgRevealChunkResponse)(nil), "depinchain.verify.v1.MsgRevealChunkResponse")
+	proto.RegisterType((*TileOpening)(nil), "depinchain.verify.v1.TileOpening")
+	proto.RegisterType((*RecordOpening)(nil), "depinchain.verify.v1.RecordOpening")
+	proto.RegisterType((*MsgProveTile)(nil), "depinchain.verify.v1.MsgProveTile")
+	proto.RegisterType((*MsgProveTileResponse)(nil), "depinchain.verify.v1.MsgProveTileResponse")
 }
 
 func init() { proto.RegisterFile("depinchain/verify/v1/tx.proto", fileDescriptor_ed61028edf0b887a) }
 
 var fileDescriptor_ed61028edf0b887a = []byte{
-	// 1171 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xc4, 0x57, 0xcf, 0x6f, 0x1b, 0xc5,
-	0x17, 0xcf, 0xc6, 0x8e, 0x7f, 0xbc, 0xf8, 0xdb, 0x26, 0x5b, 0x7f, 0x89, 0xb3, 0x69, 0x1c, 0x67,
-	0x0b, 0xd4, 0x4d, 0xa9, 0x4d, 0xdc, 0x52, 0x51, 0x1f, 0x80, 0x24, 0x1c, 0x88, 0xc0, 0xa2, 0xda,
-	0x90, 0x0b, 0x95, 0xb0, 0x26, 0xde, 0xc9, 0x7a, 0x55, 0x7b, 0x77, 0xb5, 0x33, 0x36, 0xc9, 0x0d,
-	0x71, 0xe4, 0xc4, 0x9d, 0x7f, 0x80, 0x03, 0x87, 0x1c, 0xf8, 0x0b, 0xb8, 0xd0, 0x0b, 0x52, 0x85,
-	0x38, 0x70, 0x42, 0x28, 0x39, 0x84, 0x7f, 0x80, 0x2b, 0x42, 0x33, 0xbb, 0x3b, 0x9e, 0x24, 0xbb,
-	0xb6, 0x11, 0x05, 0x2e, 0xd1, 0xbe, 0xf7, 0x3e, 0xef, 0xcd, 0x7b, 0x9f, 0x37, 0xef, 0x65, 0x0c,
-	0xab, 0x26, 0xf6, 0x6c, 0xa7, 0xd3, 0x45, 0xb6, 0x53, 0x1f, 0x62, 0xdf, 0x3e, 0x3c, 0xae, 0x0f,
-	0x37, 0xeb, 0xf4, 0xa8, 0xe6, 0xf9, 0x2e, 0x75, 0xd5, 0xe2, 0xc8, 0x5c, 0x0b, 0xcc, 0xb5, 0xe1,
-	0xa6, 0xb6, 0x88, 0xfa, 0xb6, 0xe3, 0xd6, 0xf9, 0xdf, 0x00, 0xa8, 0x2d, 0x75, 0x5c, 0xd2, 0x77,
-	0x49, 0xbd, 0x4f, 0x2c, 0x16, 0xa0, 0x4f, 0xac, 0xd0, 0xb0, 0x1c, 0x18, 0xda, 0x5c, 0xaa, 0x07,
-	0x42, 0x68, 0x2a, 0x5a, 0xae, 0xe5, 0x06, 0x7a, 0xf6, 0x15, 0x6a, 0xd7, 0x63, 0x33, 0x0a, 0x0f,
-	0xe7, 0x10, 0xfd, 0x87, 0x14, 0xdc, 0x68, 0x11, 0x6b, 0x6f, 0x70, 0xd0, 0xb7, 0xe9, 0x4e, 0x17,
-	0x77, 0x9e, 0x7a, 0xae, 0xed, 0x50, 0xf5, 0x01, 0xe4, 0x3c, 0xdf, 0x1d, 0xda, 0x26, 0xf6, 0x4b,
-	0x4a, 0x45, 0xa9, 0xe6, 0xb7, 0x4b, 0x3f, 0x7e, 0x7b, 0xaf, 0x18, 0x1e, 0xba, 0x65, 0x9a, 0x3e,
-	0x26, 0x64, 0x8f, 0xfa, 0xb6, 0x63, 0x19, 0x02, 0xa9, 0x2e, 0x43, 0xae, 0x87, 0x11, 0xc1, 0x6d,
-	0xdb, 0x2c, 0xcd, 0x56, 0x94, 0x6a, 0xda, 0xc8, 0x72, 0x79, 0xd7, 0x54, 0x8b, 0x30, 0x67, 0x3b,
-	0x26, 0x3e, 0x2a, 0xa5, 0xb8, 0x3e, 0x10, 0xd4, 0x55, 0x00, 0x42, 0x91, 0x4f, 0xdb, 0x84, 0x62,
-	0xaf, 0x94, 0xe6, 0xa6, 0x3c, 0xd7, 0xec, 0x51, 0xec, 0xb1, 0x78, 0xd8, 0x31, 0x03, 0xe3, 0x5c,
-	0x10, 0x0f, 0x3b, 0x26, 0x37, 0x05, 0x9e, 0x14, 0xb7, 0x7d, 0xd7, 0xa5, 0xa5, 0x4c, 0x45, 0xa9,
-	0x16, 0xb8, 0x27, 0xc5, 0x86, 0xeb, 0x52, 0x66, 0xa6, 0x3e, 0xea, 0x84, 0xe6, 0x6c, 0x60, 0xe6,
-	0x9a, 0xc8, 0x7c, 0x68, 0x3b, 0xa8, 0xd7, 0xee, 0x22, 0xd2, 0x2d, 0xe5, 0x02, 0x33, 0xd7, 0xbc,
-	0x87, 0x48, 0x57, 0xad, 0xc2, 0xc2, 0xc8, 0xcc, 0xf8, 0x76, 0x0f, 0x4b, 0xf9, 0x4a, 0xaa, 0x5a,
-	0x30, 0xae, 0x09, 0xd0, 0x63, 0xa6, 0x55, 0x17, 0x20, 0x35, 0xf0, 0xed, 0x12, 0x30, 0x8a, 0x0c,
-	0xf6, 0xa9, 0x6e, 0x41, 0xb6, 0x8f, 0xa9, 0x6f, 0x77, 0x48, 0x69, 0xbe, 0x92, 0xaa, 0xce, 0x37,
-	0x6e, 0xd6, 0xe2, 0x3a, 0x5f, 0x6b, 0x71, 0xd0, 0x76, 0xfe, 0xd9, 0x2f, 0x6b, 0x33, 0x5f, 0x9f,
-	0x9f, 0x6c, 0x28, 0x46, 0xe4, 0xd7, 0x7c, 0xf4, 0xf9, 0xf9, 0xc9, 0x86, 0x60, 0xf5, 0x8b, 0xf3,
-	0x93, 0x8d, 0xdb, 0x52, 0x27, 0x8f, 0xa2, 0x5e, 0xc6, 0xf4, 0x4d, 0x5f, 0x85, 0x95, 0x18, 0xb5,
-	0x81, 0x89, 0xe7, 0x3a, 0x04, 0xeb, 0xdf, 0xcc, 0x42, 0xa1, 0x45, 0xac, 0x9d, 0x2e, 0xea, 0xf5,
-	0xb0, 0x63, 0x61, 0xf5, 0x4d, 0x80, 0x4e, 0x24, 0x4c, 0xee, 0xb4, 0x84, 0x1d, 0xd7, 0xeb, 0x3b,
-	0xb0, 0xd0, 0x11, 0x67, 0xb7, 0xe5, 0xb6, 0x5f, 0x1f, 0xe9, 0x77, 0xa3, 0x0b, 0x20, 0xf5, 0x29,
-	0x3d, 0xbe, 0x4f, 0x73, 0xd3, 0xf4, 0x29, 0x13, 0xd7, 0xa7, 0xe6, 0x03, 0x46, 0xa9, 0x94, 0x3e,
-	0x23, 0xb5, 0x92, 0x40, 0xaa, 0x60, 0x47, 0x7f, 0x04, 0x45, 0x59, 0x8e, 0x68, 0x54, 0xd7, 0xa1,
-	0x20, 0x42, 0xb1, 0xfa, 0x15, 0x5e, 0xdc, 0xbc, 0xd0, 0xed, 0x9a, 0xfa, 0x1f, 0x0a, 0xfc, 0xaf,
-	0x45, 0x2c, 0x03, 0x0f, 0x71, 0x98, 0xec, 0x0b, 0x1f, 0xa9, 0xbf, 0x40, 0xb3, 0x0a, 0x69, 0x69,
-	0xc2, 0xf8, 0x37, 0xd3, 0x49, 0xac, 0xf2, 0x6f, 0x36, 0xa5, 0x32, 0x8b, 0x81, 0xd0, 0xbc, 0x7f,
-	0xe5, 0x3e, 0xae, 0x27, 0x50, 0x37, 0x2a, 0x57, 0x5f, 0x82, 0xff, 0x5f, 0x50, 0x88, 0x3b, 0xf8,
-	0xbd, 0x02, 0xc0, 0x2d, 0x4c, 0x36, 0xff, 0xc6, 0x0d, 0xbc, 0xdc, 0x85, 0xd9, 0x2b, 0x5d, 0x10,
-	0x35, 0xa6, 0xe2, 0x6a, 0x4c, 0xcb, 0x35, 0x36, 0x62, 0x2e, 0x48, 0x39, 0xb1, 0x4a, 0x9e, 0xba,
-	0xfe, 0x1a, 0xa8, 0x23, 0x49, 0x5c, 0x8e, 0x97, 0x20, 0x83, 0x2c, 0x1f, 0xe3, 0xe0, 0x5a, 0xe4,
-	0x8c, 0x50, 0xd2, 0xdf, 0x87, 0xfc, 0xbb, 0x88, 0xa2, 0x9d, 0xee, 0xc0, 0x79, 0x3a, 0x5a, 0x87,
-	0x8a, 0xbc, 0x0e, 0x55, 0x48, 0x9b, 0x88, 0x22, 0x5e, 0x49, 0xc1, 0xe0, 0xdf, 0xa3, 0x74, 0x53,
-	0x52, 0xba, 0xfa, 0x6f, 0x0a, 0x64, 0xd9, 0xa0, 0xb3, 0x46, 0xbe, 0x0e, 0x19, 0x82, 0x9d, 0x69,
-	0xae, 0x55, 0x88, 0x9b, 0x86, 0xb9, 0x15, 0xc8, 0x7b, 0x3e, 0x6e, 0xf3, 0x8d, 0x1a, 0xd2, 0x97,
-	0xf3, 0x7c, 0xbc, 0xc7, 0x64, 0xf5, 0xad, 0x30, 0xcf, 0x34, 0x5f, 0x70, 0x6b, 0xf1, 0x0b, 0x4e,
-	0x14, 0x2b, 0xef, 0x38, 0xee, 0xd7, 0xbc, 0xcb, 0xc8, 0x0e, 0x93, 0x61, 0x44, 0xaf, 0x24, 0xad,
-	0x37, 0x8a, 0x3d, 0x7d, 0x0f, 0xae, 0x87, 0x9f, 0x82, 0xe2, 0x77, 0x20, 0xeb, 0x0e, 0x68, 0xc7,
-	0xed, 0x63, 0x5e, 0xf2, 0xb5, 0xc6, 0xab, 0xf1, 0x29, 0x88, 0xc9, 0xfd, 0x30, 0x40, 0x1b, 0x91,
-	0x9b, 0xfe, 0x95, 0xc2, 0xa3, 0xee, 0xf4, 0x90, 0xdd, 0xff, 0xc8, 0xee, 0x63, 0x77, 0x40, 0xff,
-	0x11, 0x1e, 0x83, 0xd9, 0x91, 0x4a, 0xbd, 0x95, 0xb4, 0x74, 0xa4, 0x4c, 0xf4, 0x27, 0xb0, 0x74,
-	0x49, 0xf5, 0x02, 0x4b, 0xff, 0x49, 0x81, 0x7c, 0x8b, 0x58, 0x5b, 0x94, 0x62, 0x42, 0xd5, 0x06,
-	0x64, 0xd1, 0xc0, 0xb4, 0xa9, 0x3b, 0xb9, 0xea, 0x08, 0xf8, 0xaf, 0xac, 0xfe, 0x66, 0x8d, 0x11,
-	0x17, 0x1d, 0xc9, 0x98, 0x5b, 0x4d, 0x60, 0x2e, 0x28, 0x44, 0xbf, 0x01, 0x8b, 0x42, 0x90, 0x77,
-	0x4d, 0x91, 0x8f, 0xa8, 0xe7, 0xfa, 0x74, 0xdf, 0x41, 0x43, 0x64, 0xf7, 0xd0, 0x41, 0x0f, 0xff,
-	0x77, 0x65, 0x37, 0xdf, 0xb8, 0x5c, 0xd7, 0xcb, 0x89, 0x5b, 0x46, 0x4a, 0x5a, 0x6f, 0xc2, 0xcd,
-	0xb8, 0x42, 0xc4, 0xbd, 0xd0, 0x20, 0xf7, 0xa9, 0x4d, 0xbb, 0x5d, 0xdc, 0x8b, 0xf6, 0x8e, 0x90,
-	0xf5, 0xef, 0x82, 0xcb, 0xbe, 0xef, 0x99, 0x88, 0xe2, 0xc7, 0xc8, 0x47, 0x7d, 0xa2, 0x3e, 0x84,
-	0x3c, 0x1a, 0xd0, 0xae, 0xeb, 0xdb, 0xf4, 0x78, 0x22, 0x05, 0x23, 0xa8, 0xfa, 0x36, 0x64, 0x3c,
-	0x1e, 0x81, 0x53, 0x90, 0xf8, 0xba, 0x09, 0x4e, 0x91, 0x27, 0x3f, 0x74, 0x6b, 0x3e, 0x64, 0xf5,
-	0x8f, 0x02, 0x8e, 0x9b, 0x09, 0x39, 0x61, 0x7d, 0x99, 0xcf, 0x84, 0xac, 0x8a, 0x6a, 0x6f, 0xfc,
-	0x9e, 0x81, 0x54, 0x8b, 0x58, 0xaa, 0x07, 0x0b, 0x57, 0x1e, 0xb2, 0x77, 0x12, 0x5e, 0x5f, 0x57,
-	0x1f, 0x49, 0xda, 0xe6, 0xd4, 0x50, 0xc1, 0xfa, 0x13, 0xc8, 0x8f, 0xde, 0x52, 0x7a, 0xa2, 0xbf,
-	0xc0, 0x68, 0x1b, 0x93, 0x31, 0x22, 0xf8, 0x27, 0x00, 0xd2, 0xf3, 0xe1, 0x56, 0xa2, 0xe7, 0x08,
-	0xa4, 0xdd, 0x9d, 0x02, 0x24, 0xe2, 0xef, 0x43, 0x36, 0xfa, 0x27, 0x5c, 0x19, 0xe3, 0xc7, 0x11,
-	0x5a, 0x75, 0x12, 0x42, 0x84, 0xfd, 0x00, 0xd2, 0xc1, 0x0b, 0x3d, 0x99, 0x4e, 0x8a, 0x3d, 0xed,
-	0x95, 0xb1, 0x66, 0x11, 0xcd, 0x84, 0xc2, 0x85, 0x25, 0x9d, 0xec, 0x26, 0xc3, 0xb4, 0x7b, 0x53,
-	0xc1, 0xc4, 0x29, 0x06, 0x64, 0xc2, 0x7d, 0xb8, 0x96, 0xe8, 0x18, 0x00, 0xb4, 0xdb, 0x13, 0x00,
-	0x22, 0x26, 0x81, 0xc5, 0xab, 0x7b, 0x67, 0x63, 0x0c, 0x8d, 0x97, 0xb0, 0x5a, 0x63, 0x7a, 0xac,
-	0x4c, 0xd7, 0x85, 0x31, 0x4f, 0xa6, 0x4b, 0x86, 0x8d, 0xa1, 0x2b, 0x6e, 0xe0, 0xb4, 0xb9, 0xcf,
-	0xd8, 0x48, 0x6f, 0xef, 0x3e, 0x3b, 0x2d, 0x2b, 0xcf, 0x4f, 0xcb, 0xca, 0xaf, 0xa7, 0x65, 0xe5,
-	0xcb, 0xb3, 0xf2, 0xcc, 0xf3, 0xb3, 0xf2, 0xcc, 0xcf, 0x67, 0xe5, 0x99, 0x8f, 0xeb, 0x96, 0x4d,
-	0xbb, 0x83, 0x83, 0x5a, 0xc7, 0xed, 0xd7, 0xa5, 0xe1, 0x8e, 0x9b, 0x73, 0x7a, 0xec, 0x61, 0x72,
-	0x90, 0xe1, 0x3f, 0x47, 0xef, 0xff, 0x19, 0x00, 0x00, 0xff, 0xff, 0x15, 0x23, 0xc7, 0x02, 0x45,
-	0x0f, 0x00, 0x00,
+	// 1567 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xc4, 0x58, 0x4f, 0x6f, 0x13, 0x47,
+	0x1b, 0xcf, 0x62, 0xc7, 0x8e, 0x9f, 0x24, 0x10, 0x96, 0xbc, 0x60, 0x16, 0xf2, 0x6f, 0xe1, 0x85,
+	0x10, 0xc0, 0x7e, 0x13, 0x78, 0xd1, 0x8b, 0x0f, 0x6f, 0x0b, 0xa9, 0x2a, 0xa2, 0x36, 0x05, 0x6d,
+	0x40, 0xaa, 0x8a, 0x54, 0x6b, 0xe3, 0x9d, 0xac, 0x57, 0x78, 0x77, 0x56, 0x3b, 0xe3, 0x94, 0xdc,
+	0xaa, 0x1e, 0x2b, 0x55, 0xea, 0xbd, 0x5f, 0xa0, 0x87, 0x1e, 0x90, 0xda, 0x43, 0xaf, 0xed, 0xa5,
+	0x5c, 0x2a, 0xa1, 0xaa, 0x87, 0x9e, 0x68, 0x05, 0x07, 0xfa, 0x29, 0xaa, 0x6a, 0x66, 0x76, 0x67,
+	0xc7, 0xf1, 0xae, 0x6d, 0x28, 0x69, 0x2f, 0xd6, 0x3e, 0x7f, 0xe6, 0xd9, 0xe7, 0xf7, 0x7b, 0x66,
+	0x9e, 0x79, 0xd6, 0x30, 0xe7, 0xa0, 0xd0, 0x0b, 0x5a, 0x6d, 0xdb, 0x0b, 0xea, 0xbb, 0x28, 0xf2,
+	0x76, 0xf6, 0xea, 0xbb, 0xab, 0x75, 0xfa, 0xb0, 0x16, 0x46, 0x98, 0x62, 0x7d, 0x36, 0x35, 0xd7,
+	0x84, 0xb9, 0xb6, 0xbb, 0x6a, 0x1c, 0xb5, 0x7d, 0x2f, 0xc0, 0x75, 0xfe, 0x2b, 0x1c, 0x8d, 0x13,
+	0x2d, 0x4c, 0x7c, 0x4c, 0xea, 0x3e, 0x71, 0x59, 0x00, 0x9f, 0xb8, 0xb1, 0xe1, 0xa4, 0x30, 0x34,
+	0xb9, 0x54, 0x17, 0x42, 0x6c, 0x9a, 0x75, 0xb1, 0x8b, 0x85, 0x9e, 0x3d, 0xc5, 0xda, 0xa5, 0xcc,
+	0x8c, 0xe2, 0x97, 0x73, 0x17, 0xf3, 0xc7, 0x02, 0x1c, 0xdb, 0x24, 0xee, 0x56, 0x77, 0xdb, 0xf7,
+	0xe8, 0x7a, 0x1b, 0xb5, 0x1e, 0x84, 0xd8, 0x0b, 0xa8, 0x7e, 0x15, 0x26, 0xc2, 0x08, 0xef, 0x7a,
+	0x0e, 0x8a, 0xaa, 0xda, 0xa2, 0xb6, 0x5c, 0xb9, 0x59, 0xfd, 0xe9, 0x9b, 0xcb, 0xb3, 0xf1, 0x4b,
+	0x6f, 0x38, 0x4e, 0x84, 0x08, 0xd9, 0xa2, 0x91, 0x17, 0xb8, 0x96, 0xf4, 0xd4, 0x4f, 0xc2, 0x44,
+	0x07, 0xd9, 0x04, 0x35, 0x3d, 0xa7, 0x7a, 0x68, 0x51, 0x5b, 0x2e, 0x5a, 0x65, 0x2e, 0x6f, 0x38,
+	0xfa, 0x2c, 0x8c, 0x7b, 0x81, 0x83, 0x1e, 0x56, 0x0b, 0x5c, 0x2f, 0x04, 0x7d, 0x0e, 0x80, 0x50,
+	0x3b, 0xa2, 0x4d, 0x42, 0x51, 0x58, 0x2d, 0x72, 0x53, 0x85, 0x6b, 0xb6, 0x28, 0x0a, 0x59, 0x3c,
+	0x14, 0x38, 0xc2, 0x38, 0x2e, 0xe2, 0xa1, 0xc0, 0xe1, 0x26, 0xb1, 0x92, 0xa2, 0x66, 0x84, 0x31,
+	0xad, 0x96, 0x16, 0xb5, 0xe5, 0x29, 0xbe, 0x92, 0x22, 0x0b, 0x63, 0xca, 0xcc, 0x34, 0xb2, 0x5b,
+	0xb1, 0xb9, 0x2c, 0xcc, 0x5c, 0x93, 0x98, 0x77, 0xbc, 0xc0, 0xee, 0x34, 0xdb, 0x36, 0x69, 0x57,
+	0x27, 0x84, 0x99, 0x6b, 0x6e, 0xd9, 0xa4, 0xad, 0x2f, 0xc3, 0x4c, 0x6a, 0x66, 0x7c, 0xe3, 0x9d,
+	0x6a, 0x65, 0xb1, 0xb0, 0x3c, 0x65, 0x1d, 0x96, 0x4e, 0x77, 0x98, 0x56, 0x9f, 0x81, 0x42, 0x37,
+	0xf2, 0xaa, 0xc0, 0x28, 0xb2, 0xd8, 0xa3, 0x7e, 0x03, 0xca, 0x3e, 0xa2, 0x91, 0xd7, 0x22, 0xd5,
+	0xc9, 0xc5, 0xc2, 0xf2, 0xe4, 0xda, 0xe9, 0x5a, 0x56, 0xe5, 0x6b, 0x9b, 0xdc, 0xe9, 0x66, 0xe5,
+	0xf1, 0xd3, 0x85, 0xb1, 0x2f, 0x5f, 0x3c, 0x5a, 0xd1, 0xac, 0x64, 0x5d, 0xe3, 0xfa, 0x27, 0x2f,
+	0x1e, 0xad, 0x48, 0x56, 0x3f, 0x7d, 0xf1, 0x68, 0xe5, 0xbc, 0x52, 0xc9, 0x87, 0x49, 0x2d, 0x33,
+	0xea, 0x66, 0xce, 0xc1, 0xa9, 0x0c, 0xb5, 0x85, 0x48, 0x88, 0x03, 0x82, 0xcc, 0xaf, 0x0e, 0xc1,
+	0xd4, 0x26, 0x71, 0xd7, 0xdb, 0x76, 0xa7, 0x83, 0x02, 0x17, 0xe9, 0xff, 0x03, 0x68, 0x25, 0xc2,
+	0xf0, 0x4a, 0x2b, 0xbe, 0x83, 0x6a, 0x7d, 0x01, 0x66, 0x5a, 0xf2, 0xdd, 0x4d, 0xb5, 0xec, 0x47,
+	0x52, 0xfd, 0x46, 0xb2, 0x01, 0x94, 0x3a, 0x15, 0x07, 0xd7, 0x69, 0x7c, 0x94, 0x3a, 0x95, 0xb2,
+	0xea, 0xd4, 0xb8, 0xca, 0x28, 0x55, 0xd2, 0x67, 0xa4, 0x2e, 0xe6, 0x90, 0x2a, 0xd9, 0x31, 0xaf,
+	0xc3, 0xac, 0x2a, 0x27, 0x34, 0xea, 0x4b, 0x30, 0x25, 0x43, 0x31, 0xfc, 0x1a, 0x07, 0x37, 0x29,
+	0x75, 0x1b, 0x8e, 0xf9, 0x87, 0x06, 0xd3, 0x9b, 0xc4, 0xb5, 0xd0, 0x2e, 0x8a, 0x93, 0x7d, 0xed,
+	0x47, 0xea, 0x25, 0x68, 0xd6, 0xa1, 0xa8, 0x9c, 0x30, 0xfe, 0xcc, 0x74, 0x0a, 0xab, 0xfc, 0x99,
+	0x9d, 0x52, 0x95, 0x45, 0x21, 0x34, 0xae, 0xf4, 0xed, 0xc7, 0xa5, 0x1c, 0xea, 0x52, 0xb8, 0xe6,
+	0x09, 0xf8, 0x57, 0x8f, 0x42, 0xee, 0xc1, 0x1f, 0x34, 0x00, 0x6e, 0x61, 0xb2, 0xf3, 0x17, 0x76,
+	0xe0, 0xfe, 0x2a, 0x1c, 0xea, 0xab, 0x82, 0xc4, 0x58, 0xc8, 0xc2, 0x58, 0x54, 0x31, 0xae, 0x65,
+	0x6c, 0x90, 0xf9, 0x5c, 0x94, 0x3c, 0x75, 0xf3, 0x12, 0xe8, 0xa9, 0x24, 0x37, 0xc7, 0x71, 0x28,
+	0xd9, 0x6e, 0x84, 0x90, 0xd8, 0x16, 0x13, 0x56, 0x2c, 0x99, 0xef, 0x40, 0xe5, 0x2d, 0x9b, 0xda,
+	0xeb, 0xed, 0x6e, 0xf0, 0x20, 0x6d, 0x87, 0x9a, 0xda, 0x0e, 0x75, 0x28, 0x3a, 0x36, 0xb5, 0x39,
+	0x92, 0x29, 0x8b, 0x3f, 0xa7, 0xe9, 0x16, 0x94, 0x74, 0xcd, 0xdf, 0x35, 0x28, 0xb3, 0x83, 0xce,
+	0x0a, 0xf9, 0x1f, 0x28, 0x11, 0x14, 0x8c, 0xb2, 0xad, 0x62, 0xbf, 0x51, 0x98, 0x3b, 0x05, 0x95,
+	0x30, 0x42, 0x4d, 0xde, 0x51, 0x63, 0xfa, 0x26, 0xc2, 0x08, 0x6d, 0x31, 0x59, 0xff, 0x7f, 0x9c,
+	0x67, 0x91, 0x37, 0xb8, 0x85, 0xec, 0x06, 0x27, 0xc1, 0xaa, 0x3d, 0x8e, 0xaf, 0x6b, 0x5c, 0x64,
+	0x64, 0xc7, 0xc9, 0x30, 0xa2, 0x4f, 0xe5, 0xb5, 0x37, 0x8a, 0x42, 0x73, 0x0b, 0x8e, 0xc4, 0x8f,
+	0x92, 0xe2, 0x37, 0xa1, 0x8c, 0xbb, 0xb4, 0x85, 0x7d, 0xc4, 0x21, 0x1f, 0x5e, 0x3b, 0x97, 0x9d,
+	0x82, 0x3c, 0xb9, 0xb7, 0x85, 0xb7, 0x95, 0x2c, 0x33, 0xbf, 0xd0, 0x78, 0xd4, 0xf5, 0x8e, 0xed,
+	0xf9, 0x77, 0x3d, 0x1f, 0xe1, 0x2e, 0x3d, 0x10, 0x1e, 0xc5, 0xd9, 0x51, 0xa0, 0x9e, 0xc9, 0x6b,
+	0x3a, 0x4a, 0x26, 0xe6, 0x7d, 0x38, 0xb1, 0x4f, 0xf5, 0x1a, 0xa1, 0xff, 0xac, 0x41, 0x65, 0x93,
+	0xb8, 0x37, 0x28, 0x45, 0x84, 0xea, 0x6b, 0x50, 0xb6, 0xbb, 0x8e, 0x47, 0xf1, 0x70, 0xd4, 0x89,
+	0xe3, 0xdf, 0xd2, 0xfa, 0x1b, 0x35, 0x46, 0x5c, 0xf2, 0x4a, 0xc6, 0xdc, 0x5c, 0x0e, 0x73, 0x02,
+	0x88, 0x79, 0x0c, 0x8e, 0x4a, 0x41, 0xed, 0x35, 0xb3, 0xfc, 0x88, 0x86, 0x38, 0xa2, 0xf7, 0x02,
+	0x7b, 0xd7, 0xf6, 0x3a, 0xf6, 0x76, 0x07, 0xfd, 0x73, 0xb0, 0x1b, 0xff, 0xdd, 0x8f, 0xeb, 0x6c,
+	0x6e, 0x97, 0x51, 0x92, 0x36, 0x1b, 0x70, 0x3a, 0x0b, 0x88, 0xdc, 0x17, 0x06, 0x4c, 0x7c, 0xe4,
+	0xd1, 0x76, 0x1b, 0x75, 0x92, 0xbe, 0x23, 0x65, 0xf3, 0x7b, 0xb1, 0xd9, 0xef, 0x85, 0x8e, 0x4d,
+	0xd1, 0x1d, 0x3b, 0xb2, 0x7d, 0xa2, 0x5f, 0x83, 0x8a, 0xdd, 0xa5, 0x6d, 0x1c, 0x79, 0x74, 0x6f,
+	0x28, 0x05, 0xa9, 0xab, 0xfe, 0x06, 0x94, 0x42, 0x1e, 0x81, 0x53, 0x90, 0x3b, 0xdd, 0x88, 0xb7,
+	0xa8, 0x27, 0x3f, 0x5e, 0xd6, 0xb8, 0xc6, 0xf0, 0xa7, 0x01, 0x07, 0x9d, 0x09, 0x35, 0x61, 0xf3,
+	0x24, 0x3f, 0x13, 0xaa, 0x4a, 0x56, 0xf9, 0x57, 0x0d, 0x66, 0xd8, 0x79, 0xc1, 0xbe, 0xef, 0x51,
+	0x0b, 0xb5, 0x70, 0xe4, 0x90, 0x83, 0xe9, 0x8a, 0x0b, 0x30, 0x19, 0xf1, 0xf8, 0x62, 0xd3, 0x8a,
+	0xbe, 0x08, 0x42, 0xc5, 0x07, 0x96, 0x05, 0x98, 0x24, 0x14, 0x47, 0xa8, 0xa9, 0x5e, 0x31, 0xc0,
+	0x55, 0xca, 0x20, 0xa2, 0xf4, 0x83, 0xbc, 0xea, 0xf7, 0x80, 0x31, 0x0d, 0xa8, 0xee, 0xd7, 0x49,
+	0xf4, 0xdf, 0xa9, 0x93, 0xc6, 0x7b, 0xd8, 0x41, 0x07, 0x03, 0x5d, 0x87, 0x62, 0x07, 0xed, 0x24,
+	0x98, 0xf9, 0x33, 0xbb, 0x9b, 0x22, 0xcf, 0x6d, 0x27, 0xa7, 0x57, 0x08, 0x8d, 0xd5, 0x7d, 0x10,
+	0x07, 0x0f, 0x0b, 0x2c, 0xe3, 0x9e, 0x61, 0x81, 0x29, 0x24, 0xb8, 0x6f, 0x05, 0xb8, 0xdb, 0x21,
+	0x0a, 0x04, 0xee, 0x03, 0xab, 0x2b, 0xee, 0xd2, 0xb0, 0x4b, 0x7b, 0xea, 0x2a, 0x54, 0xbc, 0x1b,
+	0x8d, 0x8a, 0x29, 0x4d, 0x34, 0xc6, 0x94, 0x2a, 0x24, 0xa6, 0xaf, 0x35, 0x38, 0x2c, 0xd1, 0x8a,
+	0x71, 0xe0, 0xd5, 0x66, 0xc3, 0xd1, 0xaa, 0xc6, 0x6f, 0xea, 0x42, 0x3a, 0x51, 0x88, 0x2d, 0xd8,
+	0x33, 0xce, 0x99, 0x03, 0x2b, 0xc4, 0x53, 0x34, 0xab, 0x70, 0xbc, 0x57, 0x23, 0xf1, 0xb4, 0x60,
+	0xf2, 0xae, 0xd7, 0x41, 0x0c, 0xa9, 0x17, 0xb8, 0x62, 0xb4, 0x09, 0xbb, 0x94, 0x03, 0x99, 0xb6,
+	0x84, 0xc0, 0xb4, 0x2d, 0xb6, 0x2a, 0x4e, 0x52, 0x08, 0x59, 0xe9, 0x65, 0xcf, 0x67, 0xe6, 0x6d,
+	0x98, 0x16, 0x34, 0x2a, 0xaf, 0x41, 0x01, 0x8d, 0xf6, 0x92, 0x09, 0x8a, 0x0b, 0x2c, 0x20, 0xaf,
+	0x60, 0x3c, 0x41, 0xb1, 0xe7, 0x9c, 0x09, 0xea, 0xb3, 0x02, 0xff, 0x14, 0xba, 0x13, 0xe1, 0x5d,
+	0xc4, 0xd2, 0x3f, 0xd8, 0x41, 0xb4, 0x0a, 0x65, 0xd4, 0x41, 0x3e, 0x0a, 0x68, 0x7c, 0x2f, 0x24,
+	0xa2, 0x7e, 0x0b, 0x26, 0xb0, 0x80, 0x44, 0xe2, 0x79, 0x6a, 0x29, 0xbb, 0xa5, 0x2a, 0x1c, 0xab,
+	0x7d, 0x55, 0xae, 0xd6, 0xdf, 0x86, 0x12, 0xe7, 0x9a, 0x54, 0xc7, 0x79, 0x9c, 0x33, 0xd9, 0x71,
+	0x7a, 0x68, 0xec, 0xe9, 0xd0, 0x62, 0xb5, 0x9c, 0xee, 0x4a, 0xaf, 0x38, 0xdd, 0xbd, 0xcc, 0xb7,
+	0x96, 0xa4, 0xdf, 0x7c, 0x9f, 0xdf, 0xd4, 0x52, 0x7e, 0x7d, 0x03, 0xcf, 0xda, 0x53, 0x80, 0xc2,
+	0x26, 0x71, 0xf5, 0x10, 0x66, 0xfa, 0xfe, 0xe7, 0xb8, 0x90, 0xf3, 0x71, 0xde, 0xff, 0x0d, 0x6d,
+	0xac, 0x8e, 0xec, 0x2a, 0x73, 0xbf, 0x0f, 0x95, 0xf4, 0x53, 0xdb, 0xcc, 0x5d, 0x2f, 0x7d, 0x8c,
+	0x95, 0xe1, 0x3e, 0x32, 0xf8, 0x87, 0x00, 0xca, 0xd7, 0xe5, 0x99, 0xdc, 0x95, 0xa9, 0x93, 0x71,
+	0x71, 0x04, 0x27, 0x19, 0xff, 0x1e, 0x94, 0x93, 0x6f, 0xb4, 0xc5, 0x01, 0xeb, 0xb8, 0x87, 0xb1,
+	0x3c, 0xcc, 0x43, 0x86, 0x7d, 0x17, 0x8a, 0xe2, 0x0f, 0x9c, 0x7c, 0x3a, 0x29, 0x0a, 0x8d, 0x7f,
+	0x0f, 0x34, 0xcb, 0x68, 0x0e, 0x4c, 0xf5, 0xcc, 0xf0, 0xf9, 0xcb, 0x54, 0x37, 0xe3, 0xf2, 0x48,
+	0x6e, 0xf2, 0x2d, 0x16, 0x94, 0xe2, 0x71, 0x79, 0x21, 0x77, 0xa1, 0x70, 0x30, 0xce, 0x0f, 0x71,
+	0x90, 0x31, 0x09, 0x1c, 0xed, 0x1f, 0x4b, 0x57, 0x06, 0xd0, 0xb8, 0xcf, 0xd7, 0x58, 0x1b, 0xdd,
+	0x57, 0xa5, 0xab, 0x67, 0x0a, 0xcc, 0xa7, 0x4b, 0x75, 0x1b, 0x40, 0x57, 0xd6, 0x3c, 0xa6, 0xbb,
+	0x30, 0xdd, 0x3b, 0x8b, 0x9d, 0xcb, 0xa7, 0x5b, 0xf5, 0x33, 0x6a, 0xa3, 0xf9, 0xf5, 0x1f, 0x01,
+	0x3e, 0xf6, 0x0c, 0x3b, 0x02, 0xcc, 0x69, 0xe8, 0x11, 0x50, 0xa7, 0x0f, 0x16, 0x5f, 0x99, 0x3c,
+	0xf2, 0xe3, 0xa7, 0x4e, 0x03, 0xe2, 0xf7, 0x4f, 0x02, 0xba, 0x0d, 0x93, 0xea, 0x14, 0x70, 0x76,
+	0x48, 0x6e, 0xdc, 0xcb, 0xb8, 0x34, 0x8a, 0x97, 0xda, 0x82, 0xd2, 0x2b, 0x2e, 0xbf, 0x05, 0x49,
+	0x9f, 0x01, 0x2d, 0xa8, 0xaf, 0x37, 0x1b, 0xe3, 0x1f, 0xb3, 0xb6, 0x7f, 0x73, 0xe3, 0xf1, 0xb3,
+	0x79, 0xed, 0xc9, 0xb3, 0x79, 0xed, 0xb7, 0x67, 0xf3, 0xda, 0xe7, 0xcf, 0xe7, 0xc7, 0x9e, 0x3c,
+	0x9f, 0x1f, 0xfb, 0xe5, 0xf9, 0xfc, 0xd8, 0x07, 0x75, 0xd7, 0xa3, 0xed, 0xee, 0x76, 0xad, 0x85,
+	0xfd, 0xba, 0x72, 0x03, 0x64, 0x5d, 0x06, 0x74, 0x2f, 0x44, 0x64, 0xbb, 0xc4, 0xff, 0x96, 0xbe,
+	0xf2, 0x67, 0x00, 0x00, 0x00, 0xff, 0xff, 0xc7, 0xa4, 0x8d, 0x25, 0x4d, 0x17, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -1257,6 +1960,18 @@ type MsgClient interface {
 	// the checkpoint starts from.
 	ReportUnavailable(ctx context.Context, in *MsgReportUnavailable, opts ...grpc.CallOption) (*MsgReportUnavailableResponse, error)
 	UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error)
+	// Phases 2–3 (the block at the end of this file; pkg/tiles, x/verify/README.md).
+	// CommitRecords: the challenger (at the one-step turn) and then the provider commit the
+	// record roots of the disputed step.
+	CommitRecords(ctx context.Context, in *MsgCommitRecords, opts ...grpc.CallOption) (*MsgCommitRecordsResponse, error)
+	// RevealNode: a party's two children of the current descent node (records or chunks).
+	RevealNode(ctx context.Context, in *MsgRevealNode, opts ...grpc.CallOption) (*MsgRevealNodeResponse, error)
+	// OpenRecord: a party's output root of the disputed entry, against its record leaf.
+	OpenRecord(ctx context.Context, in *MsgOpenRecord, opts ...grpc.CallOption) (*MsgOpenRecordResponse, error)
+	// RevealChunk: the provider's bytes of the disputed output chunk.
+	RevealChunk(ctx context.Context, in *MsgRevealChunk, opts ...grpc.CallOption) (*MsgRevealChunkResponse, error)
+	// ProveTile: the challenger's proof that the provider's chunk is wrong; ends the game.
+	ProveTile(ctx context.Context, in *MsgProveTile, opts ...grpc.CallOption) (*MsgProveTileResponse, error)
 }
 
 type msgClient struct {
@@ -1348,6 +2063,51 @@ func (c *msgClient) UpdateParams(ctx context.Context, in *MsgUpdateParams, opts 
 	return out, nil
 }
 
+func (c *msgClient) CommitRecords(ctx context.Context, in *MsgCommitRecords, opts ...grpc.CallOption) (*MsgCommitRecordsResponse, error) {
+	out := new(MsgCommitRecordsResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/CommitRecords", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) RevealNode(ctx context.Context, in *MsgRevealNode, opts ...grpc.CallOption) (*MsgRevealNodeResponse, error) {
+	out := new(MsgRevealNodeResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/RevealNode", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) OpenRecord(ctx context.Context, in *MsgOpenRecord, opts ...grpc.CallOption) (*MsgOpenRecordResponse, error) {
+	out := new(MsgOpenRecordResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/OpenRecord", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) RevealChunk(ctx context.Context, in *MsgRevealChunk, opts ...grpc.CallOption) (*MsgRevealChunkResponse, error) {
+	out := new(MsgRevealChunkResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/RevealChunk", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) ProveTile(ctx context.Context, in *MsgProveTile, opts ...grpc.CallOption) (*MsgProveTileResponse, error) {
+	out := new(MsgProveTileResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.verify.v1.Msg/ProveTile", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MsgServer is the server API for Msg service.
 type MsgServer interface {
 	// SubmitCheckpoint commits the lease's next step range.
@@ -1369,6 +2129,18 @@ type MsgServer interface {
 	// the checkpoint starts from.
 	ReportUnavailable(context.Context, *MsgReportUnavailable) (*MsgReportUnavailableResponse, error)
 	UpdateParams(context.Context, *MsgUpdateParams) (*MsgUpdateParamsResponse, error)
+	// Phases 2–3 (the block at the end of this file; pkg/tiles, x/verify/README.md).
+	// CommitRecords: the challenger (at the one-step turn) and then the provider commit the
+	// record roots of the disputed step.
+	CommitRecords(context.Context, *MsgCommitRecords) (*MsgCommitRecordsResponse, error)
+	// RevealNode: a party's two children of the current descent node (records or chunks).
+	RevealNode(context.Context, *MsgRevealNode) (*MsgRevealNodeResponse, error)
+	// OpenRecord: a party's output root of the disputed entry, against its record leaf.
+	OpenRecord(context.Context, *MsgOpenRecord) (*MsgOpenRecordResponse, error)
+	// RevealChunk: the provider's bytes of the disputed output chunk.
+	RevealChunk(context.Context, *MsgRevealChunk) (*MsgRevealChunkResponse, error)
+	// ProveTile: the challenger's proof that the provider's chunk is wrong; ends the game.
+	ProveTile(context.Context, *MsgProveTile) (*MsgProveTileResponse, error)
 }
 
 // UnimplementedMsgServer can be embedded to have forward compatible implementations.
@@ -1401,6 +2173,21 @@ func (*UnimplementedMsgServer) ReportUnavailable(ctx context.Context, req *MsgRe
 }
 func (*UnimplementedMsgServer) UpdateParams(ctx context.Context, req *MsgUpdateParams) (*MsgUpdateParamsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateParams not implemented")
+}
+func (*UnimplementedMsgServer) CommitRecords(ctx context.Context, req *MsgCommitRecords) (*MsgCommitRecordsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CommitRecords not implemented")
+}
+func (*UnimplementedMsgServer) RevealNode(ctx context.Context, req *MsgRevealNode) (*MsgRevealNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevealNode not implemented")
+}
+func (*UnimplementedMsgServer) OpenRecord(ctx context.Context, req *MsgOpenRecord) (*MsgOpenRecordResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OpenRecord not implemented")
+}
+func (*UnimplementedMsgServer) RevealChunk(ctx context.Context, req *MsgRevealChunk) (*MsgRevealChunkResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevealChunk not implemented")
+}
+func (*UnimplementedMsgServer) ProveTile(ctx context.Context, req *MsgProveTile) (*MsgProveTileResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ProveTile not implemented")
 }
 
 func RegisterMsgServer(s grpc1.Server, srv MsgServer) {
@@ -1569,6 +2356,96 @@ func _Msg_UpdateParams_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Msg_CommitRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgCommitRecords)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).CommitRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/CommitRecords",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).CommitRecords(ctx, req.(*MsgCommitRecords))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_RevealNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgRevealNode)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).RevealNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/RevealNode",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).RevealNode(ctx, req.(*MsgRevealNode))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_OpenRecord_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgOpenRecord)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).OpenRecord(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/OpenRecord",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).OpenRecord(ctx, req.(*MsgOpenRecord))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_RevealChunk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgRevealChunk)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).RevealChunk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/RevealChunk",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).RevealChunk(ctx, req.(*MsgRevealChunk))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_ProveTile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgProveTile)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).ProveTile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.verify.v1.Msg/ProveTile",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).ProveTile(ctx, req.(*MsgProveTile))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var Msg_serviceDesc = _Msg_serviceDesc
 var _Msg_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "depinchain.verify.v1.Msg",
@@ -1609,6 +2486,26 @@ var _Msg_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateParams",
 			Handler:    _Msg_UpdateParams_Handler,
+		},
+		{
+			MethodName: "CommitRecords",
+			Handler:    _Msg_CommitRecords_Handler,
+		},
+		{
+			MethodName: "RevealNode",
+			Handler:    _Msg_RevealNode_Handler,
+		},
+		{
+			MethodName: "OpenRecord",
+			Handler:    _Msg_OpenRecord_Handler,
+		},
+		{
+			MethodName: "RevealChunk",
+			Handler:    _Msg_RevealChunk_Handler,
+		},
+		{
+			MethodName: "ProveTile",
+			Handler:    _Msg_ProveTile_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -2395,6 +3292,485 @@ func (m *MsgUpdateParamsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error)
 	return len(dAtA) - i, nil
 }
 
+func (m *MsgCommitRecords) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitRecords) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitRecords) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.StoreProof) > 0 {
+		for iNdEx := len(m.StoreProof) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.StoreProof[iNdEx])
+			copy(dAtA[i:], m.StoreProof[iNdEx])
+			i = encodeVarintTx(dAtA, i, uint64(len(m.StoreProof[iNdEx])))
+			i--
+			dAtA[i] = 0x22
+		}
+	}
+	if len(m.RecordRoot) > 0 {
+		i -= len(m.RecordRoot)
+		copy(dAtA[i:], m.RecordRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.RecordRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Sender) > 0 {
+		i -= len(m.Sender)
+		copy(dAtA[i:], m.Sender)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Sender)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgCommitRecordsResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitRecordsResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitRecordsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgRevealNode) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRevealNode) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRevealNode) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Right) > 0 {
+		i -= len(m.Right)
+		copy(dAtA[i:], m.Right)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Right)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Left) > 0 {
+		i -= len(m.Left)
+		copy(dAtA[i:], m.Left)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Left)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Sender) > 0 {
+		i -= len(m.Sender)
+		copy(dAtA[i:], m.Sender)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Sender)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgRevealNodeResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRevealNodeResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRevealNodeResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgOpenRecord) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgOpenRecord) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgOpenRecord) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.OutputRoot) > 0 {
+		i -= len(m.OutputRoot)
+		copy(dAtA[i:], m.OutputRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.OutputRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Sender) > 0 {
+		i -= len(m.Sender)
+		copy(dAtA[i:], m.Sender)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Sender)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgOpenRecordResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgOpenRecordResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgOpenRecordResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgRevealChunk) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRevealChunk) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRevealChunk) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Data) > 0 {
+		i -= len(m.Data)
+		copy(dAtA[i:], m.Data)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Data)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgRevealChunkResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgRevealChunkResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgRevealChunkResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	return len(dAtA) - i, nil
+}
+
+func (m *TileOpening) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *TileOpening) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *TileOpening) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Proof) > 0 {
+		for iNdEx := len(m.Proof) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.Proof[iNdEx])
+			copy(dAtA[i:], m.Proof[iNdEx])
+			i = encodeVarintTx(dAtA, i, uint64(len(m.Proof[iNdEx])))
+			i--
+			dAtA[i] = 0x22
+		}
+	}
+	if len(m.Data) > 0 {
+		i -= len(m.Data)
+		copy(dAtA[i:], m.Data)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Data)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Chunk != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Chunk))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.Input != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Input))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *RecordOpening) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *RecordOpening) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *RecordOpening) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Proof) > 0 {
+		for iNdEx := len(m.Proof) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.Proof[iNdEx])
+			copy(dAtA[i:], m.Proof[iNdEx])
+			i = encodeVarintTx(dAtA, i, uint64(len(m.Proof[iNdEx])))
+			i--
+			dAtA[i] = 0x1a
+		}
+	}
+	if len(m.Root) > 0 {
+		i -= len(m.Root)
+		copy(dAtA[i:], m.Root)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Root)))
+		i--
+		dAtA[i] = 0x12
+	}
+	if m.Entry != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Entry))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgProveTile) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgProveTile) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgProveTile) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Data) > 0 {
+		for iNdEx := len(m.Data) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Data[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintTx(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0x32
+		}
+	}
+	if len(m.Inputs) > 0 {
+		for iNdEx := len(m.Inputs) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Inputs[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintTx(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0x2a
+		}
+	}
+	if len(m.Openings) > 0 {
+		for iNdEx := len(m.Openings) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Openings[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintTx(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0x22
+		}
+	}
+	if m.Element != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Element))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.ChallengeId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Challenger) > 0 {
+		i -= len(m.Challenger)
+		copy(dAtA[i:], m.Challenger)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Challenger)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgProveTileResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgProveTileResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgProveTileResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Outcome != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Outcome))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintTx(dAtA []byte, offset int, v uint64) int {
 	offset -= sovTx(v)
 	base := offset
@@ -2764,6 +4140,228 @@ func (m *MsgUpdateParamsResponse) Size() (n int) {
 	}
 	var l int
 	_ = l
+	return n
+}
+
+func (m *MsgCommitRecords) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Sender)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	l = len(m.RecordRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if len(m.StoreProof) > 0 {
+		for _, b := range m.StoreProof {
+			l = len(b)
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *MsgCommitRecordsResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgRevealNode) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Sender)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	l = len(m.Left)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = len(m.Right)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgRevealNodeResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgOpenRecord) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Sender)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	l = len(m.OutputRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgOpenRecordResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *MsgRevealChunk) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	l = len(m.Data)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgRevealChunkResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	return n
+}
+
+func (m *TileOpening) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Input != 0 {
+		n += 1 + sovTx(uint64(m.Input))
+	}
+	if m.Chunk != 0 {
+		n += 1 + sovTx(uint64(m.Chunk))
+	}
+	l = len(m.Data)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if len(m.Proof) > 0 {
+		for _, b := range m.Proof {
+			l = len(b)
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *RecordOpening) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Entry != 0 {
+		n += 1 + sovTx(uint64(m.Entry))
+	}
+	l = len(m.Root)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if len(m.Proof) > 0 {
+		for _, b := range m.Proof {
+			l = len(b)
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *MsgProveTile) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Challenger)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeId != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeId))
+	}
+	if m.Element != 0 {
+		n += 1 + sovTx(uint64(m.Element))
+	}
+	if len(m.Openings) > 0 {
+		for _, e := range m.Openings {
+			l = e.Size()
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	if len(m.Inputs) > 0 {
+		for _, e := range m.Inputs {
+			l = e.Size()
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	if len(m.Data) > 0 {
+		for _, e := range m.Data {
+			l = e.Size()
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *MsgProveTileResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Outcome != 0 {
+		n += 1 + sovTx(uint64(m.Outcome))
+	}
 	return n
 }
 
@@ -5043,6 +6641,1392 @@ func (m *MsgUpdateParamsResponse) Unmarshal(dAtA []byte) error {
 			return fmt.Errorf("proto: MsgUpdateParamsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
 		}
 		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitRecords) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitRecords: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitRecords: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Sender", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Sender = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RecordRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.RecordRoot = append(m.RecordRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.RecordRoot == nil {
+				m.RecordRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StoreProof", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.StoreProof = append(m.StoreProof, make([]byte, postIndex-iNdEx))
+			copy(m.StoreProof[len(m.StoreProof)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitRecordsResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitRecordsResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitRecordsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRevealNode) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRevealNode: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRevealNode: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Sender", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Sender = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Left", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Left = append(m.Left[:0], dAtA[iNdEx:postIndex]...)
+			if m.Left == nil {
+				m.Left = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Right", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Right = append(m.Right[:0], dAtA[iNdEx:postIndex]...)
+			if m.Right == nil {
+				m.Right = []byte{}
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRevealNodeResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRevealNodeResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRevealNodeResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgOpenRecord) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgOpenRecord: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgOpenRecord: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Sender", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Sender = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field OutputRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.OutputRoot = append(m.OutputRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.OutputRoot == nil {
+				m.OutputRoot = []byte{}
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgOpenRecordResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgOpenRecordResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgOpenRecordResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRevealChunk) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRevealChunk: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRevealChunk: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Data", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Data = append(m.Data[:0], dAtA[iNdEx:postIndex]...)
+			if m.Data == nil {
+				m.Data = []byte{}
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgRevealChunkResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgRevealChunkResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgRevealChunkResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *TileOpening) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: TileOpening: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: TileOpening: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Input", wireType)
+			}
+			m.Input = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Input |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Chunk", wireType)
+			}
+			m.Chunk = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Chunk |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Data", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Data = append(m.Data[:0], dAtA[iNdEx:postIndex]...)
+			if m.Data == nil {
+				m.Data = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Proof", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Proof = append(m.Proof, make([]byte, postIndex-iNdEx))
+			copy(m.Proof[len(m.Proof)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *RecordOpening) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: RecordOpening: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: RecordOpening: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Entry", wireType)
+			}
+			m.Entry = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Entry |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Root", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Root = append(m.Root[:0], dAtA[iNdEx:postIndex]...)
+			if m.Root == nil {
+				m.Root = []byte{}
+			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Proof", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Proof = append(m.Proof, make([]byte, postIndex-iNdEx))
+			copy(m.Proof[len(m.Proof)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgProveTile) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgProveTile: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgProveTile: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Challenger", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Challenger = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeId", wireType)
+			}
+			m.ChallengeId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Element", wireType)
+			}
+			m.Element = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Element |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Openings", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Openings = append(m.Openings, TileOpening{})
+			if err := m.Openings[len(m.Openings)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Inputs", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Inputs = append(m.Inputs, RecordOpening{})
+			if err := m.Inputs[len(m.Inputs)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Data", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Data = append(m.Data, DataChunk{})
+			if err := m.Data[len(m.Data)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgProveTileResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgProveTileResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgProveTileResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Outcome", wireType)
+			}
+			m.Outcome = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Outcome |= ChallengeOutcome(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipTx(dAtA[iNdEx:])

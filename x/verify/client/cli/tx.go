@@ -39,7 +39,8 @@ func NewTxCmd() *cobra.Command {
 		SuggestionsMinimumDistance: 2,
 		RunE:                       client.ValidateCmd,
 	}
-	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd(), attestCmd())
+	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd(), attestCmd(),
+		recordsCmd(), operatorCmd(), tileMoveCmd())
 	return cmd
 }
 
