@@ -154,7 +154,8 @@ bench: deps build
 	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind $(GO) run ./tools/loadtest $(LOADTEST_FLAGS) | tee -a $(BUILD_DIR)/bench.txt
 
-## demo: a local chain and the whole market flow with a provider sidecar, told as it happens (KEEP=1 leaves it running)
+## demo: a local chain and the whole market flow, told as it happens: a transformer job trained on the fortunes dataset,
+##       its verified losses and a sample of its text (KEEP=1 leaves it running)
 demo: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo $(if $(KEEP),-keep)
 

@@ -77,7 +77,9 @@ type Hooks struct {
 	// instead of its trainer's (a cheater's fabricated hashes). A trace
 	// that is not the trainer's is kept in the checkpoint folder
 	// (checkpoint.WriteCommittedTrace), so the defence opens what was
-	// committed.
+	// committed. It runs before the state file is hashed, so it may also
+	// replace the state (a cheater of an exact workload, whose final hash
+	// must be the state's root).
 	CommitTrace func(cp trainer.Checkpoint) (trace.Trace, error)
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).

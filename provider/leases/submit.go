@@ -22,11 +22,12 @@ import (
 // records what the chain has.
 func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
 	started := time.Now()
-	commitment, err := r.commit(rec, index, cp)
+	// The trace first: a test hook's may replace the state it commits to.
+	tr, err := r.committedTrace(cp)
 	if err != nil {
 		return err
 	}
-	tr, err := r.committedTrace(cp)
+	commitment, err := r.commit(rec, index, cp)
 	if err != nil {
 		return err
 	}

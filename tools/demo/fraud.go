@@ -24,6 +24,8 @@ import (
 // hashes up.
 const cheatFromStep = 40
 
+// fraudJobYAML is kind reference: the exact transformer's fixed small configuration
+// (exact.ReferenceConfig), trained on the built-in corpus.
 const fraudJobYAML = `# A short reference-workload run: 4 checkpoints of 16 steps.
 name: tiny-lm-verified
 gpu:
@@ -206,7 +208,8 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 				s.say("         the cheater revealed h_%d; the verifier answers by block %d", ch.Mid, ch.Deadline)
 			case verifytypes.GAME_TURN_ONE_STEP:
 				s.say("one step left: %d -> %d. The verifier sends the agreed state at step %d and the training", ch.Lo, ch.Hi, ch.Lo)
-				s.detail("data that step reads; the chain re-executes it with the same reference trainer.")
+				s.detail("data that step reads; the chain re-executes it with the same exact-transformer code")
+				s.detail("(pkg/exact) the sidecars train with, and compares the state root.")
 			}
 		}
 		return ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED, nil

@@ -1,20 +1,27 @@
-// Command demo starts a single-node depinchain in ./.demo/ with one GPU provider's
-// sidecar (depinprovider, on the reference runtime: no GPU needed) and tells the story
-// of one training job as it happens: the provider registers the inventory its sidecar
-// reports and grants the sidecar's hot key, an owner submits a job from YAML, the
-// sidecar bids, the auction closes at its deadline, the sidecar trains and commits
-// Merkle-rooted checkpoints, each becomes final after its challenge window, and the
-// payment it releases is withdrawn. `make demo` runs it; `make demo KEEP=1` (-keep)
-// leaves the chain and the sidecar running until Ctrl-C.
+// Command demo starts a single-node depinchain in ./.demo/ and tells the story of
+// one verified training job as it happens: the owner registers Debian's fortunes
+// as a dataset that a storage provider's sidecar holds; a GPU provider registers
+// the inventory its sidecar reports and grants the sidecar's hot key; the owner
+// submits a kind: transformer job on the dataset; the sidecar bids, the auction
+// closes at its deadline, the sidecar fetches its data pieces from the holder and
+// trains the exact transformer (pkg/exact) on the Go trainer, committing
+// Merkle-rooted checkpoints. The demo downloads each checkpoint's state from the
+// sidecar, checks it against the state_root on chain and prints the loss in its
+// header; each checkpoint becomes final after its challenge window and the payment
+// it releases is withdrawn; at the end the final state, checked against the chain,
+// generates a sample of text. `make demo` runs it; `make demo KEEP=1` (-keep)
+// leaves the chain and the sidecars running until Ctrl-C.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net/http"
 	"os"
@@ -30,6 +37,7 @@ import (
 	sdkmath "cosmossdk.io/math"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -53,10 +61,12 @@ const (
 	challengeWindow = "8"
 )
 
-// jobYAML is the spec the owner submits. The reference workload is the deterministic
-// trainer the chain can re-execute one step of, so its checkpoints can be disputed.
-const jobYAML = `# A small pre-training run on one 8-GPU node.
-name: tiny-lm-pretrain
+// jobYAML is the spec the owner submits: a small byte-level transformer, kind
+// transformer, trained on the fortunes dataset. Its step (3·B·C·(L·(4D² + 2C·D +
+// 2D·F) + V·D) multiply-accumulates) fits x/verify's default max_step_macs, so the
+// chain's one-step referee can re-execute any step of it in a dispute.
+const jobYAML = `# A small language model trained on Debian's fortunes, on one 8-GPU node.
+name: fortunes-lm
 gpu:
   models: [H100-SXM5-80GB, H100-NVL-94GB]
   min_vram_gib: 80
@@ -67,12 +77,15 @@ resources:
   memory_gib: 512
   disk_gib: 2000
 workload:
-  kind: reference
-total_steps: 2000
-checkpoint_every: 500
+  kind: transformer
+  model: {layers: 1, d_model: 64, heads: 4, d_ff: 128, context: 32, vocab: 256}
+  train: {batch: 8, optimizer: adamw, lr: 0.003, warmup_steps: 20, weight_decay: 0.01}
+dataset: ` + datasetID + `
+total_steps: 800
+checkpoint_every: 100
 max_price_per_gpu_hour: 2000000udepin
 max_duration: 24h
-bidding_window_blocks: 12
+bidding_window_blocks: 6
 `
 
 func main() {
@@ -91,6 +104,8 @@ type scenario struct {
 	title    string
 	accounts map[string]int64
 	genesis  func(appState map[string]any) error
+	// outputs are further folders of .demo listed at the end: label, path.
+	outputs [][2]string
 	// tell narrates the story on a started node and returns the sidecars it
 	// started (the first is the one -keep leaves running for exploring).
 	tell func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error)
@@ -98,18 +113,23 @@ type scenario struct {
 
 var trainingStory = scenario{
 	title:    "one GPU training job on a local chain, told as it happens",
-	accounts: map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000},
+	accounts: map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000, storageLabel: 100_000_000},
 	genesis: func(app map[string]any) error {
 		app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
 		return nil
 	},
+	outputs: [][2]string{{"dataset", "fortunes"}, {"states", "states"}},
 	tell: func(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error) {
-		p, err := tell(ctx, s, n, filepath.Join(demoDir, "provider"))
-		if p == nil {
-			return nil, err
-		}
-		return []*sidecar.Provider{p}, err
+		return tell(ctx, s, n, demoDir)
 	},
+}
+
+// sidecarHolds describes what a sidecar's home holds beside its config and store.
+func (sc scenario) sidecarHolds(p *sidecar.Provider) string {
+	if filepath.Base(p.Home) == storageLabel {
+		return "the dataset's pieces"
+	}
+	return "lease folders and checkpoints"
 }
 
 func run(keep bool, sc scenario) int {
@@ -219,7 +239,10 @@ func run(keep bool, sc scenario) int {
 	s.say("Everything is left in %s for you to look at:", s.rel(demoDir))
 	s.detail("node log      %s", s.rel(filepath.Join(home, "node.log")))
 	for _, p := range sidecars {
-		s.detail("sidecar       %s (config.toml, provider.log, its store, lease folders and checkpoints)", s.rel(p.Home))
+		s.detail("sidecar       %s (config.toml, provider.log, its store, %s)", s.rel(p.Home), sc.sidecarHolds(p))
+	}
+	for _, extra := range sc.outputs {
+		s.detail("%-13s %s", extra[0], s.rel(filepath.Join(demoDir, extra[1])))
 	}
 	s.detail("this story    %s", s.rel(filepath.Join(demoDir, "demo.log")))
 	s.detail("job spec      %s", s.rel(filepath.Join(demoDir, "job.yaml")))
@@ -229,8 +252,9 @@ func run(keep bool, sc scenario) int {
 }
 
 // tell runs the scenario against a started node, narrating every step. It returns
-// the sidecar once started, so the caller stops it on every way out.
-func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (*sidecar.Provider, error) {
+// the sidecars once started (the GPU provider's first), so the caller stops them
+// on every way out.
+func tell(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*sidecar.Provider, error) {
 	conn, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -245,29 +269,87 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	if err != nil {
 		return nil, err
 	}
-	s.say("The chain is producing blocks (height %d). Genesis funded three accounts:", h)
-	s.detail("owner     %s  (submits and pays for the job)", owner)
+	s.say("The chain is producing blocks (height %d). Genesis funded four accounts:", h)
+	s.detail("owner     %s  (registers the dataset, submits and pays for the job)", owner)
+	s.detail("storage   a storage provider that holds the dataset's pieces")
 	s.detail("provider  the GPU provider's operator key (cold: bonds, registers, grants)")
-	s.detail("sidecar   the hot key the provider's sidecar signs with, allowed only what it needs")
+	s.detail("sidecar   the hot key the GPU provider's sidecar signs with, allowed only what it needs")
 	s.detail("1 DEPIN = 1,000,000 udepin; this local chain charges no fees")
 
-	// 1. The provider joins with its sidecar.
-	s.section("1. A GPU provider joins and starts its sidecar")
-	s.say("The operator writes the sidecar's config (`depinprovider init`), registers the GPUs")
-	s.detail("the sidecar reports (`depinprovider gpus`), bonds %s, and grants the sidecar's hot", depin(providerBond))
-	s.detail("key, through x/authz, exactly the messages it sends: bids, checkpoints, dispute moves,")
-	s.detail("withdrawals. This host has no NVIDIA GPU, so the sidecar reads a simulated DGX H100")
-	s.detail("(go-nvml's mock) and trains on the reference runtime, which needs none.")
-	p, err := sidecar.Setup(ctx, n, sidecar.Options{
-		Home: sidecarHome, Operator: "provider", HotKey: "sidecar", Bond: providerBond,
-		Prices: map[string]uint64{gpuModel: price},
+	// The GPU provider's registration and grants are a dozen transactions from its
+	// own keys: they go on while the owner registers the data, and are told below.
+	type setupResult struct {
+		p   *sidecar.Provider
+		err error
+	}
+	gpuSetup := make(chan setupResult, 1)
+	go func() {
+		p, err := sidecar.Setup(ctx, n, sidecar.Options{
+			Home: filepath.Join(demoDir, "provider"), Operator: "provider", HotKey: "sidecar", Bond: providerBond,
+			Prices: map[string]uint64{gpuModel: price},
+		})
+		gpuSetup <- setupResult{p, err}
+	}()
+	var sidecars []*sidecar.Provider
+
+	// 1. The training data.
+	s.section("1. The training data: Debian's fortunes, registered as a dataset")
+	s.say("The owner builds the plain-text fortunes of %s into a dataset: shards of", fortunesDir)
+	s.detail("%s, each piece Merkle-rooted in 1 KiB chunks, and registers the roots on chain", shardSize)
+	s.detail("(x/shardregistry). The bytes stay off chain, with storage providers.")
+	data, err := registerFortunes(ctx, s, n, demoDir)
+	if err != nil {
+		return sidecars, err
+	}
+	s.say("Dataset %q registered: %s of English text in %d shards (manifest %s).", datasetID,
+		mib(data.bytes), len(data.manifest.Shards), s.rel(filepath.Join(data.built, "manifest.json")))
+	s.say("A storage provider bonds %s and starts a sidecar with [storage_role]; its pieces folder", depin(storageBond))
+	s.detail("gets the dataset's pieces, which it checks against the registered roots, proves and claims.")
+	store, err := sidecar.Setup(ctx, n, sidecar.Options{
+		Home: filepath.Join(demoDir, storageLabel), Operator: storageLabel, HotKey: storageLabel, SkipGrants: true, Bond: storageBond,
+		Set: map[string]string{"storage_role.enabled": "true", "storage_role.claim_local": "true"},
 	})
 	if err != nil {
-		return nil, err
+		return sidecars, err
 	}
+	sidecars = append(sidecars, store)
+	pieces, err := holdPieces(data, store)
+	if err != nil {
+		return sidecars, err
+	}
+	if err := store.Start(ctx); err != nil {
+		return sidecars, err
+	}
+	if err := waitClaimed(ctx, conn, len(data.manifest.Shards)); err != nil {
+		return sidecars, err
+	}
+	s.say("Every shard is held: the storage provider claimed its %d pieces (log: %s) and serves", pieces, s.rel(store.LogPath()))
+	s.detail("them to trainers at %s/pieces/; it answers the chain's storage challenges from now on.", store.Public)
+
+	// 2. The GPU provider joins with its sidecar.
+	s.section("2. A GPU provider joins and starts its sidecar")
+	s.say("Meanwhile the GPU provider's operator wrote its sidecar's config (`depinprovider init`),")
+	s.detail("registered the GPUs the sidecar reports (`depinprovider gpus`), bonded %s, and granted", depin(providerBond))
+	s.detail("the sidecar's hot key, through x/authz, exactly the messages it sends: bids, checkpoints,")
+	s.detail("dispute moves, withdrawals. This host has no NVIDIA GPU, so the sidecar reads a simulated")
+	s.detail("DGX H100 (go-nvml's mock) and trains on the Go trainer of pkg/exact (its \"reference")
+	s.detail("runtime\"), which needs none.")
+	var setup setupResult
+	select {
+	case setup = <-gpuSetup:
+	case <-ctx.Done():
+		return sidecars, ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return sidecars, fmt.Errorf("the GPU provider's registration and grants did not finish within 2m0s")
+	}
+	if setup.err != nil {
+		return sidecars, fmt.Errorf("setting up the GPU provider: %w", setup.err)
+	}
+	p := setup.p
+	sidecars = append([]*sidecar.Provider{p}, sidecars...)
 	prov, err := queryProvider(ctx, n, p.Operator)
 	if err != nil {
-		return nil, err
+		return sidecars, err
 	}
 	s.say("The provider record on chain:")
 	s.detail("status      %s", strings.TrimPrefix(prov.Status, "PROVIDER_STATUS_"))
@@ -278,37 +360,50 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	s.detail("bond        %s", depinCoin(prov.Bond))
 	s.say("Starting the sidecar (log: %s)...", s.rel(p.LogPath()))
 	if err := p.Start(ctx); err != nil {
-		return p, err
+		return sidecars, err
 	}
 	s.say("The sidecar checked the grants, reconciled with the chain and follows it from block to")
 	s.detail("block; its status API answers at http://%s/v1/status (gRPC on the same port).", p.API)
 
-	// 2. The owner submits a job.
-	s.section("2. A job owner submits a training job")
-	specPath := filepath.Join(s.root, ".demo", "job.yaml")
+	// 3. The owner submits a job.
+	s.section("3. The owner submits a training job on the dataset")
+	specPath := filepath.Join(demoDir, "job.yaml")
 	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
-		return p, err
+		return sidecars, err
+	}
+	spec, err := markettypes.ParseJobSpecYAML([]byte(jobYAML))
+	if err != nil {
+		return sidecars, err
+	}
+	cfg, err := spec.ExactConfig()
+	if err != nil {
+		return sidecars, err
 	}
 	s.say("The owner describes the job in %s:", s.rel(specPath))
 	s.block(jobYAML)
+	s.detail("kind transformer: a byte-level GPT-style decoder in exact integer arithmetic (pkg/exact),")
+	s.detail("%d parameters, %d multiply-accumulates a step: every machine computes the same bits,",
+		cfg.ParamCount(), cfg.MACsPerStep())
+	s.detail("so the chain can re-execute any step of it in a dispute. Initial weights and the order")
+	s.detail("of the training windows come from the job seed the chain draws.")
 	s.say("...and submits it, escrowing %s:", depin(deposit))
 	ownerBefore, err := balance(ctx, n, owner)
 	if err != nil {
-		return p, err
+		return sidecars, err
 	}
 	res, err := s.tx(ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", deposit)
 	if err != nil {
-		return p, err
+		return sidecars, err
 	}
 	jobIDText, ok := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
 	if !ok {
-		return p, fmt.Errorf("submit-job: no EventJobCreated in the transaction's events")
+		return sidecars, fmt.Errorf("submit-job: no EventJobCreated in the transaction's events")
 	}
 	jobIDText = strings.Trim(jobIDText, `"`)
 	jobID := uint64(mustInt(jobIDText))
 	job, err := queryJob(ctx, n, jobIDText)
 	if err != nil {
-		return p, err
+		return sidecars, err
 	}
 	deadline := mustInt(job.BiddingDeadline)
 	s.say("EventJobCreated announces job %d to every provider sidecar. On chain:", jobID)
@@ -317,14 +412,14 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	s.detail("bidding deadline  end of block %d (submitted in block %d + %s-block window)", deadline, res.Height, job.Spec.BiddingWindowBlocks)
 	s.detail("job seed          %s... (SHA-256 over the including block's hash: fixes data and weights)", seedHex(job.Seed))
 
-	// 3. The sidecar bids on its own.
-	s.section("3. The sidecar bids")
+	// 4. The sidecar bids on its own.
+	s.section("4. The sidecar bids")
 	var bidHeight int64
 	bidding := limit(fmt.Sprintf("the sidecar's bid on job %d", jobID), time.Minute)
 	for bidHeight == 0 {
 		bids, err := mq.Bids(ctx, &markettypes.QueryBidsRequest{JobId: jobID})
 		if err != nil {
-			return p, err
+			return sidecars, err
 		}
 		for _, b := range bids.Bids {
 			bidHeight = b.CreatedHeight
@@ -335,10 +430,10 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			break
 		}
 		if err := bidding.check(); err != nil {
-			return p, err
+			return sidecars, err
 		}
 		if err := sleep(ctx, 150*time.Millisecond); err != nil {
-			return p, err
+			return sidecars, err
 		}
 	}
 	var jobs struct {
@@ -354,44 +449,67 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			}
 		}
 	}
-	s.detail("it matched the spec against its free, healthy GPUs and priced them from its table;")
-	s.detail("those GPUs stay reserved for this bid, so it never wins more than it can serve.")
+	s.detail("it matched the spec against its free, healthy GPUs, checked that every shard of the")
+	s.detail("dataset has a live holder, and priced the GPUs from its table; those GPUs stay reserved")
+	s.detail("for this bid, so it never wins more than it can serve.")
 
-	// 4. The auction closes at the deadline, in EndBlock.
-	s.section("4. The auction closes at the bidding deadline")
+	// 5. The auction closes at the deadline, in EndBlock.
+	s.section("5. The auction closes at the bidding deadline")
 	s.say("No transaction closes the auction: EndBlock of block %d does, from the deadline index.", deadline)
 	var lease markettypes.Lease
 	auction := limit(fmt.Sprintf("a lease on job %d after the auction at block %d", jobID, deadline), 2*time.Minute)
 	for {
 		leases, err := mq.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil {
-			return p, err
+			return sidecars, err
 		}
 		if len(leases.Leases) > 0 {
 			lease = leases.Leases[0]
 			break
 		}
 		if err := auction.check(); err != nil {
-			return p, err
+			return sidecars, err
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return p, err
+			return sidecars, err
 		}
 	}
 	s.say("Block %d: lease %d to the sidecar's operator, %d GPUs at %s per GPU-hour;", lease.StartHeight, lease.Id, lease.Gpus, depin(lease.PricePerGpuHour.String()))
 	s.detail("%s of its bond locked as collateral; first checkpoint due by block %d.", depin(lease.Collateral.String()), lease.CheckpointDeadline)
 
-	// 5. Training, checkpoints, finality and payment, as they happen.
-	s.section("5. Training, checkpoints, finality and payment")
+	// 6. Training, checkpoints, finality and payment, as they happen.
+	s.section("6. Training, verified checkpoints, finality and payment")
+	heldOut := heldOutWindows(cfg)
 	s.say("The sidecar saw EventLeaseCreated (emitted in EndBlock, so it reads block results, not")
-	s.detail("just transactions), and trains on the reference runtime. Each checkpoint folder is hashed")
-	s.detail("into a Merkle root over its state's 1 MiB chunks and a root over the per-step hash trace,")
-	s.detail("committed with MsgSubmitCheckpoint, and served at its URI to anyone who wants to check.")
+	s.detail("just transactions). It downloads the pieces of the shards x/shardregistry assigns to its")
+	s.detail("worker from their holder, checks each against its registered root, and trains on them.")
+	s.detail("Each checkpoint's state (weights, Adam moments, step, loss) is hashed into a Merkle root")
+	s.detail("over 4 KiB chunks, committed with MsgSubmitCheckpoint with a root over the per-step")
+	s.detail("hashes, and served at its URI. The demo downloads every state from there and accepts it")
+	s.detail("only if its root is the state_root on chain. The training loss printed is the one in the")
+	s.detail("state's header, which the provider committed to (one step's batch of %d bytes, so it is", cfg.TokensPerStep())
+	s.detail("noisy); the held-out loss is the verified weights' exact loss on %d bytes of English",
+		int64(len(heldOut))*int64(cfg.Model.Context))
+	s.detail("the job never trains on (pkg/traindata's built-in text), the same bytes every time.")
+	s.say("Before training, a model that knows nothing scores ln 256 = %.2f nats a byte.", math.Log(256))
+	statesDir := filepath.Join(demoDir, "states")
 	seen := map[uint64]verifytypes.CheckpointStatus{}
-	var lastStep uint64
-	withdrawn := sdkmath.ZeroInt()
+	var (
+		lastStep   uint64
+		dataTold   bool
+		losses     []string
+		heldLosses []string
+		final      verifiedState
+		finalCP    verifytypes.Checkpoint
+		withdrawn  = sdkmath.ZeroInt()
+	)
 	training := limit(fmt.Sprintf("lease %d training to the end, every checkpoint final and its earnings withdrawn", lease.Id), 10*time.Minute)
 	for {
+		if f, ok := logLine(p, "training data fetched"); ok && !dataTold {
+			dataTold = true
+			s.say("The sidecar fetched its training data: %s pieces, %s bytes from the storage provider,", f["files"], f["bytes"])
+			s.detail("each checked against its root on chain (%s refused, %s rebuilt), and starts training.", or0(f["refused"]), or0(f["rebuilt"]))
+		}
 		var ls struct {
 			Leases []struct {
 				LeaseID     string `json:"lease_id"`
@@ -403,21 +521,35 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			for _, l := range ls.Leases {
 				if step := uint64(mustInt(or0(l.CurrentStep))); l.LeaseID == fmt.Sprint(lease.Id) && step > lastStep {
 					lastStep = step
-					s.say("training: step %d of %s", step, l.TotalSteps)
 				}
 			}
 		}
 		cps, err := vq.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
 		if err != nil {
-			return p, err
+			return sidecars, err
 		}
 		for _, cp := range cps.Checkpoints {
 			prev, known := seen[cp.Index]
 			switch {
 			case !known:
 				s.say("Block %d: checkpoint %d, steps %d..%d, claims %s of the pending payment.", cp.SubmittedHeight, cp.Index, cp.StartStep, cp.EndStep, depin(cp.Claim.String()))
-				s.detail("state_root %x  trace_root %x", cp.StateRoot[:8], cp.TraceRoot[:8])
-				s.detail("uri %s; challengeable until block %d", cp.Uri, cp.ChallengeDeadline)
+				s.detail("state_root %x  trace_root %x; challengeable until block %d", cp.StateRoot[:8], cp.TraceRoot[:8], cp.ChallengeDeadline)
+				vs, err := fetchVerifiedState(ctx, cp, cfg, filepath.Join(statesDir, fmt.Sprintf("step-%d", cp.EndStep)))
+				if err != nil {
+					return sidecars, err
+				}
+				loss := exact.LossNats(vs.state.Loss)
+				held, err := exact.MeanLoss(vs.state, heldOut, 0)
+				if err != nil {
+					return sidecars, fmt.Errorf("scoring checkpoint %d's state: %w", cp.Index, err)
+				}
+				losses = append(losses, fmt.Sprintf("%.3f", loss))
+				heldLosses = append(heldLosses, fmt.Sprintf("%.3f", exact.LossNats(held)))
+				s.say("  step %4d  training loss %.3f  held-out loss %.3f nats/byte", vs.state.Step, loss, exact.LossNats(held))
+				s.detail("verified: the %s state from %s has the state_root on chain", mib(vs.size), cp.Uri)
+				if cp.EndStep >= final.stateStep() {
+					final, finalCP = vs, cp
+				}
 			case prev != cp.Status && cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL:
 				s.say("Checkpoint %d is final: nobody challenged it by block %d, so its claim is released.", cp.Index, cp.ChallengeDeadline)
 			}
@@ -425,7 +557,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 		}
 		lr, err := mq.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: lease.Id})
 		if err != nil {
-			return p, err
+			return sidecars, err
 		}
 		if lr.Lease.Withdrawn.Amount.GT(withdrawn) {
 			s.say("The sidecar withdrew %s of released earnings to the operator.", depin(sdk.NewCoin(denom, lr.Lease.Withdrawn.Amount.Sub(withdrawn)).String()))
@@ -442,21 +574,27 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 			}
 		}
 		if err := training.check(); err != nil {
-			return p, err
+			if lastStep > 0 {
+				err = fmt.Errorf("%w (the sidecar reported step %d of %d)", err, lastStep, spec.TotalSteps)
+			}
+			return sidecars, err
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return p, err
+			return sidecars, err
 		}
 	}
+	s.say("The losses at the checkpoints, from the verified states (nats/byte):")
+	s.detail("training (state header)  %s", strings.Join(losses, " -> "))
+	s.detail("held-out                 %s", strings.Join(heldLosses, " -> "))
 
-	// 6. Done and paid.
-	s.section("6. Done: verified checkpoints, paid")
+	// 7. Done and paid.
+	s.section("7. Done: verified checkpoints, paid")
 	if job, err = queryJob(ctx, n, jobIDText); err != nil {
-		return p, err
+		return sidecars, err
 	}
 	ownerAfter, err := balance(ctx, n, owner)
 	if err != nil {
-		return p, err
+		return sidecars, err
 	}
 	spent := new(big.Int).Sub(ownerBefore, ownerAfter)
 	s.say("Job %d is %s (%s); lease %d closed %s.", jobID, strings.TrimPrefix(job.State, "JOB_STATE_"), job.CloseReason,
@@ -474,15 +612,42 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	if out, err := p.Exec(ctx, "status"); err == nil {
 		s.block(out)
 	}
-	s.say("A wrong checkpoint would have been challenged and bisected to one step the chain")
-	s.detail("re-executes; see x/verify/README.md and `go test ./cmd/depinchaind -run Verified`.")
 
-	// 7. The loss curve the chain vouches for.
-	s.section("7. The loss curve")
+	// 8. The model the owner paid for.
+	s.section("8. The model")
+	cps, err := vq.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: lease.Id, Index: finalCP.Index})
+	if err != nil {
+		return sidecars, err
+	}
+	root, err := rootOfFile(final.path)
+	if err != nil {
+		return sidecars, err
+	}
+	if !bytes.Equal(root[:], cps.Checkpoint.StateRoot) || cps.Checkpoint.Status != verifytypes.CHECKPOINT_STATUS_FINAL {
+		return sidecars, fmt.Errorf("the final state %s has root %x; checkpoint %d on chain is %s with state_root %x",
+			final.path, root[:8], finalCP.Index, cps.Checkpoint.Status, cps.Checkpoint.StateRoot[:8])
+	}
+	s.say("The final state (step %d, %s) in %s has Merkle root %x..., the state_root of", final.state.Step, mib(final.size), s.rel(final.path), root[:8])
+	s.detail("checkpoint %d, which is final on chain: these are the weights the owner paid for. The", finalCP.Index)
+	s.detail("exact forward pass continues a prompt from them (same text on every machine):")
+	text, err := sample(ctx, s, n, final.path, specPath)
+	if err != nil {
+		return sidecars, err
+	}
+	s.block(wrap(text, 96))
+	s.detail("A byte-level model trained for %d steps (%d bytes of text) has learnt the shape of words", final.state.Step,
+		int64(final.state.Step)*cfg.TokensPerStep())
+	s.detail("and spaces, not yet their sense. `depinchaind workload export` turns the state into")
+	s.detail("safetensors for PyTorch; see docs/workloads.md.")
+	s.say("A wrong checkpoint would have been challenged and bisected to one step the chain")
+	s.detail("re-executes: `make demo-fraud` shows it, and x/verify/README.md explains it.")
+
+	// 9. The loss curve the chain vouches for.
+	s.section("9. The loss curve")
 	curve := filepath.Join(s.root, ".demo", "loss-curve.png")
 	v, err := writeLossCurve(ctx, n.GRPC, jobID, curve)
 	if err != nil {
-		return p, fmt.Errorf("the loss curve: %w", err)
+		return sidecars, fmt.Errorf("the loss curve: %w", err)
 	}
 	for _, l := range v.Loss {
 		s.detail("step %3d  loss %.4f nats  %s", l.Step, l.Nats, l.Source)
@@ -491,7 +656,32 @@ func tell(ctx context.Context, s *story, n *localnet.Node, sidecarHome string) (
 	s.detail("and Merkle-proven against the state_root on chain (\"verified\"); drawn in %s.", s.rel(curve))
 	s.detail("The same view: %s job status %d --grpc-addr %s", s.rel(n.Binary), jobID, n.GRPC)
 	s.demoJob = jobID
-	return p, nil
+	return sidecars, nil
+}
+
+// wrap breaks lines longer than width at spaces, for the sample's display.
+func wrap(text string, width int) string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		for len(line) > width {
+			cut := strings.LastIndexByte(line[:width], ' ')
+			if cut <= 0 {
+				cut = width
+			}
+			out = append(out, line[:cut])
+			line = line[cut:]
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+// mib renders a byte count as "2.0 MiB" or "812 KiB".
+func mib(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }
 
 // keepRunning prints how to reach the chain and waits for Ctrl-C or the node's end.

@@ -323,10 +323,15 @@ func TestSquattingAttackWithRealSidecars(t *testing.T) {
 	if err := n.auditor.REST(ctx, "/metrics", &metrics); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`depinprovider_audit_answers_total{answer="attested"}`, `depinprovider_audit_answers_total{answer="challenged"} 1`} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("auditor metrics lack %s", want)
-		}
+	if !strings.Contains(metrics, `depinprovider_audit_answers_total{answer="attested"}`) {
+		t.Errorf("auditor metrics lack depinprovider_audit_answers_total{answer=\"attested\"}")
+	}
+	// The fabricated checkpoint's challenge, and perhaps one of checkpoint 3,
+	// which starts from the cheater's made-up state on chain (moot once the
+	// first game closes the lease).
+	if !strings.Contains(metrics, `depinprovider_audit_answers_total{answer="challenged"} 1`) &&
+		!strings.Contains(metrics, `depinprovider_audit_answers_total{answer="challenged"} 2`) {
+		t.Errorf("auditor metrics: want 1 or 2 challenged answers:\n%s", metrics)
 	}
 }
 

@@ -200,10 +200,17 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	if err := f.verifier.REST(f.ctx, "/v1/verifications", &vs); err != nil {
 		t.Fatal(err)
 	}
+	// The cheater's checkpoint 2 commits made-up weights (their root is its
+	// final hash), and its trainer goes on from the honest state: a later
+	// checkpoint the verifier reaches before the lease closes starts from
+	// the made-up state on chain, mismatches too, and its challenge ends
+	// moot when the first one closes the lease.
 	results := map[string]string{}
 	for _, v := range vs.Verifications {
 		results[v.Index] = v.Result
-		if v.Result == "mismatched" && (v.ChallengeID != "1" || v.Outcome != "CHALLENGE_OUTCOME_CHALLENGER_WON") {
+		first := v.Index == "2" && v.ChallengeID == "1" && v.Outcome == "CHALLENGE_OUTCOME_CHALLENGER_WON"
+		later := v.Index == "3" && v.Outcome == "CHALLENGE_OUTCOME_MOOT"
+		if v.Result == "mismatched" && !first && !later {
 			t.Errorf("mismatch record %+v", v)
 		}
 	}
@@ -220,7 +227,8 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	if err := f.verifier.REST(f.ctx, "/v1/disputes", &ds); err != nil {
 		t.Fatal(err)
 	}
-	if len(ds.Disputes) != 1 || ds.Disputes[0].Role != "challenger" || ds.Disputes[0].Outcome != "CHALLENGER_WON" {
+	if len(ds.Disputes) < 1 || len(ds.Disputes) > 2 || ds.Disputes[0].Role != "challenger" || ds.Disputes[0].Outcome != "CHALLENGER_WON" ||
+		(len(ds.Disputes) == 2 && ds.Disputes[1].Outcome != "MOOT") {
 		t.Errorf("verifier disputes %+v", ds)
 	}
 	var metrics string

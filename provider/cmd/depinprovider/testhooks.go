@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync/atomic"
 
@@ -12,6 +13,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/daemon"
@@ -88,6 +90,33 @@ func pauseAt(n uint64, log *slog.Logger) func(ctx context.Context, before string
 	}
 }
 
+// fabricatedWeight replaces the first weight of a cheater's state: any value
+// but the trained one would do; a fixed one keeps a retry's state the same.
+const fabricatedWeight = 12345
+
+// fabricateState rewrites the exact state file at path with made-up weights
+// and returns its root (its size is unchanged, as the commitment checks).
+func fabricateState(path string) (merkle.Hash, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return merkle.Hash{}, err
+	}
+	s, err := exact.Decode(raw)
+	if err != nil {
+		return merkle.Hash{}, err
+	}
+	s.Tensors[0].Data[0] = fabricatedWeight
+	enc := s.Encode()
+	tmp := path + ".fabricated"
+	if err := os.WriteFile(tmp, enc, 0o644); err != nil {
+		return merkle.Hash{}, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return merkle.Hash{}, err
+	}
+	return exact.StateRoot(enc), nil
+}
+
 // fabricateFrom is the cheating mode: it replaces the trainer's hashes from
 // step from on with made-up ones, as a provider that skipped the work
 // would. Checkpoints ending before from commit their trainer's trace.
@@ -99,6 +128,16 @@ func fabricateFrom(from uint64, log *slog.Logger) func(cp trainer.Checkpoint) (t
 		hashes := slices.Clone(cp.Trace.Hashes)
 		for i := from - cp.StartStep(); i < uint64(len(hashes)); i++ {
 			hashes[i] = merkle.Hash(sha256.Sum256([]byte(fmt.Sprintf("fabricated h_%d", cp.StartStep()+i))))
+		}
+		if cp.Hash == trainer.StateRoot {
+			// The chain takes an exact workload's checkpoint only if its final
+			// hash is its state's root: the cheater commits made-up weights,
+			// a state nobody trained, and their root.
+			root, err := fabricateState(cp.StatePath())
+			if err != nil {
+				return trace.Trace{}, fmt.Errorf("fabricating the state: %w", err)
+			}
+			hashes[len(hashes)-1] = root
 		}
 		log.Warn("CHEATING: committing fabricated hashes", "from_step", from, "checkpoint_steps", fmt.Sprintf("%d..%d", cp.StartStep(), cp.EndStep()))
 		return trace.New(cp.StartStep(), hashes), nil

@@ -106,7 +106,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(msg.PreState)), "pre-state bytes")
 	ctx.GasMeter().ConsumeGas(params.GasPerHash*2*uint64(merkle.ChunkCount(int64(len(msg.PreState)), exact.ChunkSize)), "pre-state root")
 	if got := exact.StateRoot(msg.PreState); !sameHash(got[:], agreed) {
-		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state's root is %x, not the agreed h_%d %x", got, ch.Lo, agreed)
+		return 0, errorsmod.Wrapf(types.ErrInvalidPreState, "pre_state's root is %x, not the agreed h_%d %x", got[:], ch.Lo, agreed)
 	}
 	pre, err := exact.Decode(msg.PreState)
 	if err != nil {
@@ -138,7 +138,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 			fmt.Sprintf("re-executing step %d reproduced the provider's h_%d", ch.Lo, ch.Hi), false)
 	}
 	return types.CHALLENGE_OUTCOME_CHALLENGER_WON, k.resolve(ctx, ch, types.CHALLENGE_OUTCOME_CHALLENGER_WON,
-		fmt.Sprintf("re-executing step %d gave %x, not the provider's h_%d %x", ch.Lo, computed, ch.Hi, claimed), false)
+		fmt.Sprintf("re-executing step %d gave %x, not the provider's h_%d %x", ch.Lo, computed[:], ch.Hi, claimed), false)
 }
 
 // provenBatch assembles the batch of step `step` from data chunks the sender supplied,
