@@ -91,7 +91,7 @@ func TestGasConsumption(t *testing.T) {
 		// bytes and proofs, then the slash of the bond and of the
 		// unbondings begun since the commit, and the payouts: the challenger's reward,
 		// the owner's compensation (into the job's escrow), the community pool.
-		{"Step", 10696192},
+		{"Step", 10694272},
 	} {
 		t.Logf("%-16s %d gas", tc.msg, used[tc.msg])
 		assert.Equal(t, tc.gas, used[tc.msg], "gas of %s", tc.msg)
