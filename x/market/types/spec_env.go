@@ -30,6 +30,9 @@ const (
 	RuntimeContainer = "container"
 	// RuntimeProcess is an operator-installed trainer run as a local process.
 	RuntimeProcess = "process"
+	// RuntimeExactTorch is the exact transformer's PyTorch trainer (pkg/exact/torch), bit
+	// for bit the Go trainer's twin, for the adjudicable kinds.
+	RuntimeExactTorch = "exact-torch"
 )
 
 var envNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
@@ -121,12 +124,16 @@ func (s JobSpec) AcceptsRegion(region string) bool {
 
 // AcceptsRuntime says why a bid naming runtime may not serve the job, or "" when it may.
 // A container job runs the owner's image ("container"); an operator-installed trainer
-// ("process") only when the workload allows it. Other kinds accept any known runtime.
+// ("process") only when the workload allows it. Other kinds accept any known runtime but
+// the container one; the exact PyTorch trainer ("exact-torch") serves the adjudicable kinds.
 func (s JobSpec) AcceptsRuntime(runtime string) string {
 	switch runtime {
-	case RuntimeReference, RuntimeContainer, RuntimeProcess:
+	case RuntimeReference, RuntimeContainer, RuntimeProcess, RuntimeExactTorch:
 	default:
-		return `runtime must be "reference", "container" or "process", got "` + runtime + `"`
+		return `runtime must be "reference", "exact-torch", "container" or "process", got "` + runtime + `"`
+	}
+	if runtime == RuntimeExactTorch && !s.Workload.Kind.Adjudicable() {
+		return "the exact PyTorch trainer (runtime exact-torch) serves only reference and transformer workloads"
 	}
 	if s.Workload.Kind != WORKLOAD_KIND_CONTAINER {
 		if runtime == RuntimeContainer {

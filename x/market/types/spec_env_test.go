@@ -84,9 +84,11 @@ func TestAcceptsRuntime(t *testing.T) {
 	require.Empty(t, s.AcceptsRuntime(types.RuntimeContainer))
 	require.Contains(t, s.AcceptsRuntime(types.RuntimeProcess), "only with workload.allow_operator_trainer: true")
 	require.Contains(t, s.AcceptsRuntime(types.RuntimeReference), "runtime must be container")
-	require.Contains(t, s.AcceptsRuntime("docker"), `runtime must be "reference", "container" or "process"`)
+	require.Contains(t, s.AcceptsRuntime(types.RuntimeExactTorch), "serves only reference and transformer workloads")
+	require.Contains(t, s.AcceptsRuntime("docker"), `runtime must be "reference", "exact-torch", "container" or "process"`)
 	s.Workload = types.Workload{Kind: types.WORKLOAD_KIND_REFERENCE}
 	require.Empty(t, s.AcceptsRuntime(types.RuntimeReference))
 	require.Empty(t, s.AcceptsRuntime(types.RuntimeProcess))
+	require.Empty(t, s.AcceptsRuntime(types.RuntimeExactTorch), "the exact PyTorch trainer serves the exact workload")
 	require.Contains(t, s.AcceptsRuntime(types.RuntimeContainer), "a container runtime cannot serve a reference workload")
 }
