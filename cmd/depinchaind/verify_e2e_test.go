@@ -148,16 +148,23 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	honestRun := runReference(t, jobRes.Job.Seed, 16)
+
+	// The cheater skips work from step 9 on and fabricates the rest of its trace; the
+	// chain requires its last hash to be the root of the state it commits, so it makes up
+	// a state too (the honest one with a weight changed) and ends its trace with its root.
+	fake := honestRun.states[16].Clone()
+	fake.Tensors[0].Data[0] += 7
+	fakeState := fake.Encode()
 	statePath := filepath.Join(t.TempDir(), "ckpt.bin")
-	if err := os.WriteFile(statePath, honestRun.states[16].Encode(), 0o644); err != nil {
+	if err := os.WriteFile(statePath, fakeState, 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	// The cheater skips work from step 9 on and fabricates the rest of its trace.
 	cheat := append([]string(nil), honestRun.hashes...)
 	for i := 9; i < len(cheat); i++ {
 		cheat[i] = fmt.Sprintf("%064x", i)
 	}
+	fakeRoot := exact.StateRoot(fakeState)
+	cheat[len(cheat)-1] = hex.EncodeToString(fakeRoot[:])
 	cheatTrace, honestTrace := writeTrace(t, cheat), writeTrace(t, honestRun.hashes)
 	mustTx(t, ctx, n, "cheater", "verify", "submit-checkpoint", "1", "0", "0", "--trace", cheatTrace,
 		"--state", statePath, "--uri", "https://cheater.example.com/ckpt/1/0", "--metric", "loss=2.1")
@@ -251,8 +258,12 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 	if lease.Provider != addr("honest") || lease.ResumeStep != 0 {
 		t.Fatalf("lease 2: %+v", lease)
 	}
+	honestState := filepath.Join(t.TempDir(), "ckpt.bin")
+	if err := os.WriteFile(honestState, honestRun.states[16].Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustTx(t, ctx, n, "honest", "verify", "submit-checkpoint", "2", "0", "0", "--trace", honestTrace,
-		"--state", statePath, "--uri", "https://honest.example.com/ckpt/2/0", "--metric", "loss=2.1")
+		"--state", honestState, "--uri", "https://honest.example.com/ckpt/2/0", "--metric", "loss=2.1")
 	waitFor(t, ctx, "the honest checkpoint (lease 2, index 0) to become final after its 15-block window", func() bool {
 		cp, err := verify.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: 2, Index: 0})
 		if err != nil {
