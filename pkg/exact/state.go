@@ -121,32 +121,14 @@ func Decode(b []byte) (*State, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidState, fmt.Sprintf(format, args...))
 	}
 	le := binary.LittleEndian
-	if len(b) < offTable {
-		return fail("%d bytes is shorter than the header", len(b))
-	}
-	if string(b[offMagic:offMagic+8]) != StateMagic {
-		return fail("bad magic %q", b[:8])
-	}
-	if v := le.Uint32(b[offVersion:]); v != StateVersion {
-		return fail("version %d, want %d", v, StateVersion)
-	}
-	hyp, err := DecodeHyper(b[offConfig : offConfig+ConfigEncodedSize])
+	h, err := DecodeHeader(b)
 	if err != nil {
-		return fail("%v", err)
+		return nil, err
 	}
-	cfg, err := hyp.Config()
-	if err != nil {
-		return fail("config: %v", err)
-	}
-	if d := hyp.Digest(); !bytes.Equal(d[:], b[offDigest:offDigest+32]) {
-		return fail("config digest does not match the config")
-	}
+	cfg := h.Config
 	l := newStateLayout(cfg)
 	if len(b) != l.size {
 		return fail("%d bytes, the config's state has %d", len(b), l.size)
-	}
-	if h := le.Uint32(b[offHeaderLen:]); int(h) != l.header {
-		return fail("header length %d, want %d", h, l.header)
 	}
 	if n := le.Uint32(b[offCount:]); int(n) != len(l.specs) {
 		return fail("%d tensors, want %d", n, len(l.specs))
@@ -154,13 +136,7 @@ func Decode(b []byte) (*State, error) {
 	if le.Uint32(b[offCount+4:]) != 0 {
 		return fail("reserved header word is not zero")
 	}
-	s := &State{Config: cfg, Step: le.Uint64(b[offStep:]), Loss: int64(le.Uint64(b[offLoss:]))}
-	if s.Step > HardMaxSteps {
-		return fail("step %d above %d", s.Step, uint64(HardMaxSteps))
-	}
-	if s.Loss < 0 || s.Loss > MaxLossTok || (s.Step == 0 && s.Loss != 0) {
-		return fail("loss %d out of range for step %d", s.Loss, s.Step)
-	}
+	s := &State{Config: cfg, Step: h.Step, Loss: h.Loss}
 	// The encoding of what was decoded must be the input, byte for byte:
 	// that checks the table and the zero padding in one comparison.
 	want := make([]byte, l.header)
