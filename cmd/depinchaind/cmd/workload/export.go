@@ -25,16 +25,7 @@ python3 pkg/exact/torch/float_model.py predict ./model "The chain "`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
-			var want *exact.Config
-			if p, _ := f.GetString(flagSpec); p != "" {
-				cfg, _, err := loadSpecConfig(p)
-				if err != nil {
-					return err
-				}
-				want = &cfg
-			}
-			statePath, _ := f.GetString(flagState)
-			s, statePath, err := loadState(statePath, want)
+			s, statePath, err := stateFromFlags(f)
 			if err != nil {
 				return err
 			}

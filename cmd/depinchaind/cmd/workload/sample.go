@@ -27,16 +27,7 @@ of that spec's workload.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
-			var want *exact.Config
-			if p, _ := f.GetString(flagSpec); p != "" {
-				cfg, _, err := loadSpecConfig(p)
-				if err != nil {
-					return err
-				}
-				want = &cfg
-			}
-			statePath, _ := f.GetString(flagState)
-			s, statePath, err := loadState(statePath, want)
+			s, statePath, err := stateFromFlags(f)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -172,4 +173,19 @@ func workers(cmd *cobra.Command) int {
 		return runtime.GOMAXPROCS(0)
 	}
 	return n
+}
+
+// stateFromFlags loads the state --state names, checked against the workload of the spec
+// --spec names when it is given (sample and export).
+func stateFromFlags(f *pflag.FlagSet) (*exact.State, string, error) {
+	var want *exact.Config
+	if p, _ := f.GetString(flagSpec); p != "" {
+		cfg, _, err := loadSpecConfig(p)
+		if err != nil {
+			return nil, "", err
+		}
+		want = &cfg
+	}
+	statePath, _ := f.GetString(flagState)
+	return loadState(statePath, want)
 }
