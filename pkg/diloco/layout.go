@@ -37,8 +37,8 @@ const (
 	offConfig  = 64
 	offSync    = offConfig + exact.ConfigEncodedSize // 224
 	offBase    = offSync + SyncEncodedSize           // 256
-	offChunks  = offBase + merkle.HashSize            // 288
-	headerLen  = offChunks + 8                        // 296
+	offChunks  = offBase + merkle.HashSize           // 288
+	headerLen  = offChunks + 8                       // 296
 )
 
 // Kind says what a file is.
