@@ -71,16 +71,18 @@ func DecodePseudoGradient(b []byte) (*PseudoGradient, error) {
 }
 
 // Root is the worker's commitment: the Merkle root of EncodeDense in
-// ChunkSize chunks when Sync.TopK is 0, else Compressed().Root().
-func (p *PseudoGradient) Root() merkle.Hash {
+// ChunkSize chunks when Sync.TopK is 0, else Compressed().Root() (an error
+// when Delta has more than TopK non-zeros in a chunk, i.e. was not
+// compressed).
+func (p *PseudoGradient) Root() (merkle.Hash, error) {
 	if p.Sync.TopK > 0 {
 		c, err := p.Compressed()
 		if err != nil {
-			panic(err) // Delta holds at most TopK non-zeros per chunk when built by Compress
+			return merkle.Hash{}, err
 		}
-		return c.Root()
+		return c.Root(), nil
 	}
-	return merkle.RootOfBytes(p.EncodeDense(), ChunkSize)
+	return merkle.RootOfBytes(p.EncodeDense(), ChunkSize), nil
 }
 
 // AggregateChunk computes chunk k of the new global weights and momentum

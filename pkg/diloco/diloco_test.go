@@ -262,7 +262,7 @@ func TestGlobalAndPseudoGradientFilesRejectTampering(t *testing.T) {
 	if d, err := DecodeGlobal(ge); err != nil || d.Root() != g.Root() {
 		t.Fatalf("global round trip: %v", err)
 	}
-	if p, err := DecodePseudoGradient(pe); err != nil || merkle.RootOfBytes(p.EncodeDense(), ChunkSize) != pgs[0].Root() || p.Worker != 3 {
+	if p, err := DecodePseudoGradient(pe); err != nil || merkle.RootOfBytes(p.EncodeDense(), ChunkSize) != mustRoot(t, pgs[0]) || p.Worker != 3 {
 		t.Fatalf("pseudo-gradient round trip: %v", err)
 	}
 	l := NewLayout(cfg)
@@ -291,6 +291,15 @@ func TestGlobalAndPseudoGradientFilesRejectTampering(t *testing.T) {
 			t.Errorf("%s: want %q, got %v", name, c.want, err)
 		}
 	}
+}
+
+func mustRoot(t testing.TB, p *PseudoGradient) merkle.Hash {
+	t.Helper()
+	r, err := p.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func flip(b []byte, i int) []byte {
@@ -517,7 +526,7 @@ func TestCompressionRoundTripAndErrorFeedback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equal(dec.Delta, c.Delta) || dec.Root() != c.Root() || c.Root() != merkle.Root(append([][]byte{cf.Header}, cf.Records...)) {
+		if !equal(dec.Delta, c.Delta) || mustRoot(t, dec) != mustRoot(t, c) || mustRoot(t, c) != merkle.Root(append([][]byte{cf.Header}, cf.Records...)) {
 			t.Fatal("compressed round trip")
 		}
 		for k := range l.Chunks {
@@ -526,6 +535,9 @@ func TestCompressionRoundTripAndErrorFeedback(t *testing.T) {
 				t.Fatalf("chunk %d: %v", k, err)
 			}
 		}
+	}
+	if _, err := dense.Root(); err == nil || !strings.Contains(err.Error(), "more than top_k") {
+		t.Fatalf("an uncompressed pseudo-gradient under top_k must not have a root: %v", err)
 	}
 	// The largest magnitudes win, ties to the lower index.
 	d := make([]int64, ChunkElems)
