@@ -670,3 +670,25 @@ func TestSimulateHeldOutLossFalls(t *testing.T) {
 		t.Fatalf("held-out bits per byte did not fall: %.3f → %.3f", first, last)
 	}
 }
+
+// TestOneWorkerPlainAveragingIsPlainTraining: with one worker, outer_lr 1
+// and no momentum the outer step sets the global weights to the worker's
+// (w − (w − local) = local) and the worker keeps its Adam moments, so R
+// rounds of `every` steps are exactly R·every steps of ordinary training
+// on the same data — bit for bit.
+func TestOneWorkerPlainAveragingIsPlainTraining(t *testing.T) {
+	cfg := tinyConfig()
+	corpus := traindata.BuiltinCorpus()
+	gs, err := Simulate(SimOptions{Config: cfg, Sync: SyncSpec{Every: 3, OuterLR: 1, OuterMomentum: 0}, Seed: testSeed, Workers: 1, Rounds: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, _ := exact.Init(cfg, testSeed)
+	plain, err := exact.Run(s0, corpus, testSeed, 12, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equal(gs[4].Weights, NewLayout(cfg).Weights(plain)) {
+		t.Fatal("one worker with plain averaging differs from plain training")
+	}
+}
