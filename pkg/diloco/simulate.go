@@ -29,6 +29,10 @@ type SimOptions struct {
 	// (their Adam moments and error buffer stay those of the last round
 	// they entered).
 	Dropouts map[uint64][]int
+	// Initial, when set, gives round 0's weights instead of exact.Init of
+	// the seed (a fine-tuning job's imported or pretrained weights; only
+	// its weights are used). Its config must be Config's.
+	Initial *exact.State
 	// ExecWorkers is the exact executor's goroutine count (0: GOMAXPROCS).
 	ExecWorkers int
 }
@@ -57,7 +61,15 @@ func Simulate(o SimOptions) ([]*GlobalState, error) {
 	if shards == nil {
 		shards = CorpusShards(uint64(len(stream)), DefaultShardBytes)
 	}
-	g, err := InitGlobal(o.Config, sync, o.Seed)
+	var g *GlobalState
+	if o.Initial != nil {
+		if o.Initial.Config.Hyper() != o.Config.WithDefaults().Hyper() {
+			return nil, fmt.Errorf("%w: initial state has a different config", ErrInvalid)
+		}
+		g, err = GlobalFromState(o.Initial, sync)
+	} else {
+		g, err = InitGlobal(o.Config, sync, o.Seed)
+	}
 	if err != nil {
 		return nil, err
 	}
