@@ -692,3 +692,23 @@ func TestOneWorkerPlainAveragingIsPlainTraining(t *testing.T) {
 		t.Fatal("one worker with plain averaging differs from plain training")
 	}
 }
+
+func TestSimulateInitialWeights(t *testing.T) {
+	cfg := tinyConfig()
+	o := SimOptions{Config: cfg, Sync: SyncSpec{Every: 1, OuterLR: 1}, Seed: testSeed, Workers: 1, Rounds: 0}
+	other, _ := exact.Init(cfg, []byte("other seed"))
+	o.Initial = other
+	gs, err := Simulate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equal(gs[0].Weights, NewLayout(cfg).Weights(other)) {
+		t.Fatal("round 0 does not start from the initial weights")
+	}
+	wrong := tinyConfig()
+	wrong.Train.LR = 0.5
+	o.Initial, _ = exact.Init(wrong, testSeed)
+	if _, err := Simulate(o); err == nil || !strings.Contains(err.Error(), "different config") {
+		t.Fatalf("initial state of another config: %v", err)
+	}
+}
