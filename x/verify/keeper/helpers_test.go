@@ -48,9 +48,9 @@ const (
 	maxPrice        = 3600
 	bidPrice        = 3000
 	// testRate is the committed throughput of the tests' bids (steps per hour).
-	testRate = 3600
-	bidWindow       = 3
-	testURI         = "https://provider.example.com/ckpt/0"
+	testRate  = 3600
+	bidWindow = 3
+	testURI   = "https://provider.example.com/ckpt/0"
 )
 
 // env is a fixture of real keepers plus the servers and accounts the tests use.
