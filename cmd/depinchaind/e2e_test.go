@@ -159,7 +159,7 @@ func TestMarketEndToEnd(t *testing.T) {
 	}
 
 	// The provider bids under the ceiling.
-	res = mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin")
+	res = mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin", "--steps-per-hour", "1000")
 	if _, ok := res.Attr("depinchain.market.v1.EventBidPlaced", "provider"); !ok {
 		t.Fatalf("no EventBidPlaced in %+v", res.Events)
 	}
@@ -186,8 +186,11 @@ func TestMarketEndToEnd(t *testing.T) {
 			{"missing field", "owner", []string{"market", "submit-job", "--deposit", "1000000udepin"},
 				strings.Replace(jobSpecYAML, "total_steps: 1000\n", "", 1), "total_steps: required field is missing"},
 			{"zero deposit", "owner", []string{"market", "submit-job", "--deposit", "0udepin"}, jobSpecYAML, "--deposit: must be positive"},
-			{"bid above max price", "provider", []string{"market", "place-bid", "1", "2500000udepin"}, "", "above the job's maximum"},
-			{"bid by an unbonded provider", "stranger", []string{"market", "place-bid", "1", "1000000udepin"}, "", "provider not found"},
+			{"bid above max price", "provider", []string{"market", "place-bid", "1", "2500000udepin", "--steps-per-hour", "1000"}, "", "above the job's maximum"},
+			{"bid without a rate", "provider", []string{"market", "place-bid", "1", "1000000udepin"}, "", "steps_per_hour is 0"},
+			{"bid whose rate cannot meet max_duration", "provider", []string{"market", "place-bid", "1", "1000000udepin", "--steps-per-hour", "41"}, "",
+				"41 steps per hour complete 984 steps in max_duration 24h0m0s, and 1000 steps remain"},
+			{"bid by an unbonded provider", "stranger", []string{"market", "place-bid", "1", "1000000udepin", "--steps-per-hour", "1000"}, "", "provider not found"},
 			{"cancel by a stranger", "stranger", []string{"market", "cancel-job", "1"}, "", "not the job owner"},
 		}
 		for _, tc := range cases {
