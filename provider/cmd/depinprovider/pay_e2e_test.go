@@ -79,7 +79,7 @@ func TestSlowProviderIsPaidForItsStepsAndClosedAtTheRateTolerance(t *testing.T) 
 		t.Fatalf("lease closed %s at claimed step %d, want non-performance at 128", lease.CloseReason, lease.ClaimedStep)
 	}
 	prov, err := w.node.Exec(w.ctx, "query", "stakingext", "provider", w.provider.Operator, "--output", "json")
-	if err != nil || !strings.Contains(prov, stakingexttypes.PROVIDER_STATUS_JAILED.String()) || !strings.Contains(prov, `"slashes":"1"`) {
+	if err != nil || !strings.Contains(prov, stakingexttypes.PROVIDER_STATUS_JAILED.String()) || !strings.Contains(prov, `"slashes": "1"`) {
 		t.Fatalf("provider after the close (want jailed and slashed once): %v\n%s", err, prov)
 	}
 
