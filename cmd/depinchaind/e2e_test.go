@@ -227,27 +227,31 @@ func TestMarketEndToEnd(t *testing.T) {
 	}
 	var lease struct {
 		Lease struct {
-			ID       string `json:"id"`
-			State    string `json:"state"`
-			Provider string `json:"provider"`
-			Pending  struct{ Amount string }
+			ID           string `json:"id"`
+			State        string `json:"state"`
+			Provider     string `json:"provider"`
+			Pending      struct{ Amount string }
+			StepsPerHour string `json:"steps_per_hour"`
+			PricePerStep string `json:"price_per_step"`
 		} `json:"lease"`
 	}
 	if err := n.Query(ctx, &lease, "market", "lease", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if lease.Lease.State != "LEASE_STATE_ACTIVE" || lease.Lease.Provider != provider {
+	// The lease records the committed rate and its price per step: 1500000 × 2 GPUs ÷ 1000.
+	if lease.Lease.State != "LEASE_STATE_ACTIVE" || lease.Lease.Provider != provider ||
+		lease.Lease.StepsPerHour != "1000" || lease.Lease.PricePerStep != "3000.000000000000000000" {
 		t.Fatalf("lease after auction: %+v", lease.Lease)
 	}
-	// Payment accrues with block time, settled lazily: a query shows it without a transaction.
+	// Pay is for steps, not time: blocks pass without a checkpoint and nothing accrues.
 	if err := n.WaitBlocks(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Query(ctx, &lease, "market", "lease", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if mustInt(t, lease.Lease.Pending.Amount) <= 0 {
-		t.Fatalf("no pending payment accrued: %+v", lease.Lease)
+	if lease.Lease.Pending.Amount != "0" {
+		t.Fatalf("pending pay without a checkpoint: %+v", lease.Lease)
 	}
 
 	// The same objects over gRPC, as an integrator reads them.
@@ -261,7 +265,7 @@ func TestMarketEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gl.Lease.Provider != provider || !gl.Lease.Pending.IsPositive() {
+	if gl.Lease.Provider != provider || gl.Lease.StepsPerHour != 1000 || !gl.Lease.Pending.IsZero() {
 		t.Fatalf("lease over gRPC: %+v", gl.Lease)
 	}
 	gj, err := mq.Jobs(ctx, &markettypes.QueryJobsRequest{Owner: owner, State: markettypes.JOB_STATE_LEASED})
