@@ -86,13 +86,21 @@ func (r *Rater) StepsPerHour(_ context.Context, job markettypes.Job, runtime str
 		if err != nil {
 			return 0, err
 		}
+		// GPUs of a model the operator has not measured count as the host's Go trainer
+		// speed, once: a floor the PyTorch trainer on any GPU beats, so the commitment
+		// is safe, if low (it may lose auctions or miss max_duration).
 		var macs float64
+		unmeasured := false
 		for _, g := range gpus {
 			v, ok := r.cfg.MACsPerSecondPerGPU[g.Model]
 			if !ok {
-				return 0, fmt.Errorf("no throughput is configured for GPU model %s (throughput.macs_per_second_per_gpu)", g.Model)
+				unmeasured = true
+				continue
 			}
 			macs += v
+		}
+		if unmeasured && macs == 0 {
+			macs = r.goMACsPerSecond
 		}
 		perHour = macs * 3600 / float64(cfg.MACsPerStep())
 	default:

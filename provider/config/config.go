@@ -91,8 +91,8 @@ type Throughput struct {
 	// when the sidecar starts.
 	GoTrainerMACsPerSecond float64 `toml:"go_trainer_macs_per_second"`
 	// MACsPerSecondPerGPU is the exact transformer's sustained speed on one GPU of a
-	// model (chain name) with the PyTorch trainer (runtimes.exact_torch). A job run there
-	// on GPUs of a model not listed gets no bid.
+	// model (chain name) with the PyTorch trainer (runtimes.exact_torch). GPUs of a model
+	// not listed count as the Go trainer's speed (a safe floor).
 	MACsPerSecondPerGPU map[string]float64 `toml:"macs_per_second_per_gpu"`
 	// ContainerStepsPerHour is the rate committed for container workloads (and operator
 	// trainers), whose cost per step the sidecar cannot know; 0: they get no bid.

@@ -78,7 +78,8 @@ go_trainer_macs_per_second = {{printf "%#g" .Throughput.GoTrainerMACsPerSecond}}
 container_steps_per_hour = {{.Throughput.ContainerStepsPerHour}}
 
 # The exact transformer's multiply-accumulates per second on one GPU of each
-# model with the PyTorch trainer (runtimes.exact_torch). Example:
+# model with the PyTorch trainer (runtimes.exact_torch); a model not listed
+# counts as the Go trainer's speed, a safe floor. Example:
 #   "H100-SXM5-80GB" = 2.0e14
 [throughput.macs_per_second_per_gpu]
 {{- range $model, $v := .Throughput.MACsPerSecondPerGPU}}
