@@ -454,8 +454,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	t.Logf("job status:\n%s", table)
 
-	// 4. A job whose escrow cannot pay for a second of its lease fails.
-	failed := submitJob(t, ctx, node, strings.Replace(dashboardJobYAML, "dashboard-lm", "underfunded", 1), "1000udepin")
+	// 4. A job whose escrow cannot pay its lease's first checkpoint fails: 48 steps on 8
+	// GPUs at the table's 2000000 per GPU-hour cost 48 × 8 × 2000000 ÷ the committed rate,
+	// well over 1000udepin at any rate this host's Go trainer commits (under 700000 an hour).
+	underfunded := strings.NewReplacer("dashboard-lm", "underfunded", "per_worker: 1", "per_worker: 8",
+		"checkpoint_every: 16", "checkpoint_every: 48").Replace(dashboardJobYAML)
+	failed := submitJob(t, ctx, node, underfunded, "1000udepin")
 	route(fmt.Sprintf("#/job/%d", failed))
 	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 60*time.Second)
 	if s := text("#close-reason"); s == "" {

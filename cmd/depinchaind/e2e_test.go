@@ -159,7 +159,7 @@ func TestMarketEndToEnd(t *testing.T) {
 	}
 
 	// The provider bids under the ceiling.
-	res = mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin")
+	res = mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin", "--steps-per-hour", "1000")
 	if _, ok := res.Attr("depinchain.market.v1.EventBidPlaced", "provider"); !ok {
 		t.Fatalf("no EventBidPlaced in %+v", res.Events)
 	}
@@ -186,8 +186,11 @@ func TestMarketEndToEnd(t *testing.T) {
 			{"missing field", "owner", []string{"market", "submit-job", "--deposit", "1000000udepin"},
 				strings.Replace(jobSpecYAML, "total_steps: 1000\n", "", 1), "total_steps: required field is missing"},
 			{"zero deposit", "owner", []string{"market", "submit-job", "--deposit", "0udepin"}, jobSpecYAML, "--deposit: must be positive"},
-			{"bid above max price", "provider", []string{"market", "place-bid", "1", "2500000udepin"}, "", "above the job's maximum"},
-			{"bid by an unbonded provider", "stranger", []string{"market", "place-bid", "1", "1000000udepin"}, "", "provider not found"},
+			{"bid above max price", "provider", []string{"market", "place-bid", "1", "2500000udepin", "--steps-per-hour", "1000"}, "", "above the job's maximum"},
+			{"bid without a rate", "provider", []string{"market", "place-bid", "1", "1000000udepin"}, "", "steps_per_hour is 0"},
+			{"bid whose rate cannot meet max_duration", "provider", []string{"market", "place-bid", "1", "1000000udepin", "--steps-per-hour", "41"}, "",
+				"41 steps per hour complete 984 steps in max_duration 24h0m0s, and 1000 steps remain"},
+			{"bid by an unbonded provider", "stranger", []string{"market", "place-bid", "1", "1000000udepin", "--steps-per-hour", "1000"}, "", "provider not found"},
 			{"cancel by a stranger", "stranger", []string{"market", "cancel-job", "1"}, "", "not the job owner"},
 		}
 		for _, tc := range cases {
@@ -224,27 +227,31 @@ func TestMarketEndToEnd(t *testing.T) {
 	}
 	var lease struct {
 		Lease struct {
-			ID       string `json:"id"`
-			State    string `json:"state"`
-			Provider string `json:"provider"`
-			Pending  struct{ Amount string }
+			ID           string `json:"id"`
+			State        string `json:"state"`
+			Provider     string `json:"provider"`
+			Pending      struct{ Amount string }
+			StepsPerHour string `json:"steps_per_hour"`
+			PricePerStep string `json:"price_per_step"`
 		} `json:"lease"`
 	}
 	if err := n.Query(ctx, &lease, "market", "lease", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if lease.Lease.State != "LEASE_STATE_ACTIVE" || lease.Lease.Provider != provider {
+	// The lease records the committed rate and its price per step: 1500000 × 2 GPUs ÷ 1000.
+	if lease.Lease.State != "LEASE_STATE_ACTIVE" || lease.Lease.Provider != provider ||
+		lease.Lease.StepsPerHour != "1000" || lease.Lease.PricePerStep != "3000.000000000000000000" {
 		t.Fatalf("lease after auction: %+v", lease.Lease)
 	}
-	// Payment accrues with block time, settled lazily: a query shows it without a transaction.
+	// Pay is for steps, not time: blocks pass without a checkpoint and nothing accrues.
 	if err := n.WaitBlocks(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Query(ctx, &lease, "market", "lease", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if mustInt(t, lease.Lease.Pending.Amount) <= 0 {
-		t.Fatalf("no pending payment accrued: %+v", lease.Lease)
+	if lease.Lease.Pending.Amount != "0" {
+		t.Fatalf("pending pay without a checkpoint: %+v", lease.Lease)
 	}
 
 	// The same objects over gRPC, as an integrator reads them.
@@ -258,7 +265,7 @@ func TestMarketEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gl.Lease.Provider != provider || !gl.Lease.Pending.IsPositive() {
+	if gl.Lease.Provider != provider || gl.Lease.StepsPerHour != 1000 || !gl.Lease.Pending.IsZero() {
 		t.Fatalf("lease over gRPC: %+v", gl.Lease)
 	}
 	gj, err := mq.Jobs(ctx, &markettypes.QueryJobsRequest{Owner: owner, State: markettypes.JOB_STATE_LEASED})

@@ -26,7 +26,7 @@ func TestExportReimports(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "50000000udepin")
-	mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin")
+	mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin", "--steps-per-hour", "1000")
 
 	state := func() string {
 		var b strings.Builder

@@ -167,7 +167,7 @@ func TestOneOfFourValidatorsDown(t *testing.T) {
 		t.Fatalf("no EventJobCreated in %+v", res.Events)
 	}
 	jobID := strings.Trim(id, `"`)
-	mustTx(t, ctx, v1.Node, "provider", "market", "place-bid", jobID, "1500000udepin")
+	mustTx(t, ctx, v1.Node, "provider", "market", "place-bid", jobID, "1500000udepin", "--steps-per-hour", "1000")
 	var job struct {
 		Job struct {
 			BiddingDeadline string `json:"bidding_deadline"`

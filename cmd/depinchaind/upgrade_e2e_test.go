@@ -14,16 +14,16 @@ import (
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
-// TestSoftwareUpgradeV3 runs the "v3" software upgrade the way a real network
+// TestSoftwareUpgradeV4 runs the "v4" software upgrade the way a real network
 // does: a chain runs the previous release, governance schedules the upgrade,
 // the old binary halts at the upgrade height, and this release's binary,
 // started on the same home, applies it and carries on with the state intact.
 //
 // The previous release is this source built with `-tags prev_release`
-// (internal/release): no "v3" handler, x/verify and x/stakingext at consensus
-// version 1, unbonding entries written without a completion height. The test
-// switches binaries itself, as cosmovisor would (docs/upgrades.md).
-func TestSoftwareUpgradeV3(t *testing.T) {
+// (internal/release): no "v4" handler, x/market at consensus version 3, bids
+// that commit no rate (the v3 layout of bids and leases). The test switches
+// binaries itself, as cosmovisor would (docs/upgrades.md).
+func TestSoftwareUpgradeV4(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and starts a real node")
 	}
@@ -66,19 +66,18 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 			logTail(t, n)
 		}
 	})
-	owner, provider := mustAddr(t, ctx, n, "owner"), mustAddr(t, ctx, n, "provider")
-	for module, want := range map[string]int{"market": 2, "verify": 1, "stakingext": 1} {
+	provider := mustAddr(t, ctx, n, "provider")
+	for module, want := range map[string]int{"market": 3, "verify": 3, "stakingext": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("the previous release runs x/%s at consensus version %d, want %d", module, v, want)
 		}
 	}
 
-	// State made by the previous release: a bonded provider, a job and the lease it won.
+	// State made by the previous release: a bonded provider, a job and the lease it won
+	// with a bid that commits no rate, as v3 bids did.
 	mustTx(t, ctx, n, "provider", "stakingext", "register-provider", "gpu-farm-1", "https://gpu1.example.com:8443", "eu-west",
 		"100000000000udepin", "--gpus", `{"model":"H100-SXM5-80GB","vram_mib":81920,"count":8}`)
 	specPath := filepath.Join(t.TempDir(), "job.yaml")
-	// Job 1 is a container job, which v3 leaves alone; job 2 is of kind reference,
-	// which until v3 trained the MLP that v3 retires.
 	spec := strings.Replace(jobSpecYAML, "bidding_window_blocks: 60", "bidding_window_blocks: 3", 1)
 	spec = strings.Replace(spec, "  kind: reference\n", "  kind: container\n  image: ghcr.io/acme/trainer:1.4\n  digest: sha256:"+strings.Repeat("ab", 32)+"\n", 1)
 	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
@@ -89,18 +88,9 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	waitFor(t, ctx, "the auction to lease job 1", func() bool {
 		return activeLeaseIDs(t, ctx, n) == "1"
 	})
-	// An unbonding queued by the previous release: it has no completion height yet.
-	mustTx(t, ctx, n, "provider", "stakingext", "unbond", "1000000udepin")
-	queued := unbondingOf(t, ctx, n, provider)
-	if queued.CompletionHeight != "0" {
-		t.Fatalf("the previous release wrote a completion height: %+v", queued)
+	if l := leaseJSON(t, ctx, n, 1); l.StepsPerHour != "0" || l.RateCheckAt != "0001-01-01T00:00:00Z" {
+		t.Fatalf("the previous release's lease has a rate: %+v", l)
 	}
-	mlpSpec := filepath.Join(t.TempDir(), "mlp.yaml")
-	if err := os.WriteFile(mlpSpec, []byte(jobSpecYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", mlpSpec, "--deposit", "7000000udepin")
-	ownerBefore, _ := strconv.ParseInt(balance(t, ctx, n, owner), 10, 64)
 	before := durableState(t, ctx, n, provider)
 
 	// Governance schedules the upgrade: the validator submits the proposal with
@@ -111,9 +101,9 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	}
 	// 8 s of voting at 300 ms blocks is under 30 blocks; leave room for slow blocks.
 	upgradeHeight := height + 45
-	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v3",
+	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v4",
 		"--upgrade-height", strconv.FormatInt(upgradeHeight, 10), "--no-validate",
-		"--title", "Upgrade to v3", "--summary", "no challenge cap, slashable unbondings, audits", "--deposit", "10000000udepin")
+		"--title", "Upgrade to v4", "--summary", "pay for work: committed rates, per-step pay, rate checks", "--deposit", "10000000udepin")
 	proposalID, ok := res.Attr("submit_proposal", "proposal_id")
 	if !ok {
 		t.Fatalf("no proposal id in %+v", res.Events)
@@ -132,13 +122,13 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(plan), `"name":"v3"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
+	if !strings.Contains(string(plan), `"name":"v4"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("scheduled plan: %s", plan)
 	}
 
-	// The previous release does not know "v3": it stops at the upgrade height,
+	// The previous release does not know "v4": it stops at the upgrade height,
 	// says why, and leaves data/upgrade-info.json for the next binary (and cosmovisor).
-	needed := fmt.Sprintf(`UPGRADE "v3" NEEDED at height: %d`, upgradeHeight)
+	needed := fmt.Sprintf(`UPGRADE "v4" NEEDED at height: %d`, upgradeHeight)
 	waitFor(t, ctx, "the old binary to halt", func() bool {
 		log, _ := os.ReadFile(filepath.Join(n.Home, "node.log"))
 		return strings.Contains(string(log), needed)
@@ -154,7 +144,7 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 		t.Fatalf("chain at height %d, then %d (%v): want it stopped at the upgrade height %d", halted, h, err, upgradeHeight)
 	}
 	info, err := os.ReadFile(filepath.Join(n.Home, "data", "upgrade-info.json"))
-	if err != nil || !strings.Contains(string(info), `"name":"v3"`) {
+	if err != nil || !strings.Contains(string(info), `"name":"v4"`) {
 		t.Fatalf("upgrade-info.json: %s (%v)", info, err)
 	}
 	n.Stop()
@@ -168,14 +158,14 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v3" at height: %d`, upgradeHeight)) {
-		t.Fatal("the new binary did not log that it applied v3")
+	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v4" at height: %d`, upgradeHeight)) {
+		t.Fatal("the new binary did not log that it applied v4")
 	}
-	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v3")
+	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v4")
 	if err != nil || !strings.Contains(string(applied), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("applied plan: %s (%v)", applied, err)
 	}
-	for module, want := range map[string]int{"market": 3, "verify": 3, "stakingext": 2} {
+	for module, want := range map[string]int{"market": 4, "verify": 3, "stakingext": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("x/%s is at consensus version %d after the upgrade, want %d", module, v, want)
 		}
@@ -186,66 +176,61 @@ func TestSoftwareUpgradeV3(t *testing.T) {
 	if got := activeLeaseIDs(t, ctx, n); got != "1" {
 		t.Fatalf("active leases after the upgrade: %q, want lease 1", got)
 	}
-	// x/market's migration closed the MLP job as a cancel would: its whole deposit went
-	// back to the owner (it never ran), and it says why.
-	var retired struct {
-		Job struct {
-			State       string `json:"state"`
-			CloseReason string `json:"close_reason"`
-		} `json:"job"`
+	// x/market's migration gave the lease the conservative rate (1000 steps in 24 h,
+	// rounded up: 42 an hour) and its price per step (1500000 × 2 GPUs ÷ 42), a rate
+	// check, and filled in the new params.
+	l := leaseJSON(t, ctx, n, 1)
+	if l.StepsPerHour != "42" || l.PricePerStep != "71428.571428571428571428" || l.RateCheckAt == "0001-01-01T00:00:00Z" {
+		t.Fatalf("lease after the upgrade: %+v", l)
 	}
-	body, err := n.REST(ctx, "/depinchain/market/v1/jobs/2")
-	if err != nil || json.Unmarshal(body, &retired) != nil || retired.Job.State != "JOB_STATE_CANCELLED" ||
-		!strings.Contains(retired.Job.CloseReason, "retired the MLP") {
-		t.Fatalf("the MLP job after the upgrade: %s (%v)", body, err)
-	}
-	if got, _ := strconv.ParseInt(balance(t, ctx, n, owner), 10, 64); got != ownerBefore+7_000_000 {
-		t.Fatalf("owner's balance after the upgrade %d, want %d + the MLP job's 7000000 deposit", got, ownerBefore)
-	}
-	// x/stakingext's migration gave the queued unbonding its completion height
-	// (creation height + unbonding_blocks), so it stays slashable for disputes
-	// over what its operator committed before; nothing else about it changed.
-	migrated := unbondingOf(t, ctx, n, provider)
-	var stakingParams struct {
-		Params struct {
-			UnbondingBlocks string `json:"unbonding_blocks"`
-		} `json:"params"`
-	}
-	body, err = n.REST(ctx, "/depinchain/stakingext/v1/params")
-	if err != nil || json.Unmarshal(body, &stakingParams) != nil {
-		t.Fatalf("stakingext params: %s (%v)", body, err)
-	}
-	creation, _ := strconv.ParseInt(migrated.CreationHeight, 10, 64)
-	blocks, _ := strconv.ParseInt(stakingParams.Params.UnbondingBlocks, 10, 64)
-	if blocks == 0 || migrated.CompletionHeight != strconv.FormatInt(creation+blocks, 10) ||
-		migrated.Amount != queued.Amount || migrated.CompletionTime != queued.CompletionTime || migrated.ID != queued.ID {
-		t.Fatalf("unbonding before %+v, after %+v (unbonding_blocks %d)", queued, migrated, blocks)
-	}
-	// x/verify's migration filled in its new params.
-	verifyParams, err := n.REST(ctx, "/depinchain/verify/v1/params")
-	if err != nil || !strings.Contains(string(verifyParams), `"withheld_threshold":"0.500000000000000000"`) ||
-		strings.Contains(string(verifyParams), "max_challenges_per_checkpoint") {
-		t.Fatalf("verify params after the upgrade: %s (%v)", verifyParams, err)
+	marketParams, err := n.REST(ctx, "/depinchain/market/v1/params")
+	if err != nil || !strings.Contains(string(marketParams), `"rate_tolerance":"0.500000000000000000"`) ||
+		!strings.Contains(string(marketParams), `"rate_check_interval":"3600s"`) {
+		t.Fatalf("market params after the upgrade: %s (%v)", marketParams, err)
 	}
 
-	// Blocks advance and transactions run on the migrated state: cancelling the
-	// job closes its lease, which leaves the index of active leases.
+	// Blocks advance and transactions run on the migrated state: a bid without a rate is
+	// refused now, one with a rate is taken, and cancelling the jobs closes their leases,
+	// which leave the index of active leases.
 	if err := n.WaitBlocks(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	mustTx(t, ctx, n, "owner", "market", "cancel-job", "1")
-	if got := activeLeaseIDs(t, ctx, n); got != "" {
-		t.Fatalf("active leases after cancelling the job: %q, want none", got)
+	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "50000000udepin")
+	if res, err := n.Tx(ctx, "provider", "market", "place-bid", "2", "1500000udepin"); err == nil && res.Code == 0 {
+		t.Fatal("a bid without a rate was accepted after the upgrade")
+	} else if err == nil && !strings.Contains(res.RawLog, "steps_per_hour is 0") {
+		t.Fatalf("a bid without a rate: %s", res.RawLog)
 	}
-	// What v3 added works: a verifier registers and is in the audit set.
-	mustTx(t, ctx, n, "owner", "stakingext", "register-verifier", "100000000udepin")
-	body, err = n.REST(ctx, "/depinchain/stakingext/v1/verifiers?active_only=true")
-	if err != nil || !strings.Contains(string(body), owner) || !strings.Contains(string(body), `"set_size":"1"`) {
-		t.Fatalf("verifiers after registering one: %s (%v)", body, err)
+	mustTx(t, ctx, n, "provider", "market", "place-bid", "2", "1500000udepin", "--steps-per-hour", "100")
+	mustTx(t, ctx, n, "owner", "market", "cancel-job", "1")
+	// Job 2's short auction may have leased it by now: cancel it too.
+	mustTx(t, ctx, n, "owner", "market", "cancel-job", "2")
+	if got := activeLeaseIDs(t, ctx, n); got != "" {
+		t.Fatalf("active leases after cancelling the jobs: %q, want none", got)
 	}
 	if err := n.WaitBlocks(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// leaseJSONFields are a lease's pay-for-work fields as REST shows them.
+type leaseJSONFields struct {
+	StepsPerHour string `json:"steps_per_hour"`
+	PricePerStep string `json:"price_per_step"`
+	RateCheckAt  string `json:"rate_check_at"`
+}
+
+func leaseJSON(t *testing.T, ctx context.Context, n *localnet.Node, id int) leaseJSONFields {
+	t.Helper()
+	body, err := n.REST(ctx, fmt.Sprintf("/depinchain/market/v1/leases/%d", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Lease leaseJSONFields }
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("lease %d: %s (%v)", id, body, err)
+	}
+	return doc.Lease
 }
 
 // durableState is what an upgrade must carry over unchanged: balances, the
@@ -295,36 +280,6 @@ func durableState(t *testing.T, ctx context.Context, n *localnet.Node, addrs ...
 		fmt.Fprintf(&b, "%s: %s\n", q.path, object)
 	}
 	return b.String()
-}
-
-// unbondingJSON is an unbonding entry as REST shows it.
-type unbondingJSON struct {
-	ID               string `json:"id"`
-	Amount           any    `json:"amount"`
-	CreationHeight   string `json:"creation_height"`
-	CompletionTime   string `json:"completion_time"`
-	CompletionHeight string `json:"completion_height"`
-}
-
-// unbondingOf returns an operator's only unbonding entry over REST.
-func unbondingOf(t *testing.T, ctx context.Context, n *localnet.Node, operator string) unbondingJSON {
-	t.Helper()
-	body, err := n.REST(ctx, "/depinchain/stakingext/v1/providers/"+operator+"/unbondings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Unbondings []unbondingJSON `json:"unbondings"`
-	}
-	if err := json.Unmarshal(body, &res); err != nil || len(res.Unbondings) != 1 {
-		t.Fatalf("unbondings of %s: %s (%v)", operator, body, err)
-	}
-	u := res.Unbondings[0]
-	if u.CompletionHeight == "" {
-		u.CompletionHeight = "0" // proto3 JSON leaves out a zero
-	}
-	u.Amount = fmt.Sprint(u.Amount)
-	return u
 }
 
 // activeLeaseIDs lists the active leases over REST, comma-separated.

@@ -126,7 +126,7 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "5000000000udepin")
-	mustTx(t, ctx, n, "cheater", "market", "place-bid", "1", "3000000000udepin")
+	mustTx(t, ctx, n, "cheater", "market", "place-bid", "1", "3000000000udepin", "--steps-per-hour", "1000")
 	waitLease := func(leaseID uint64) markettypes.Lease {
 		var lease markettypes.Lease
 		waitFor(t, ctx, fmt.Sprintf("lease %d to exist", leaseID), func() bool {
@@ -253,7 +253,7 @@ func TestVerifiedTrainingEndToEnd(t *testing.T) {
 	}
 
 	// An honest provider takes over, commits the real trace, and is paid after the window.
-	mustTx(t, ctx, n, "honest", "market", "place-bid", "1", "3000000000udepin")
+	mustTx(t, ctx, n, "honest", "market", "place-bid", "1", "3000000000udepin", "--steps-per-hour", "1000")
 	lease = waitLease(2)
 	if lease.Provider != addr("honest") || lease.ResumeStep != 0 {
 		t.Fatalf("lease 2: %+v", lease)

@@ -18,10 +18,11 @@ import (
 // skipAlreadyBid is the decision on a job the operator has an open bid on.
 const skipAlreadyBid = "already bid"
 
-// offer is a decision to bid: the price, the GPUs it reserves and the
-// runtime that would train the job.
+// offer is a decision to bid: the price, the committed rate, the GPUs it
+// reserves and the runtime that would train the job.
 type offer struct {
 	price   sdk.Coin
+	rate    uint64
 	gpus    []GPU
 	runtime string
 }
@@ -57,7 +58,7 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 		}
 		return nil
 	}
-	return r.placeBid(ctx, job, o.price, o.runtime, reserved)
+	return r.placeBid(ctx, job, o, reserved)
 }
 
 // decide returns the bid to place on job, or why there is none.
@@ -97,7 +98,18 @@ func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip s
 	if err != nil {
 		return o, err.Error()
 	}
-	return offer{price: price, gpus: gpus, runtime: name}, ""
+	rate, err := r.opts.Rate(ctx, job, name, gpus)
+	if err != nil {
+		return o, err.Error()
+	}
+	if why := meetsDuration(job, rate); why != "" {
+		return o, why
+	}
+	if job.CapStepsPerHour != 0 && markettypes.CheaperPerStep(job.CapPricePerGpuHour.Amount, job.CapStepsPerHour, price.Amount, rate) {
+		return o, fmt.Sprintf("%s per GPU-hour at %d steps per hour is dearer per step than the job's cap (%s at %d steps per hour)",
+			price, rate, job.CapPricePerGpuHour, job.CapStepsPerHour)
+	}
+	return offer{price: price, rate: rate, gpus: gpus, runtime: name}, ""
 }
 
 // reserve records the decision on job in tx and, for a bid, reserves its
@@ -131,7 +143,7 @@ func (r *Role) reserve(tx *db.Tx, job markettypes.Job, o offer, skip string) (re
 		rec.Decision = "skip: " + skip
 		return nil, skip, tx.PutJob(rec)
 	}
-	rec.Decision = fmt.Sprintf("bid %s per GPU-hour on %d×%s (%s runtime)", o.price, len(o.gpus), o.gpus[0].Model, o.runtime)
+	rec.Decision = fmt.Sprintf("bid %s per GPU-hour at %d steps per hour on %d×%s (%s runtime)", o.price, o.rate, len(o.gpus), o.gpus[0].Model, o.runtime)
 	if err := tx.PutBid(db.BidRecord{JobID: job.Id, Price: o.price.String(), Status: db.BidPlaced, GPUs: reserved}); err != nil {
 		return nil, "", err
 	}
@@ -140,8 +152,8 @@ func (r *Role) reserve(tx *db.Tx, job markettypes.Job, o offer, skip string) (re
 
 // placeBid sends the reserved bid; a bid that is not on chain releases the
 // GPUs it reserved.
-func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin, runtime string, gpus []string) error {
-	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: price, Runtime: runtime})
+func (r *Role) placeBid(ctx context.Context, job markettypes.Job, o offer, gpus []string) error {
+	result, err := r.opts.Submit(ctx, &markettypes.MsgPlaceBid{Provider: r.opts.Operator, JobId: job.Id, PricePerGpuHour: o.price, Runtime: o.runtime, StepsPerHour: o.rate})
 	if err != nil {
 		r.opts.Metrics.Bid(metrics.BidFailed)
 		return errors.Join(fmt.Errorf("placing bid: %w", err), r.opts.DB.Update(func(tx *db.Tx) error {
@@ -160,7 +172,7 @@ func (r *Role) placeBid(ctx context.Context, job markettypes.Job, price sdk.Coin
 	})
 	r.opts.Metrics.Bid(metrics.BidPlaced)
 	r.opts.Metrics.BidLatency(job.CreatedHeight, result.Height)
-	r.log.Info("bid placed", "job", job.Id, "price_per_gpu_hour", price.String(), "gpus", gpus,
+	r.log.Info("bid placed", "job", job.Id, "price_per_gpu_hour", o.price.String(), "steps_per_hour", o.rate, "gpus", gpus,
 		"job_height", job.CreatedHeight, "bid_height", result.Height, "tx", result.Hash)
 	return err
 }

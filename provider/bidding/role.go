@@ -69,6 +69,10 @@ type Options struct {
 	// Runtime names the runtime that would train job, or says why none can.
 	// The name goes into the bid; the chain records it on the lease.
 	Runtime func(ctx context.Context, job markettypes.Job) (string, error)
+	// Rate is the throughput (steps per hour) a bid on job commits when runtime serves
+	// it on gpus, or why none can be committed (Rater.StepsPerHour). A rate that cannot
+	// finish the job within its max_duration gets no bid. A passive role needs none.
+	Rate func(ctx context.Context, job markettypes.Job, runtime string, gpus []GPU) (uint64, error)
 	// Data says whether a dataset-backed job's training data can be fetched
 	// (a cheap chain check; the datasets fetcher satisfies it). Nil: such
 	// jobs get no bid.
@@ -105,6 +109,8 @@ func New(opts Options) (*Role, error) {
 		return nil, errors.New("bidding role: needs a submitter, a chain and a database")
 	case opts.GPUs == nil || opts.ModelName == nil || opts.Pricer == nil || opts.Runtime == nil:
 		return nil, errors.New("bidding role: needs GPUs, model names, a pricer and runtimes")
+	case opts.Rate == nil && !opts.Passive:
+		return nil, errors.New("bidding role: a bidding role needs a rate")
 	case opts.Metrics == nil:
 		return nil, errors.New("bidding role: no metrics")
 	}

@@ -11,6 +11,7 @@ import (
 	"cosmossdk.io/math"
 
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/internal/roletest"
@@ -76,12 +77,17 @@ func newHarness(t *testing.T, passive bool) *harness {
 	st := roletest.OpenDB(t)
 	h := &harness{db: st, chain: roletest.NewChain(), metrics: metrics.New("test"), data: fakeData{},
 		host: &fakeHost{gpus: []gpu.GPU{{UUID: "g0", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}, {UUID: "g1", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920}}}}
-	var err error
+	// The test jobs are of no exact kind: they commit the container rate, 0.8 × 1000.
+	rater, err := NewRater(config.Throughput{CommitFraction: 0.8, GoTrainerMACsPerSecond: 1e9, ContainerStepsPerHour: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.role, err = New(Options{
 		Operator: operator, Passive: passive, Submit: h.chain.Submit, Chain: h.chain, DB: st, GPUs: h.host,
 		ModelName: func(string) string { return "H100" },
 		Pricer:    TablePricer{Denom: "udepin", Table: PriceTable{"H100": math.NewInt(2_000_000)}},
 		Runtime:   func(context.Context, markettypes.Job) (string, error) { return "reference", nil },
+		Rate:      rater.StepsPerHour,
 		Data:      h.data,
 		Metrics:   h.metrics,
 	})
@@ -137,14 +143,14 @@ func TestBidReservesItsGPUs(t *testing.T) {
 		t.Fatalf("sent %v, want one bid", h.chain.Sent())
 	}
 	bid := h.chain.Sent()[0].(*markettypes.MsgPlaceBid)
-	if bid.JobId != 1 || bid.Provider != operator || bid.PricePerGpuHour.String() != "2000000udepin" || bid.Runtime != "reference" {
+	if bid.JobId != 1 || bid.Provider != operator || bid.PricePerGpuHour.String() != "2000000udepin" || bid.Runtime != "reference" || bid.StepsPerHour != 800 {
 		t.Fatalf("bid %+v", bid)
 	}
 	rec, job, ok := h.bid(t, 1)
 	if !ok || rec.Status != db.BidPlaced || rec.Height != 10 || !slices.Equal(rec.GPUs, []string{"g0"}) {
 		t.Fatalf("bid record %+v", rec)
 	}
-	if !strings.HasPrefix(job.Decision, "bid 2000000udepin per GPU-hour on 1×H100 (reference runtime)") {
+	if !strings.HasPrefix(job.Decision, "bid 2000000udepin per GPU-hour at 800 steps per hour on 1×H100 (reference runtime)") {
 		t.Fatalf("decision %q", job.Decision)
 	}
 	if _, job, ok := h.bid(t, 2); ok || !strings.HasPrefix(job.Decision, "skip: no 2 free healthy GPUs") {

@@ -17,7 +17,7 @@ func TestReconcileListsOpenJobsAndActiveLeases(t *testing.T) {
 	// One job the leaser wins (its auction closes in a few blocks) and two
 	// that stay open.
 	_, won := submitJob(t, ctx, 8)
-	mustTx(t, ctx, keyLeaser, "market", "place-bid", uintStr(won), "1500000udepin")
+	mustTx(t, ctx, keyLeaser, "market", "place-bid", uintStr(won), "1500000udepin", "--steps-per-hour", "1000")
 	_, open1 := submitJob(t, ctx, 600)
 	_, open2 := submitJob(t, ctx, 600)
 

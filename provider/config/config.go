@@ -28,6 +28,7 @@ type Config struct {
 	Chain       Chain       `toml:"chain"`
 	Keys        Keys        `toml:"keys"`
 	Pricing     Pricing     `toml:"pricing"`
+	Throughput  Throughput  `toml:"throughput"`
 	Runtimes    Runtimes    `toml:"runtimes"`
 	Storage     Storage     `toml:"storage"`
 	GPUs        GPUs        `toml:"gpus"`
@@ -75,6 +76,27 @@ type Pricing struct {
 	// PricingCommand, when set, is run (argv, no shell) with the job as JSON on
 	// stdin; it decides the price instead of the table.
 	PricingCommand []string `toml:"pricing_command"`
+}
+
+// Throughput is what the provider can do per hour, from which a bid's committed rate
+// (steps_per_hour) is computed. A lease that checkpoints less than the chain's
+// rate_tolerance of its committed rate is closed for non-performance and slashed, so
+// the estimate should be one the host sustains while it checkpoints and serves.
+type Throughput struct {
+	// CommitFraction of the estimated rate is what a bid commits (default 0.8): the
+	// margin for checkpoints, audits and a busy host.
+	CommitFraction float64 `toml:"commit_fraction"`
+	// GoTrainerMACsPerSecond is the in-process Go trainer's speed in multiply-accumulates
+	// per second on this host; 0 measures it with one timed step of the reference model
+	// when the sidecar starts.
+	GoTrainerMACsPerSecond float64 `toml:"go_trainer_macs_per_second"`
+	// MACsPerSecondPerGPU is the exact transformer's sustained speed on one GPU of a
+	// model (chain name) with the PyTorch trainer (runtimes.exact_torch). GPUs of a model
+	// not listed count as the Go trainer's speed (a safe floor).
+	MACsPerSecondPerGPU map[string]float64 `toml:"macs_per_second_per_gpu"`
+	// ContainerStepsPerHour is the rate committed for container workloads (and operator
+	// trainers), whose cost per step the sidecar cannot know; 0: they get no bid.
+	ContainerStepsPerHour uint64 `toml:"container_steps_per_hour"`
 }
 
 // Runtimes selects the ways the provider may run workloads.
@@ -287,7 +309,8 @@ func Default() *Config {
 			KeyringDir:     "keyring",
 			HotKey:         "provider-hot",
 		},
-		Pricing: Pricing{Table: map[string]uint64{}},
+		Pricing:    Pricing{Table: map[string]uint64{}},
+		Throughput: Throughput{CommitFraction: 0.8, MACsPerSecondPerGPU: map[string]float64{}},
 		Runtimes: Runtimes{Reference: true, Pull: true, PullTimeout: Duration{10 * time.Minute},
 			ImageCacheImages: 8, MemlockUnlimited: true},
 		Storage: Storage{
@@ -335,6 +358,7 @@ func Load(path string) (*Config, error) {
 	cfg := Default()
 	// A table in the file replaces the default one rather than merging into it.
 	cfg.Pricing.Table = nil
+	cfg.Throughput.MACsPerSecondPerGPU = nil
 	cfg.GPUs.ModelNames = nil
 	dec := toml.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -344,6 +368,9 @@ func Load(path string) (*Config, error) {
 	// Empty and absent mean the same; keep one representation of each.
 	if cfg.Pricing.Table == nil {
 		cfg.Pricing.Table = map[string]uint64{}
+	}
+	if cfg.Throughput.MACsPerSecondPerGPU == nil {
+		cfg.Throughput.MACsPerSecondPerGPU = map[string]float64{}
 	}
 	if len(cfg.Pricing.PricingCommand) == 0 {
 		cfg.Pricing.PricingCommand = nil

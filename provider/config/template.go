@@ -65,6 +65,27 @@ pricing_command = {{strs .Pricing.PricingCommand}}
 {{q $model}} = {{$price}}
 {{- end}}
 
+[throughput]
+# A bid commits a rate (steps per hour) computed from these; a lease that
+# checkpoints less than the chain's rate_tolerance of it is closed for
+# non-performance and slashed. Fraction of the estimate a bid commits:
+commit_fraction = {{printf "%#g" .Throughput.CommitFraction}}
+# The in-process Go trainer's multiply-accumulates per second on this host;
+# 0 measures it with one timed step when the sidecar starts.
+go_trainer_macs_per_second = {{printf "%#g" .Throughput.GoTrainerMACsPerSecond}}
+# Rate for container workloads and operator trainers (their cost per step is
+# unknown to the sidecar); 0 means they get no bid.
+container_steps_per_hour = {{.Throughput.ContainerStepsPerHour}}
+
+# The exact transformer's multiply-accumulates per second on one GPU of each
+# model with the PyTorch trainer (runtimes.exact_torch); a model not listed
+# counts as the Go trainer's speed, a safe floor. Example:
+#   "H100-SXM5-80GB" = 2.0e14
+[throughput.macs_per_second_per_gpu]
+{{- range $model, $v := .Throughput.MACsPerSecondPerGPU}}
+{{q $model}} = {{printf "%#g" $v}}
+{{- end}}
+
 [runtimes]
 # Built-in deterministic reference trainer (reference workloads; disputes can
 # be settled on-chain).

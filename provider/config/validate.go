@@ -28,6 +28,7 @@ func (c *Config) Validate() error {
 	c.Chain.validate(&p)
 	c.Keys.validate(&p)
 	c.Pricing.validate(&p)
+	c.Throughput.validate(&p)
 	c.Runtimes.validateKinds(&p)
 	c.Storage.validate(&p)
 	c.GPUs.validate(&p)
@@ -96,6 +97,20 @@ func (c Pricing) validate(p *problems) {
 	}
 	if len(c.PricingCommand) > 0 && strings.TrimSpace(c.PricingCommand[0]) == "" {
 		p.bad("pricing.pricing_command", "the first element must be the program to run")
+	}
+}
+
+func (t Throughput) validate(p *problems) {
+	if !(t.CommitFraction > 0 && t.CommitFraction <= 1) {
+		p.bad("throughput.commit_fraction", "must be in (0, 1], got %g", t.CommitFraction)
+	}
+	if t.GoTrainerMACsPerSecond < 0 {
+		p.bad("throughput.go_trainer_macs_per_second", "must not be negative (0 measures it)")
+	}
+	for model, v := range t.MACsPerSecondPerGPU {
+		if !(v > 0) {
+			p.bad("throughput.macs_per_second_per_gpu."+model, "must be positive (multiply-accumulates per second)")
+		}
 	}
 }
 

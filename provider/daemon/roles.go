@@ -19,6 +19,7 @@ import (
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/storage"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 )
@@ -85,10 +86,20 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	if err != nil {
 		return rs, err
 	}
+	var rate func(context.Context, markettypes.Job, string, []bidding.GPU) (uint64, error)
+	if !passive {
+		rater, err := bidding.NewRater(cfg.Throughput)
+		if err != nil {
+			return rs, err
+		}
+		d.log.Info("throughput for committed rates", "go_trainer_macs_per_second", rater.GoMACsPerSecond(),
+			"commit_fraction", cfg.Throughput.CommitFraction)
+		rate = rater.StepsPerHour
+	}
 	rs.bidding, err = bidding.New(bidding.Options{
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
-		Runtime: rs.leases.RuntimeFor, Data: data, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
+		Runtime: rs.leases.RuntimeFor, Rate: rate, Data: data, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {

@@ -361,6 +361,7 @@ func (f *Fixture) MarketDeadlines() []Part {
 		KeySetPart("market bidding deadlines", f.context, f.Market.BiddingDeadlines),
 		KeySetPart("market checkpoint deadlines", f.context, f.Market.CheckpointDeadlines),
 		KeySetPart("market time deadlines", f.context, f.Market.TimeDeadlines),
+		KeySetPart("market rate checks", f.context, f.Market.RateChecks),
 	}
 }
 

@@ -160,7 +160,8 @@ func (m *market) work(stop, ctx context.Context) error {
 		done = m.jobsSubmitted(len(msgs))
 	case kindPlaceBid:
 		for _, tk := range tasks {
-			msgs = append(msgs, &markettypes.MsgPlaceBid{Provider: a.address, JobId: tk.jobID, PricePerGpuHour: sdk.NewInt64Coin(denom, tk.price)})
+			msgs = append(msgs, &markettypes.MsgPlaceBid{Provider: a.address, JobId: tk.jobID, PricePerGpuHour: sdk.NewInt64Coin(denom, tk.price),
+				StepsPerHour: markettypes.ConservativeRate(m.spec.TotalSteps, m.spec.MaxDuration)})
 		}
 		done = m.count(&m.stats.Bids, len(msgs))
 	case kindCheckpoint:

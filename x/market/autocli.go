@@ -40,8 +40,8 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 			RpcCommandOptions: []*autocliv1.RpcCommandOptions{
 				{RpcMethod: "SubmitJob", Skip: true},
 				{
-					RpcMethod: "PlaceBid", Use: "place-bid [job-id] [price-per-gpu-hour]",
-					Short:          "Bid on an open job as a provider (price per GPU-hour, e.g. 1500000udepin; --runtime container|process|reference says what will run it, recorded on the lease)",
+					RpcMethod: "PlaceBid", Use: "place-bid [job-id] [price-per-gpu-hour]", Alias: []string{"bid"},
+					Short:          "Bid on an open job as a provider (price per GPU-hour, e.g. 1500000udepin; --steps-per-hour N, required, commits the throughput the auction ranks by price per step and the lease is held to; --runtime container|process|reference says what will run it, recorded on the lease)",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "price_per_gpu_hour"}},
 				},
 				{

@@ -20,14 +20,17 @@ func (am AppModule) registerMigrations(cfg module.Configurator) {
 	if err := cfg.RegisterMigration(types.ModuleName, 2, m.Migrate2to3); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 2: %w", types.ModuleName, err))
 	}
+	if err := cfg.RegisterMigration(types.ModuleName, 3, m.Migrate3to4); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 3: %w", types.ModuleName, err))
+	}
 }
 
-// consensusVersion is the state layout this binary writes: 3 (the transformer bounds in
-// the params, the MLP retired), or 2 in the upgrade test's stand-in for the previous
-// release (internal/release).
+// consensusVersion is the state layout this binary writes: 4 (pay for work: committed
+// rates, per-step claims, rate checks), or 3 in the upgrade test's stand-in for the
+// previous release (internal/release).
 func consensusVersion() uint64 {
 	if release.Previous {
-		return 2
+		return 3
 	}
 	return ConsensusVersion
 }

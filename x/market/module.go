@@ -28,7 +28,9 @@ import (
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
 // 2: leases are indexed by state (migrations/v2).
-const ConsensusVersion = 3
+// 3: transformer bounds in the params; the MLP reference workload retired.
+// 4: pay for work — committed rates on bids and leases, per-step claims, rate checks.
+const ConsensusVersion = 4
 
 var (
 	_ module.AppModuleBasic      = AppModule{}

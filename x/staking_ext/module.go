@@ -20,7 +20,6 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/staking_ext/keeper"
 	"github.com/depinchain/depinchain/x/staking_ext/simulation"
@@ -133,14 +132,8 @@ func (am AppModule) EndBlock(ctx context.Context) error {
 	return am.keeper.EndBlocker(ctx)
 }
 
-// ConsensusVersion implements module.HasConsensusVersion: ConsensusVersion, or 1 in
-// the upgrade test's stand-in for the previous release (internal/release).
-func (AppModule) ConsensusVersion() uint64 {
-	if release.Previous {
-		return 1
-	}
-	return ConsensusVersion
-}
+// ConsensusVersion implements module.HasConsensusVersion.
+func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
 
 // GenerateGenesisState implements module.AppModuleSimulation: random params and bonded
 // providers (see simulation.RandomizedGenState).

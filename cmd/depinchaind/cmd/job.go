@@ -140,6 +140,15 @@ func rate(perHour float64) string {
 	return fmt.Sprintf("%.0f steps/h", perHour)
 }
 
+// rateVsCommitted is the active lease's checkpointed rate against the rate it committed to.
+func rateVsCommitted(w jobview.Worker) string {
+	if w.CommittedStepsPerHour == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f / %d steps/h (%.0f%%)", w.CheckpointedStepsPerHour, w.CommittedStepsPerHour,
+		100*w.CheckpointedStepsPerHour/float64(w.CommittedStepsPerHour))
+}
+
 func eta(w jobview.Worker) string {
 	switch {
 	case w.Step >= w.Total:
@@ -167,13 +176,14 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 	m := v.Money
 	fmt.Fprintf(tw, "\nmoney (%s)\tdeposited %s\tescrowed %s\tpending %s\tpaid %s\taudit fees %s\trefunded %s\n",
 		m.Denom, m.Deposited, m.Escrowed, m.Pending, m.Paid, m.AuditFees, m.Refunded)
-	fmt.Fprintln(tw, "\nWORKER\tSTEP\tRATE\tETA\tLEASE\tPROVIDER\tNEXT CHECKPOINT BY\tLATEST LOSS")
+	fmt.Fprintln(tw, "\nWORKER\tSTEP\tRATE\tCHECKPOINTED\tCHECKPOINTED / COMMITTED RATE\tPRICE/STEP\tPAID\tPENDING\tREFUNDED\tETA\tLEASE\tPROVIDER\tNEXT CHECKPOINT BY\tLATEST LOSS")
 	for _, w := range v.Workers {
 		deadline := "-"
 		if w.CheckpointDeadline != 0 {
 			deadline = fmt.Sprintf("height %d", w.CheckpointDeadline)
 		}
-		fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", w.Worker, w.Step, w.Total, rate(w.StepsPerHour), eta(w),
+		fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", w.Worker, w.Step, w.Total, rate(w.StepsPerHour),
+			w.CheckpointedStep, rateVsCommitted(w), orDash(w.PricePerStep), orDash(w.Paid), orDash(w.Pending), orDash(w.Refunded), eta(w),
 			idOrDash(w.LeaseID), orDash(w.Provider), deadline, loss(w.LatestLoss))
 	}
 	fmt.Fprintln(tw, "\nCHECKPOINT\tWORKER\tSTEPS\tSTATUS\tCHALLENGE UNTIL\tCLAIM\tLOSS\tSOURCE")
@@ -194,10 +204,11 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 			fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%s\t%d\t%d-%d\t%s\n", d.ID, d.LeaseID, d.Checkpoint, d.Phase, orDash(d.ToMove), d.Rounds, d.Lo, d.Hi, d.Challenger)
 		}
 	}
-	fmt.Fprintln(tw, "\nLEASE\tWORKER\tPROVIDER\tSTATE\tFROM STEP\tSTARTED AT\tPAID\tCLOSED")
+	fmt.Fprintln(tw, "\nLEASE\tWORKER\tPROVIDER\tSTATE\tFROM STEP\tCLAIMED TO\tCOMMITTED\tPRICE/STEP\tSTARTED AT\tPAID\tPENDING\tREFUNDED\tCLOSED")
 	for _, l := range v.Leases {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\theight %d\t%s\t%s\n", l.ID, l.Worker, l.Provider,
-			strings.TrimPrefix(l.State, "LEASE_STATE_"), l.ResumeStep, l.StartHeight, l.Paid, orDash(l.CloseReason))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%d steps/h\t%s\theight %d\t%s\t%s\t%s\t%s\n", l.ID, l.Worker, l.Provider,
+			strings.TrimPrefix(l.State, "LEASE_STATE_"), l.ResumeStep, l.ClaimedStep, l.StepsPerHour, orDash(l.PricePerStep),
+			l.StartHeight, l.Paid, l.Pending, l.Refunded, orDash(l.CloseReason))
 	}
 	return tw.Flush()
 }

@@ -14,8 +14,9 @@ func sampleView() *jobview.View {
 	return &jobview.View{ID: 3, Name: "tiny", State: "JOB_STATE_LEASED", Kind: "WORKLOAD_KIND_REFERENCE", Owner: "owner1",
 		Money: jobview.Money{Denom: "udpin", Deposited: "1000", Escrowed: "900", Pending: "10", Paid: "90", AuditFees: "0", Refunded: "0"},
 		Workers: []jobview.Worker{
-			{Worker: 0, Step: 40, Total: 80, LeaseID: 2, Provider: "prov1", StepsPerHour: 120, ETASeconds: 1200, CheckpointDeadline: 55, LatestLoss: &lp},
-			{Worker: 1, Step: 80, Total: 80},
+			{Worker: 0, Step: 40, Total: 80, LeaseID: 2, Provider: "prov1", StepsPerHour: 120, ETASeconds: 1200, CheckpointDeadline: 55, LatestLoss: &lp,
+				CommittedStepsPerHour: 200, CheckpointedStep: 60, CheckpointedStepsPerHour: 90, PricePerStep: "1.5", Paid: "90", Pending: "10", Refunded: "7"},
+			{Worker: 1, Step: 80, Total: 80, Paid: "0", Pending: "0", Refunded: "0"},
 		},
 		Checkpoints: []jobview.Checkpoint{
 			{LeaseID: 2, Index: 0, StartStep: 0, EndStep: 40, Status: "CHECKPOINT_STATUS_FINAL", Final: true, Claim: "90udpin", Loss: &lp},
@@ -23,7 +24,8 @@ func sampleView() *jobview.View {
 				Loss: &jobview.LossPoint{Worker: 1, Step: 80, Nats: 3, Source: jobview.LossSelfReported}, LossError: "provider unreachable"},
 		},
 		Disputes: []jobview.Dispute{{ID: 1, LeaseID: 4, Phase: "GAME_TURN_PROVIDER", ToMove: "provider", Rounds: 3, Lo: 0, Hi: 80, Challenger: "ch1"}},
-		Leases:   []jobview.Lease{{ID: 2, Worker: 0, Provider: "prov1", State: "LEASE_STATE_ACTIVE", Paid: "90udpin"}},
+		Leases: []jobview.Lease{{ID: 2, Worker: 0, Provider: "prov1", State: "LEASE_STATE_ACTIVE", Paid: "90udpin",
+			StepsPerHour: 200, PricePerStep: "1.5", ClaimedStep: 60, Pending: "10udpin", Refunded: "7"}},
 	}
 }
 
@@ -31,6 +33,7 @@ func TestJobStatusTable(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, writeStatus(&b, sampleView()))
 	out := b.String()
+	require.Regexp(t, `(?m)^0 +40/80 +120 steps/h +60 +90 / 200 steps/h \(45%\) +1\.5 +90 +10 +7 +20m0s`, out)
 	for _, want := range []string{
 		`job 3 "tiny"`, "deposited 1000", "paid 90",
 		"40/80", "120 steps/h", "20m0s", "height 55", "2.5000 nats @40 (verified)",
@@ -38,6 +41,9 @@ func TestJobStatusTable(t *testing.T) {
 		"2/0", "FINAL", "verified", "self-reported (not verified: provider unreachable)",
 		"GAME_TURN_PROVIDER  provider", "0-80",
 		"prov1", "ACTIVE",
+		// Pay for work: the checkpointed rate against the committed one, the price per
+		// step and the worker's money.
+		"90 / 200 steps/h (45%)", "1.5", "200 steps/h",
 	} {
 		require.Contains(t, out, want)
 	}

@@ -132,6 +132,21 @@ type Worker struct {
 	CheckpointDeadline int64 `json:"checkpoint_deadline,omitempty"`
 	// LatestLoss is the loss of the worker's newest checkpoint that has one.
 	LatestLoss *LossPoint `json:"latest_loss,omitempty"`
+	// CommittedStepsPerHour is the rate the active lease's bid committed to (0 without one).
+	CommittedStepsPerHour uint64 `json:"committed_steps_per_hour"`
+	// CheckpointedStep is the end of the active lease's last submitted checkpoint, and
+	// CheckpointedStepsPerHour its rate since the lease started: what the chain holds
+	// against the committed rate (rate_tolerance).
+	CheckpointedStep         uint64  `json:"checkpointed_step"`
+	CheckpointedStepsPerHour float64 `json:"checkpointed_steps_per_hour"`
+	// PricePerStep is the active lease's price per step.
+	PricePerStep string `json:"price_per_step,omitempty"`
+	// Paid, Pending and Refunded are the worker's money over all its leases: released by
+	// final checkpoints, claimed by checkpoints not final yet, and returned to the job
+	// (claims of rejected checkpoints).
+	Paid     string `json:"paid"`
+	Pending  string `json:"pending"`
+	Refunded string `json:"refunded"`
 }
 
 // Money is the job's escrow account, all in the job's denom.
@@ -166,6 +181,13 @@ type Lease struct {
 	Collateral  string    `json:"collateral"`
 	Paid        string    `json:"paid"`
 	Pending     string    `json:"pending"`
+	// StepsPerHour is the committed rate and PricePerStep the price per step it implies.
+	StepsPerHour uint64 `json:"steps_per_hour"`
+	PricePerStep string `json:"price_per_step"`
+	// ClaimedStep is the end of the lease's last submitted checkpoint.
+	ClaimedStep uint64 `json:"claimed_step"`
+	// Refunded is what the lease's claims gave back to the job (rejected checkpoints).
+	Refunded string `json:"refunded"`
 }
 
 // Checkpoint is one checkpoint with its finality and loss.
@@ -246,7 +268,16 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 		return nil, fmt.Errorf("leases of job %d: %w", id, err)
 	}
 	active := map[uint32]markettypes.Lease{}
+	type sums struct{ paid, pending, refunded sdkmath.Int }
+	perWorker := map[uint32]*sums{}
 	for _, l := range leases {
+		sm := perWorker[l.Worker]
+		if sm == nil {
+			sm = &sums{sdkmath.ZeroInt(), sdkmath.ZeroInt(), sdkmath.ZeroInt()}
+			perWorker[l.Worker] = sm
+		}
+		paid, pending, refunded := leaseMoney(l)
+		sm.paid, sm.pending, sm.refunded = sm.paid.Add(paid), sm.pending.Add(pending), sm.refunded.Add(refunded)
 		v.Leases = append(v.Leases, leaseOf(l))
 		if l.State == markettypes.LEASE_STATE_ACTIVE {
 			active[l.Worker] = l
@@ -286,7 +317,10 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 		workers = 1
 	}
 	for w := uint32(0); w < workers; w++ {
-		wk := Worker{Worker: w, Total: job.Spec.TotalSteps}
+		wk := Worker{Worker: w, Total: job.Spec.TotalSteps, Paid: "0", Pending: "0", Refunded: "0"}
+		if sm, ok := perWorker[w]; ok {
+			wk.Paid, wk.Pending, wk.Refunded = sm.paid.String(), sm.pending.String(), sm.refunded.String()
+		}
 		for _, p := range job.Progress {
 			if p.Worker == w {
 				wk.Step = p.Step
@@ -294,6 +328,13 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 		}
 		if l, ok := active[w]; ok {
 			wk.LeaseID, wk.Provider, wk.CheckpointDeadline = l.Id, l.Provider, l.CheckpointDeadline
+			wk.CommittedStepsPerHour, wk.CheckpointedStep = l.StepsPerHour, l.ClaimedStep
+			if !l.PricePerStep.IsNil() {
+				wk.PricePerStep = l.PricePerStep.String()
+			}
+			if el := v.AsOf.Sub(l.StartTime).Hours(); el > 0 && l.ClaimedStep > l.ResumeStep {
+				wk.CheckpointedStepsPerHour = float64(l.ClaimedStep-l.ResumeStep) / el
+			}
 			if el := v.AsOf.Sub(l.StartTime).Hours(); el > 0 && wk.Step > l.ResumeStep {
 				wk.StepsPerHour = float64(wk.Step-l.ResumeStep) / el
 				if wk.Total > wk.Step {
@@ -336,12 +377,29 @@ func nz(a sdkmath.Int) sdkmath.Int {
 	return a
 }
 
+// leaseMoney is what a lease was paid (released by final checkpoints), has pending
+// (claimed by checkpoints not final yet) and gave back to the job (accrued less the rest).
+func leaseMoney(l markettypes.Lease) (paid, pending, refunded sdkmath.Int) {
+	paid = nz(l.Withdrawable.Amount).Add(nz(l.Withdrawn.Amount))
+	pending = nz(l.Pending.Amount)
+	refunded = nz(l.Accrued.Amount).Sub(paid).Sub(pending)
+	if refunded.IsNegative() {
+		refunded = sdkmath.ZeroInt()
+	}
+	return paid, pending, refunded
+}
+
 func leaseOf(l markettypes.Lease) Lease {
-	paid := sdk.Coin{Denom: l.Withdrawable.Denom, Amount: nz(l.Withdrawable.Amount).Add(nz(l.Withdrawn.Amount))}
+	paidAmount, _, refunded := leaseMoney(l)
+	paid := sdk.Coin{Denom: l.Withdrawable.Denom, Amount: paidAmount}
 	out := Lease{ID: l.Id, Worker: l.Worker, Provider: l.Provider, State: l.State.String(),
 		StartHeight: l.StartHeight, StartTime: l.StartTime, ResumeStep: l.ResumeStep,
 		Price: l.PricePerGpuHour.String(), GPUs: l.Gpus, Collateral: l.Collateral.String(),
-		Paid: paid.String(), Pending: l.Pending.String()}
+		Paid: paid.String(), Pending: l.Pending.String(),
+		StepsPerHour: l.StepsPerHour, ClaimedStep: l.ClaimedStep, Refunded: refunded.String()}
+	if !l.PricePerStep.IsNil() {
+		out.PricePerStep = l.PricePerStep.String()
+	}
 	if l.CloseReason != markettypes.LEASE_CLOSE_REASON_UNSPECIFIED {
 		out.CloseReason = l.CloseReason.String()
 	}

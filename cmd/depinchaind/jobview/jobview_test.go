@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	sdkmath "cosmossdk.io/math"
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -110,9 +111,12 @@ func TestJobViewAssemblesAReopenedJob(t *testing.T) {
 		escrow: markettypes.QueryEscrowResponse{Deposited: coin(1000), Unspent: coin(900), Pending: coin(10),
 			Withdrawable: coin(5), Withdrawn: coin(15), AuditFees: coin(3), Compensation: coin(0)},
 		leases: []markettypes.Lease{
-			{Id: 1, JobId: 7, Provider: "p1", State: markettypes.LEASE_STATE_CLOSED, CloseReason: markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE},
+			// The first lease's second checkpoint was rejected: 8 of its 13 went back to the job.
+			{Id: 1, JobId: 7, Provider: "p1", State: markettypes.LEASE_STATE_CLOSED, CloseReason: markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE,
+				Accrued: coin(13), Pending: coin(0), Withdrawable: coin(0), Withdrawn: coin(5)},
 			{Id: 2, JobId: 7, Provider: "p2", State: markettypes.LEASE_STATE_ACTIVE, ResumeStep: 10,
-				StartTime: now.Add(-2 * time.Hour), CheckpointDeadline: 77},
+				StartTime: now.Add(-2 * time.Hour), CheckpointDeadline: 77, StepsPerHour: 40, PricePerStep: sdkmath.LegacyNewDec(2),
+				ClaimedStep: 30, Accrued: coin(30), Pending: coin(10), Withdrawable: coin(5), Withdrawn: coin(15)},
 		},
 		checkpoints: map[uint64][]verifytypes.Checkpoint{
 			1: {cp(1, 0, 0, 10, root(s10), verifytypes.CHECKPOINT_STATUS_FINAL)},
@@ -142,6 +146,17 @@ func TestJobViewAssemblesAReopenedJob(t *testing.T) {
 	require.InDelta(t, 10, w.StepsPerHour, 1e-9) // 20 steps since the resume at 10, in 2 h
 	require.InDelta(t, 7*3600, w.ETASeconds, 1e-6)
 	require.Equal(t, LossPoint{Step: 30, Nats: 9.5, Source: LossSelfReported}, *w.LatestLoss)
+	// Pay for work: the checkpointed rate (20 steps in 2 h) against the committed 40, and
+	// the worker's money over both leases.
+	require.Equal(t, uint64(40), w.CommittedStepsPerHour)
+	require.Equal(t, uint64(30), w.CheckpointedStep)
+	require.InDelta(t, 10, w.CheckpointedStepsPerHour, 1e-9)
+	require.Equal(t, "2.000000000000000000", w.PricePerStep)
+	require.Equal(t, "25", w.Paid)
+	require.Equal(t, "10", w.Pending)
+	require.Equal(t, "8", w.Refunded)
+	require.Equal(t, "8", v.Leases[0].Refunded)
+	require.Equal(t, uint64(40), v.Leases[1].StepsPerHour)
 }
 
 // A container job's loss is the checkpoint's metric, labelled

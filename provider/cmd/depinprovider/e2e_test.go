@@ -37,6 +37,10 @@ const h100Price = 2_000_000 // udepin per GPU-hour
 // lying-challenger test widens it to have time to lie.
 var challengeWindow = "6"
 
+// rateCheckInterval, when set, is x/market's rate_check_interval in the tests'
+// chains (the pay-for-work test checks rates within seconds, not hours).
+var rateCheckInterval = ""
+
 func newWorld(t testing.TB, timeout time.Duration, opts sidecar.Options) *world {
 	t.Helper()
 	return newWorldOpts(t, timeout, func(*localnet.Node) sidecar.Options { return opts })
@@ -56,6 +60,10 @@ func newWorldOpts(t testing.TB, timeout time.Duration, providerOpts func(*localn
 			params := app["verify"].(map[string]any)["params"].(map[string]any)
 			params["challenge_window"] = challengeWindow
 			params["move_timeout"] = "20"
+			if rateCheckInterval != "" {
+				market := app["market"].(map[string]any)["params"].(map[string]any)
+				market["rate_check_interval"] = rateCheckInterval
+			}
 			return nil
 		},
 	})

@@ -54,8 +54,10 @@ func processTrainer(argv ...string) map[string]string {
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
 	return map[string]string{
-		"runtimes.process":  "true",
-		"runtimes.trainers": fmt.Sprintf("[{digest = %q, command = [%s]}]", testTrainerDigest, strings.Join(quoted, ", ")),
+		"runtimes.process": "true",
+		// The operator's trainer's cost per step is not the sidecar's to know: it commits this.
+		"throughput.container_steps_per_hour": "3600",
+		"runtimes.trainers":                   fmt.Sprintf("[{digest = %q, command = [%s]}]", testTrainerDigest, strings.Join(quoted, ", ")),
 	}
 }
 
@@ -488,7 +490,8 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 
 	// The build machines' Docker daemon cannot raise memlock (no CAP_SYS_RESOURCE):
 	// the sidecar's PyTorch default of memlock=-1 is turned off here.
-	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true", "runtimes.memlock_unlimited": "false"}})
+	w := newWorld(t, 5*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true", "runtimes.memlock_unlimited": "false",
+		"throughput.container_steps_per_hour": "3600"}})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,7 @@ max_duration: 2h
 bidding_window_blocks: 4
 `, image, digest, cfgJSON)
 
-	w := newWorld(t, 6*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true"}})
+	w := newWorld(t, 6*time.Minute, sidecar.Options{Set: map[string]string{"runtimes.container": "true", "throughput.container_steps_per_hour": "3600"}})
 	if err := w.provider.Start(w.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,9 @@ func (k Keeper) BeginBlocker(ctx context.Context) error {
 	return k.recordBlockHash(sdk.UnwrapSDKContext(ctx))
 }
 
-// EndBlocker closes due auctions, closes leases that missed their checkpoint deadline and
-// settles jobs whose escrow ran dry or whose leases hit max duration. Each index is walked
+// EndBlocker closes due auctions, closes leases that missed their checkpoint deadline,
+// fails jobs whose escrow cannot pay their next checkpoints or whose leases hit max
+// duration, and holds leases whose rate check is due against their committed rate. Each index is walked
 // from its start up to now, and at most max_deadlines_per_block entries are processed in
 // all: anything beyond waits for the next block, still in deadline order.
 func (k Keeper) EndBlocker(ctx context.Context) error {
@@ -38,6 +39,7 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 		{"auction close", k.BiddingDeadlines, height, k.closeAuction},
 		{"checkpoint deadline", k.CheckpointDeadlines, height, k.closeForNonPerformance},
 		{"escrow or duration deadline", k.TimeDeadlines, sdkCtx.BlockTime().UnixNano(), k.processTimeDeadline},
+		{"rate check", k.RateChecks, sdkCtx.BlockTime().UnixNano(), k.processRateCheck},
 	}
 	for _, w := range work {
 		due, err := deadline.Due(ctx, w.index, collections.Join(w.dueUpTo, uint64(math.MaxUint64)), budget)

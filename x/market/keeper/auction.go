@@ -17,13 +17,19 @@ type rankedBid struct {
 	reputation int64
 }
 
-// rankBids orders bids for an auction: cheapest first, then higher reputation, then the
-// earlier bid. The order is total (sequences are unique), so every validator agrees.
+// rankBids orders bids for an auction: cheapest per step first (price per GPU-hour ÷
+// committed steps per hour, compared exactly; every bid of a job is for the same GPUs per
+// worker), then higher reputation, then the earlier bid. The order is total (sequences are
+// unique), so every validator agrees.
 func rankBids(bids []rankedBid) {
 	sort.Slice(bids, func(i, j int) bool {
 		a, b := bids[i], bids[j]
-		if !a.bid.PricePerGpuHour.Amount.Equal(b.bid.PricePerGpuHour.Amount) {
-			return a.bid.PricePerGpuHour.Amount.LT(b.bid.PricePerGpuHour.Amount)
+		pa, pb := a.bid.PricePerGpuHour.Amount, b.bid.PricePerGpuHour.Amount
+		if types.CheaperPerStep(pa, a.bid.StepsPerHour, pb, b.bid.StepsPerHour) {
+			return true
+		}
+		if types.CheaperPerStep(pb, b.bid.StepsPerHour, pa, a.bid.StepsPerHour) {
+			return false
 		}
 		if a.reputation != b.reputation {
 			return a.reputation > b.reputation
@@ -106,6 +112,9 @@ func (k Keeper) closeAuction(ctx sdk.Context, jobID uint64) error {
 		}
 	}
 
+	if err := k.recordPriceCap(ctx, &job); err != nil {
+		return err
+	}
 	if len(vacant) == int(job.Spec.Workers) {
 		// Nobody serves the job: it expired. Whatever its earlier leases' checkpoints still
 		// claim follows the finality rule through x/verify.
@@ -175,6 +184,16 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		ResumeHash:         resume.StateHash,
 		ResumeUri:          resume.Uri,
 		Runtime:            rb.bid.Runtime,
+		StepsPerHour:       rb.bid.StepsPerHour,
+		PricePerStep:       types.PricePerStep(rb.bid.PricePerGpuHour.Amount, job.Spec.Gpu.PerWorker, rb.bid.StepsPerHour),
+		ClaimedStep:        resume.Step,
+	}
+	if lease.StepsPerHour > 0 {
+		// A lease without a rate (only the previous release's stand-in writes one,
+		// internal/release) promises nothing to check; the v4 migration gives it both.
+		if err := k.scheduleRateCheck(cacheCtx, &lease, now.Add(params.RateCheckInterval)); err != nil {
+			return false, err
+		}
 	}
 	if err := k.Leases.Set(cacheCtx, lease.Id, lease); err != nil {
 		return false, err
@@ -186,9 +205,33 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		LeaseId: lease.Id, JobId: job.Id, Worker: worker, Provider: lease.Provider, PricePerGpuHour: lease.PricePerGpuHour,
 		Gpus: lease.Gpus, Collateral: collateral, CheckpointDeadline: lease.CheckpointDeadline,
 		ResumeStep: lease.ResumeStep, ResumeHash: lease.ResumeHash, ResumeUri: lease.ResumeUri,
+		StepsPerHour: lease.StepsPerHour,
 	}); err != nil {
 		return false, err
 	}
 	write()
 	return true, nil
+}
+
+// recordPriceCap fixes, once the job has its first leases, the highest price per step
+// among them as the job's cap: replacement bids above it are refused, so whatever happens
+// to providers the owner pays at most total_steps × the cap per worker (plus fees).
+func (k Keeper) recordPriceCap(ctx sdk.Context, job *types.Job) error {
+	if job.CapStepsPerHour != 0 {
+		return nil
+	}
+	leases, err := k.ActiveLeases(ctx, job.Id)
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if l.StepsPerHour == 0 {
+			continue
+		}
+		if job.CapStepsPerHour == 0 || types.CheaperPerStep(job.CapPricePerGpuHour.Amount, job.CapStepsPerHour, l.PricePerGpuHour.Amount, l.StepsPerHour) {
+			job.CapPricePerGpuHour = l.PricePerGpuHour
+			job.CapStepsPerHour = l.StepsPerHour
+		}
+	}
+	return nil
 }

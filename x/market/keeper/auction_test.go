@@ -171,7 +171,12 @@ func TestAuctionPartiallyFilledJobReopensForVacantWorkers(t *testing.T) {
 	require.Equal(t, job.BiddingDeadline, reopened[0].BiddingDeadline)
 	require.Len(t, e.activeLeasesOfJob(jobID), 1)
 
-	e.bid(bob, jobID, 1200)
+	// The first round's price per step caps the later ones (the owner's bound).
+	e.requireRejected(types.ErrPricePerStepAboveCap, func() error {
+		_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: bob.String(), JobId: jobID, PricePerGpuHour: coin(1200), StepsPerHour: testRate})
+		return err
+	})
+	e.bid(bob, jobID, 900)
 	e.closeAuction(jobID)
 	require.Equal(t, types.JOB_STATE_LEASED, e.job(jobID).State)
 	leases := e.activeLeasesOfJob(jobID)

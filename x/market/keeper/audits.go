@@ -41,9 +41,6 @@ func (k Keeper) TakeAuditFees(ctx context.Context, jobID, leaseID, index uint64,
 	if job.State.IsTerminal() {
 		return 0, nil // its escrow was refunded: nobody is paid to audit a finished job
 	}
-	if _, err := k.settleJob(sdkCtx, &job); err != nil {
-		return 0, err
-	}
 	n := want
 	if affordable := job.Escrow.Amount.Quo(perAuditor.Amount); affordable.LT(math.NewInt(int64(want))) {
 		n = uint32(affordable.Int64())
@@ -132,12 +129,6 @@ func (k Keeper) OnCheckpointWithheld(ctx context.Context, leaseID uint64, reason
 		return err
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {
-		if _, err := k.settleJob(sdkCtx, &job); err != nil {
-			return err
-		}
-		if lease, err = k.GetLease(ctx, leaseID); err != nil {
-			return err
-		}
 		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_NON_PERFORMANCE); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -32,6 +33,9 @@ func (k Keeper) placeBid(ctx sdk.Context, provider sdk.AccAddress, msg *types.Ms
 	}
 	if job.Spec.MaxPricePerGpuHour.IsLT(price) {
 		return types.Bid{}, errorsmod.Wrapf(types.ErrBidAboveMax, "bid %s per GPU-hour exceeds job %d's maximum %s", price, job.Id, job.Spec.MaxPricePerGpuHour)
+	}
+	if err := checkRate(job, msg); err != nil {
+		return types.Bid{}, err
 	}
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -80,7 +84,7 @@ func (k Keeper) placeBid(ctx sdk.Context, provider sdk.AccAddress, msg *types.Ms
 	if err != nil {
 		return types.Bid{}, err
 	}
-	bid := types.Bid{JobId: job.Id, Provider: msg.Provider, PricePerGpuHour: price, CreatedHeight: ctx.BlockHeight(), Sequence: seq, Runtime: msg.Runtime}
+	bid := types.Bid{JobId: job.Id, Provider: msg.Provider, PricePerGpuHour: price, CreatedHeight: ctx.BlockHeight(), Sequence: seq, Runtime: msg.Runtime, StepsPerHour: msg.StepsPerHour}
 	if err := k.Bids.Set(ctx, key, bid); err != nil {
 		return types.Bid{}, err
 	}
@@ -98,6 +102,33 @@ func (k Keeper) withdrawBid(ctx context.Context, provider sdk.AccAddress, msg *t
 		return errorsmod.Wrapf(types.ErrBidNotFound, "provider %s has no bid on job %d", msg.Provider, msg.JobId)
 	}
 	return k.Bids.Remove(ctx, key)
+}
+
+// checkRate refuses a bid that commits no throughput, an impossible one, one that cannot
+// finish the steps its worker slot has left within max_duration (the slot furthest
+// behind: the bid may win any vacant slot), or, in a replacement round, one that asks
+// more per step than the job's cap.
+func checkRate(job types.Job, msg *types.MsgPlaceBid) error {
+	if release.Previous && msg.StepsPerHour == 0 {
+		return nil // the previous release's bids commit no rate (internal/release)
+	}
+	remaining := job.Spec.TotalSteps
+	if job.Spec.Workers > 0 {
+		least := job.Spec.TotalSteps
+		for w := uint32(0); w < job.Spec.Workers; w++ {
+			least = min(least, progressOf(job, w).Step)
+		}
+		remaining -= least
+	}
+	if err := types.ValidateRate(msg.StepsPerHour, remaining, job.Spec.MaxDuration); err != nil {
+		return errorsmod.Wrapf(err, "bid of %s on job %d", msg.Provider, job.Id)
+	}
+	if job.CapStepsPerHour != 0 && types.CheaperPerStep(job.CapPricePerGpuHour.Amount, job.CapStepsPerHour, msg.PricePerGpuHour.Amount, msg.StepsPerHour) {
+		return errorsmod.Wrapf(types.ErrPricePerStepAboveCap, "bid %s per GPU-hour at %d steps per hour costs %s per step; job %d accepts at most %s (%s at %d steps per hour)",
+			msg.PricePerGpuHour, msg.StepsPerHour, types.PricePerStep(msg.PricePerGpuHour.Amount, job.Spec.Gpu.PerWorker, msg.StepsPerHour),
+			job.Id, types.PricePerStep(job.CapPricePerGpuHour.Amount, job.Spec.Gpu.PerWorker, job.CapStepsPerHour), job.CapPricePerGpuHour, job.CapStepsPerHour)
+	}
+	return nil
 }
 
 // checkHostFit refuses a bid from outside the job's regions, or naming a runtime

@@ -18,10 +18,13 @@ import (
 // checkpoint is submitted, becomes final, or is proven wrong; payment follows the rule
 // that a provider can withdraw only what a final checkpoint covers.
 
-// OnCheckpointSubmitted settles the lease and claims, for the new checkpoint, all pending
-// payment that earlier checkpoints did not claim. It also moves the lease's checkpoint
-// deadline forward. The returned claim is released if the checkpoint becomes final.
-func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.Coin, error) {
+// OnCheckpointSubmitted claims, for a new checkpoint ending at endStep, the pay for the
+// steps it covers that no claim covers yet (types.PayForSteps at the lease's price and
+// committed rate), from the job's escrow. It also moves the lease's checkpoint deadline
+// forward. The returned claim is released if the checkpoint becomes final and refunded if
+// it is rejected. When the escrow cannot cover the claim, or the next one, the job fails
+// for escrow exhaustion at this block's end.
+func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID, endStep uint64) (sdk.Coin, error) {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	lease, err := k.GetLease(ctx, leaseID)
 	if err != nil {
@@ -40,14 +43,13 @@ func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.
 	if err != nil {
 		return sdk.Coin{}, err
 	}
-	if _, err := k.settleJob(sdkCtx, &job); err != nil {
+	if endStep > job.Spec.TotalSteps {
+		return sdk.Coin{}, errorsmod.Wrapf(types.ErrInvalidAmount, "checkpoint of lease %d ends at step %d, past the job's %d steps", leaseID, endStep, job.Spec.TotalSteps)
+	}
+	claim, err := k.claimSteps(sdkCtx, &job, &lease, endStep)
+	if err != nil {
 		return sdk.Coin{}, err
 	}
-	if lease, err = k.GetLease(ctx, leaseID); err != nil {
-		return sdk.Coin{}, err
-	}
-	claim := lease.Pending.Sub(lease.Committed)
-	lease.Committed = lease.Pending
 
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -109,12 +111,6 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 		return k.Jobs.Set(ctx, job.Id, job)
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {
-		if _, err := k.settleJob(sdkCtx, &job); err != nil {
-			return err
-		}
-		if lease, err = k.GetLease(ctx, leaseID); err != nil {
-			return err
-		}
 		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_COMPLETED); err != nil {
 			return err
 		}
@@ -154,12 +150,6 @@ func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.C
 		return sdk.Coin{}, err
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {
-		if _, err := k.settleJob(sdkCtx, &job); err != nil {
-			return sdk.Coin{}, err
-		}
-		if lease, err = k.GetLease(ctx, leaseID); err != nil {
-			return sdk.Coin{}, err
-		}
 		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_FRAUD); err != nil {
 			return sdk.Coin{}, err
 		}
@@ -172,12 +162,17 @@ func (k Keeper) OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.C
 }
 
 // refundPending returns everything a lease has pending, claimed by checkpoints or not,
-// to its job: none of it is covered by a checkpoint that will ever be final.
+// to its job: none of it is covered by a checkpoint that will ever be final. The steps it
+// claimed are unpaid again, so the worker's claimed high-water mark falls back to what
+// its final checkpoints and other leases' live claims still cover.
 func (k Keeper) refundPending(ctx sdk.Context, job *types.Job, lease *types.Lease) (sdk.Coin, error) {
 	refund := lease.Pending
 	lease.Pending = sdk.NewCoin(refund.Denom, math.ZeroInt())
 	lease.Committed = lease.Pending
 	if err := k.Leases.Set(ctx, lease.Id, *lease); err != nil {
+		return sdk.Coin{}, err
+	}
+	if err := k.recomputeClaimedStep(ctx, job, lease.Worker); err != nil {
 		return sdk.Coin{}, err
 	}
 	if err := k.refundToJob(ctx, job, refund); err != nil {
@@ -192,9 +187,21 @@ func (k Keeper) refundPending(ctx sdk.Context, job *types.Job, lease *types.Leas
 }
 
 // closeForNonPerformance runs when a lease reaches its checkpoint deadline without a
-// checkpoint: the lease is closed, the provider slashed a little and jailed for a while,
-// and the job goes back to auction to resume from its last final checkpoint.
+// checkpoint.
 func (k Keeper) closeForNonPerformance(ctx sdk.Context, leaseID uint64) error {
+	lease, err := k.GetLease(ctx, leaseID)
+	if err != nil {
+		return err
+	}
+	return k.closeLeaseForNonPerformance(ctx, leaseID,
+		fmt.Sprintf("lease %d missed its checkpoint deadline at height %d", lease.Id, lease.CheckpointDeadline))
+}
+
+// closeLeaseForNonPerformance closes a lease that did not deliver (a missed checkpoint
+// deadline, or progress below its committed rate): the provider is slashed a little and
+// jailed for a while, and the job goes back to auction to resume from its last final
+// checkpoint. Checkpoints it already submitted keep their claims until x/verify decides them.
+func (k Keeper) closeLeaseForNonPerformance(ctx sdk.Context, leaseID uint64, reason string) error {
 	lease, err := k.GetLease(ctx, leaseID)
 	if err != nil {
 		return err
@@ -210,20 +217,38 @@ func (k Keeper) closeForNonPerformance(ctx sdk.Context, leaseID uint64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := k.settleJob(ctx, &job); err != nil {
-		return err
-	}
-	if lease, err = k.GetLease(ctx, leaseID); err != nil {
-		return err
-	}
 	if err := k.closeLease(ctx, &job, &lease, types.LEASE_CLOSE_REASON_NON_PERFORMANCE); err != nil {
 		return err
 	}
-	reason := fmt.Sprintf("lease %d missed its checkpoint deadline at height %d", lease.Id, lease.CheckpointDeadline)
 	if err := k.penalizeNonPerformance(ctx, params, lease, reason); err != nil {
 		return err
 	}
 	return k.reopenAfterLeaseLoss(ctx, &job)
+}
+
+// recomputeClaimedStep sets a worker's claimed high-water mark to the highest step its
+// last final checkpoint or a live claim (a lease of the job with pending pay) covers.
+func (k Keeper) recomputeClaimedStep(ctx sdk.Context, job *types.Job, worker uint32) error {
+	mark := progressOf(*job, worker).Step
+	iter, err := k.Leases.Indexes.Job.MatchExact(ctx, job.Id)
+	if err != nil {
+		return err
+	}
+	ids, err := iter.PrimaryKeys()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		l, err := k.Leases.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if l.Worker == worker && l.Pending.IsPositive() {
+			mark = max(mark, l.ClaimedStep)
+		}
+	}
+	setClaimedStep(job, worker, mark)
+	return nil
 }
 
 // penalizeNonPerformance slashes a provider that did not deliver a lease's checkpoints

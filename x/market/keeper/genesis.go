@@ -47,6 +47,11 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 				return err
 			}
 		}
+		if !lease.RateCheckAt.IsZero() {
+			if err := k.RateChecks.Set(ctx, collections.Join(lease.RateCheckAt.UnixNano(), lease.Id)); err != nil {
+				return err
+			}
+		}
 	}
 	for _, bh := range gs.BlockHashes {
 		if err := k.BlockHashes.Set(ctx, bh.Height, bh.Hash); err != nil {

@@ -20,11 +20,11 @@ func busyMarket(e *env) {
 
 	leased, l := e.leaseJob(alice, 1000) // LEASED, with released and committed payment
 	e.advance(10)
-	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id)
+	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 100)
 	require.NoError(e.t, err)
 	require.NoError(e.t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("h100"), "s3://100"))
 	e.advance(3)
-	_, err = e.Market.OnCheckpointSubmitted(e.Ctx, l.Id)
+	_, err = e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 200)
 	require.NoError(e.t, err)
 	_ = leased
 
@@ -33,7 +33,7 @@ func busyMarket(e *env) {
 
 	cancelled, cl := e.leaseJob(bob, 1500) // CANCELLED, with committed pending left on its lease
 	e.advance(4)
-	_, err = e.Market.OnCheckpointSubmitted(e.Ctx, cl.Id)
+	_, err = e.Market.OnCheckpointSubmitted(e.Ctx, cl.Id, 100)
 	require.NoError(e.t, err)
 	_, err = e.msg.CancelJob(e.Ctx, &types.MsgCancelJob{Owner: e.owner.String(), JobId: cancelled})
 	require.NoError(e.t, err)
@@ -43,7 +43,7 @@ func busyMarket(e *env) {
 	partial := e.submitJobWith(s, jobDeposit) // OPEN in round 2 with one active lease and a bid
 	e.bid(carol, partial, 1200)
 	e.closeAuction(partial)
-	e.bid(bob, partial, 1300)
+	e.bid(bob, partial, 1100)
 
 	open := e.submitJob() // OPEN with two bids
 	e.bid(alice, open, 900)
@@ -101,7 +101,7 @@ func TestInitGenesisRejectsMalformedBidProvider(t *testing.T) {
 	f := keepers.New(t)
 	gs := types.DefaultGenesis()
 	gs.Jobs = []types.Job{{Id: 1, Owner: addr("owner").String(), Spec: spec(), State: types.JOB_STATE_OPEN, Escrow: coin(0), Deposited: coin(0)}}
-	gs.Bids = []types.Bid{{JobId: 1, Provider: "not-an-address", PricePerGpuHour: coin(1), Sequence: 1}}
+	gs.Bids = []types.Bid{{JobId: 1, Provider: "not-an-address", PricePerGpuHour: coin(1), StepsPerHour: testRate, Sequence: 1}}
 	gs.NextJobId, gs.NextBidSequence = 2, 2
 	require.Error(t, f.Market.InitGenesis(f.Ctx, gs))
 }

@@ -32,16 +32,6 @@ func (q queryServer) Params(ctx context.Context, _ *types.QueryParamsRequest) (*
 	return &types.QueryParamsResponse{Params: params}, nil
 }
 
-// settledView settles a job's leases up to the query's block time. Query contexts are
-// branched and never committed, so this shows what settlement would pay without doing it.
-func (q queryServer) settledView(ctx context.Context, job types.Job) (types.Job, error) {
-	if job.State.IsTerminal() {
-		return job, nil
-	}
-	_, err := q.settleJob(sdk.UnwrapSDKContext(ctx), &job)
-	return job, err
-}
-
 func (q queryServer) Job(ctx context.Context, req *types.QueryJobRequest) (*types.QueryJobResponse, error) {
 	if req == nil {
 		return nil, status.Error(codes.InvalidArgument, "empty request")
@@ -49,9 +39,6 @@ func (q queryServer) Job(ctx context.Context, req *types.QueryJobRequest) (*type
 	job, err := q.GetJob(ctx, req.JobId)
 	if err != nil {
 		return nil, keeperutil.LookupStatus(err)
-	}
-	if job, err = q.settledView(ctx, job); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &types.QueryJobResponse{Job: job}, nil
 }
@@ -124,16 +111,6 @@ func (q queryServer) Lease(ctx context.Context, req *types.QueryLeaseRequest) (*
 	if err != nil {
 		return nil, keeperutil.LookupStatus(err)
 	}
-	job, err := q.GetJob(ctx, lease.JobId)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if _, err := q.settledView(ctx, job); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if lease, err = q.GetLease(ctx, req.LeaseId); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
 	return &types.QueryLeaseResponse{Lease: lease}, nil
 }
 
@@ -199,9 +176,6 @@ func (q queryServer) Escrow(ctx context.Context, req *types.QueryEscrowRequest) 
 	job, err := q.GetJob(ctx, req.JobId)
 	if err != nil {
 		return nil, keeperutil.LookupStatus(err)
-	}
-	if job, err = q.settledView(ctx, job); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
 	}
 	resp := &types.QueryEscrowResponse{
 		JobId:        job.Id,

@@ -76,13 +76,12 @@ func TestQueryParamsAndJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.job(m.j4), res.Job)
 
-	// A leased job is shown settled up to the query's block time.
+	// A leased job is shown as stored: time without checkpoints costs nothing.
 	m.advance(10)
 	res, err = m.query.Job(m.queryCtx(), &types.QueryJobRequest{JobId: m.j1})
 	require.NoError(t, err)
-	elapsed := m.Ctx.BlockTime().Sub(m.l1.StartTime)
-	require.Equal(t, coin(jobDeposit-owed(1000, 2, elapsed)), res.Job.Escrow)
-	require.Equal(t, coin(jobDeposit), m.job(m.j1).Escrow, "the query did not write")
+	require.Equal(t, m.job(m.j1), res.Job)
+	require.Equal(t, coin(jobDeposit), res.Job.Escrow)
 
 	_, err = m.query.Job(ctx, &types.QueryJobRequest{JobId: 99})
 	require.Equal(t, codes.NotFound, status.Code(err))
@@ -326,11 +325,16 @@ func TestQueryLeasesFilters(t *testing.T) {
 	require.Equal(t, []uint64{m.l2.Id}, leaseIDs(pages[1]))
 }
 
-func TestQueryLeaseShowsPendingAtBlockTime(t *testing.T) {
+func TestQueryLeaseShowsClaimedPay(t *testing.T) {
 	m := newQueryMarket(t)
 	m.advance(25)
+	require.True(t, m.queryLease(m.l2.Id).Pending.IsZero(), "no checkpoint, no pay")
+	claim, err := m.Market.OnCheckpointSubmitted(m.Ctx, m.l2.Id, 100)
+	require.NoError(t, err)
 	lease := m.queryLease(m.l2.Id)
-	require.Equal(t, owed(1100, 2, m.Ctx.BlockTime().Sub(m.l2.StartTime)), lease.Pending.Amount.Int64())
+	require.Equal(t, payFor(1100, 2, testRate, 100), lease.Pending.Amount.Int64())
+	require.Equal(t, claim, lease.Pending)
+	require.Equal(t, m.lease(m.l2.Id), lease)
 	closed := m.queryLease(m.l3.Id)
 	require.Equal(t, m.lease(m.l3.Id), closed, "a closed lease is shown as stored")
 }
@@ -338,22 +342,23 @@ func TestQueryLeaseShowsPendingAtBlockTime(t *testing.T) {
 func TestQueryEscrowAddsUp(t *testing.T) {
 	m := newQueryMarket(t)
 	m.advance(12)
-	claim, err := m.Market.OnCheckpointSubmitted(m.Ctx, m.l1.Id)
+	claim, err := m.Market.OnCheckpointSubmitted(m.Ctx, m.l1.Id, 100)
 	require.NoError(t, err)
 	require.NoError(t, m.Market.OnCheckpointFinal(m.Ctx, m.l1.Id, claim, 100, []byte("h"), ""))
 	m.advance(6)
 	_, err = m.msg.WithdrawEarnings(m.Ctx, &types.MsgWithdrawEarnings{Provider: m.alice.String(), LeaseIds: []uint64{m.l1.Id}})
 	require.NoError(t, err)
 	m.advance(6)
+	claim2, err := m.Market.OnCheckpointSubmitted(m.Ctx, m.l1.Id, 200)
+	require.NoError(t, err)
 
 	res := m.queryEscrow(m.j1)
 	require.Equal(t, m.j1, res.JobId)
 	require.Equal(t, coin(jobDeposit), res.Deposited)
 	require.Equal(t, claim, res.Withdrawn)
 	require.True(t, res.Withdrawable.IsZero())
-	elapsed := m.Ctx.BlockTime().Sub(m.l1.StartTime)
-	require.Equal(t, coin(owed(1000, 2, elapsed)-claim.Amount.Int64()), res.Pending)
-	require.Equal(t, coin(jobDeposit-owed(1000, 2, elapsed)), res.Unspent)
+	require.Equal(t, claim2, res.Pending)
+	require.Equal(t, coin(jobDeposit-payFor(1000, 2, testRate, 200)), res.Unspent)
 
 	// A cancelled job: what it does not show any more went back to its owner.
 	cancelled := m.queryEscrow(m.j3)

@@ -41,6 +41,9 @@ const (
 	maxPrice      = 3600
 	bidWindow     = 3
 	ckptDeadline  = 50 // blocks a lease may go without a checkpoint in the default spec
+	// testRate is the committed throughput of the tests' bids: 1000 steps in 10 h, well
+	// within the default spec's 24 h max duration.
+	testRate = 100
 )
 
 // env is a fixture of real keepers plus the servers and accounts the tests use.
@@ -167,7 +170,7 @@ func (e *env) lease(id uint64) types.Lease { return e.Lease(e.t, id) }
 
 func (e *env) bid(op sdk.AccAddress, jobID uint64, price int64) {
 	e.t.Helper()
-	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(price)})
+	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(price), StepsPerHour: testRate})
 	require.NoError(e.t, err)
 }
 

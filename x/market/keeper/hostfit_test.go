@@ -29,7 +29,7 @@ func TestBidFromOutsideTheJobsRegionsIsRefused(t *testing.T) {
 	s.Regions = []string{"us-west", "us-east"}
 	jobID := e.submitJobWith(s, jobDeposit)
 	e.requireRejected(types.ErrWrongRegion, func() error {
-		_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice)})
+		_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), StepsPerHour: testRate})
 		if err != nil {
 			require.Contains(t, err.Error(), `is registered in region "eu-west"; job `)
 			require.Contains(t, err.Error(), "accepts regions [us-west us-east]")
@@ -52,14 +52,14 @@ func TestContainerJobRuntimeIsTheOwnersChoice(t *testing.T) {
 	jobID := e.submitJobWith(containerSpec(false), jobDeposit)
 	for _, runtime := range []string{types.RuntimeProcess, types.RuntimeReference, "docker"} {
 		e.requireRejected(types.ErrRuntimeNotAllowed, func() error {
-			_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), Runtime: runtime})
+			_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), StepsPerHour: testRate, Runtime: runtime})
 			return err
 		})
 	}
-	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), Runtime: types.RuntimeProcess})
+	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), StepsPerHour: testRate, Runtime: types.RuntimeProcess})
 	require.ErrorContains(t, err, "only with workload.allow_operator_trainer: true")
 
-	_, err = e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), Runtime: types.RuntimeContainer})
+	_, err = e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), StepsPerHour: testRate, Runtime: types.RuntimeContainer})
 	require.NoError(t, err)
 	e.closeAuction(jobID)
 	leases := e.activeLeasesOfJob(jobID)
@@ -69,7 +69,7 @@ func TestContainerJobRuntimeIsTheOwnersChoice(t *testing.T) {
 	// The owner allows an operator trainer: a process bid wins and the lease says so.
 	jobID = e.submitJobWith(containerSpec(true), jobDeposit)
 	op2 := e.registerProvider("pv2")
-	_, err = e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op2.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), Runtime: types.RuntimeProcess})
+	_, err = e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: op2.String(), JobId: jobID, PricePerGpuHour: coin(maxPrice), StepsPerHour: testRate, Runtime: types.RuntimeProcess})
 	require.NoError(t, err)
 	e.closeAuction(jobID)
 	leases = e.activeLeasesOfJob(jobID)

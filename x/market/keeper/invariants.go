@@ -56,9 +56,10 @@ func ModuleBalanceInvariant(k Keeper) Invariant {
 	}
 }
 
-// LeaseBalancesInvariant: no lease balance is negative, committed ≤ pending, and a lease
+// LeaseBalancesInvariant: no lease balance is negative, committed ≤ pending, a lease
 // never holds or paid out more than it accrued (pending + withdrawable + withdrawn ≤
-// accrued; the difference is what closes and fraud refunded to the job).
+// accrued; the difference is what closes and fraud refunded to the job), and it never
+// accrued more than its claimed steps at its price per step (pay for work).
 func LeaseBalancesInvariant(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
 		var msg string
@@ -70,6 +71,9 @@ func LeaseBalancesInvariant(k Keeper) Invariant {
 				msg = fmt.Sprintf("market: lease %d committed %s exceeds pending %s", l.Id, l.Committed, l.Pending)
 			case l.Accrued.IsLT(l.Pending.Add(l.Withdrawable).Add(l.Withdrawn)):
 				msg = fmt.Sprintf("market: lease %d pays out %s more than it accrued %s", l.Id, l.Pending.Add(l.Withdrawable).Add(l.Withdrawn), l.Accrued)
+			case l.StepsPerHour != 0 && l.Accrued.Amount.GT(payThrough(l, l.ClaimedStep)):
+				msg = fmt.Sprintf("market: lease %d accrued %s, more than its %d claimed steps at %s per step (%s)",
+					l.Id, l.Accrued, l.ClaimedStep-min(l.ResumeStep, l.ClaimedStep), l.PricePerStep, payThrough(l, l.ClaimedStep))
 			}
 			return msg != "", nil
 		})
@@ -81,7 +85,8 @@ func LeaseBalancesInvariant(k Keeper) Invariant {
 }
 
 // DeadlineIndexInvariant: every open job has its auction in the bidding index and every
-// active lease its checkpoint deadline in the checkpoint index, so nothing due is missed.
+// active lease its checkpoint deadline in the checkpoint index (and, when it has one, its
+// rate check in the rate-check index), so nothing due is missed.
 func DeadlineIndexInvariant(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
 		var msg string
@@ -106,6 +111,15 @@ func DeadlineIndexInvariant(k Keeper) Invariant {
 					}
 					if !has {
 						msg = fmt.Sprintf("market: active lease %d has no checkpoint deadline entry at %d", l.Id, l.CheckpointDeadline)
+					}
+				}
+				if !l.RateCheckAt.IsZero() {
+					has, err := k.RateChecks.Has(ctx, collections.Join(l.RateCheckAt.UnixNano(), l.Id))
+					if err != nil {
+						return true, err
+					}
+					if !has {
+						msg = fmt.Sprintf("market: lease %d has no rate check entry at %s", l.Id, l.RateCheckAt)
 					}
 				}
 				return msg != "", nil

@@ -37,15 +37,16 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	}
 	zero := sdk.NewCoin(params.Denom, math.ZeroInt())
 	job := types.Job{
-		Id:            id,
-		Owner:         msg.Owner,
-		Spec:          msg.Spec.WithAuditDefault(),
-		CreatedHeight: ctx.BlockHeight(),
-		Seed:          k.jobSeed(ctx, id),
-		Escrow:        msg.Deposit,
-		Deposited:     msg.Deposit,
-		AuditFees:     zero,
-		Compensation:  zero,
+		Id:                 id,
+		Owner:              msg.Owner,
+		Spec:               msg.Spec.WithAuditDefault(),
+		CreatedHeight:      ctx.BlockHeight(),
+		Seed:               k.jobSeed(ctx, id),
+		Escrow:             msg.Deposit,
+		Deposited:          msg.Deposit,
+		AuditFees:          zero,
+		Compensation:       zero,
+		CapPricePerGpuHour: zero,
 	}
 	if err := k.openAuction(ctx, &job, nil); err != nil {
 		return types.Job{}, err
@@ -119,11 +120,8 @@ func (k Keeper) topUpDeposit(ctx sdk.Context, depositor sdk.AccAddress, msg *typ
 	if err := k.bankKeeper.SendCoinsFromAccountToModule(ctx, depositor, types.ModuleName, sdk.NewCoins(msg.Amount)); err != nil {
 		return types.Job{}, errorsmod.Wrapf(err, "topping up job %d with %s", job.Id, msg.Amount)
 	}
-	// Settle before crediting: time already worked is paid at the old balance, and the dry
-	// moment is recomputed from the new one.
-	if _, err := k.settleJob(ctx, &job); err != nil {
-		return types.Job{}, err
-	}
+	// A job the escrow could not carry to its next checkpoint fails at this block's end
+	// unless the top-up covers it: the deadline is recomputed from the new balance.
 	job.Escrow = job.Escrow.Add(msg.Amount)
 	job.Deposited = job.Deposited.Add(msg.Amount)
 	if err := k.scheduleTimeDeadline(ctx, &job); err != nil {

@@ -74,6 +74,9 @@ type Keeper struct {
 	CheckpointDeadlines collections.KeySet[collections.Pair[int64, uint64]]
 	// TimeDeadlines: (unix nanos, job) when a job's escrow runs dry or a lease reaches max duration.
 	TimeDeadlines collections.KeySet[collections.Pair[int64, uint64]]
+	// RateChecks: (unix nanos, lease) when an active lease's progress is next held against
+	// its committed rate (consensus version 4).
+	RateChecks collections.KeySet[collections.Pair[int64, uint64]]
 
 	NextJobID       collections.Sequence
 	NextLeaseID     collections.Sequence
@@ -132,6 +135,8 @@ func NewKeeper(
 		CheckpointDeadlines: collections.NewKeySet(sb, types.CheckpointDeadlinesKey, "checkpoint_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		TimeDeadlines: collections.NewKeySet(sb, types.TimeDeadlinesKey, "time_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		RateChecks: collections.NewKeySet(sb, types.RateChecksKey, "rate_checks",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		NextJobID:       collections.NewSequence(sb, types.NextJobIDKey, "next_job_id"),
 		NextLeaseID:     collections.NewSequence(sb, types.NextLeaseIDKey, "next_lease_id"),

@@ -11,9 +11,9 @@ import (
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
-// closeLease ends a settled lease: its collateral is unlocked, pending payment that no
-// checkpoint claims goes back to the job, and committed payment stays until x/verify
-// finalizes or rejects the checkpoints that claim it. The caller saves the job.
+// closeLease ends a lease: its collateral is unlocked, its rate check is dropped, pending
+// payment that no checkpoint claims goes back to the job, and committed payment stays until
+// x/verify finalizes or rejects the checkpoints that claim it. The caller saves the job.
 func (k Keeper) closeLease(ctx sdk.Context, job *types.Job, lease *types.Lease, reason types.LeaseCloseReason) error {
 	unclaimed := lease.Pending.Sub(lease.Committed)
 	lease.Pending = lease.Committed
@@ -23,6 +23,9 @@ func (k Keeper) closeLease(ctx sdk.Context, job *types.Job, lease *types.Lease, 
 	lease.State = types.LEASE_STATE_CLOSED
 	lease.CloseReason = reason
 	lease.ClosedAt = ctx.BlockTime()
+	if err := k.clearRateCheck(ctx, lease); err != nil {
+		return err
+	}
 	if err := k.CheckpointDeadlines.Remove(ctx, collections.Join(lease.CheckpointDeadline, lease.Id)); err != nil {
 		return err
 	}
@@ -50,13 +53,10 @@ func (k Keeper) closeLease(ctx sdk.Context, job *types.Job, lease *types.Lease, 
 	})
 }
 
-// closeJob settles and ends a job for good: every active lease is closed with
+// closeJob ends a job for good: every active lease is closed with
 // leaseReason, open bids are dropped, deadlines are cleared and the unspent escrow goes
 // back to the owner. It saves the job.
 func (k Keeper) closeJob(ctx sdk.Context, job *types.Job, state types.JobState, leaseReason types.LeaseCloseReason, reason string) (sdk.Coin, error) {
-	if _, err := k.settleJob(ctx, job); err != nil {
-		return sdk.Coin{}, err
-	}
 	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
 		return sdk.Coin{}, err

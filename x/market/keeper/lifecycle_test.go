@@ -65,7 +65,7 @@ func TestNonPerformanceClosesSlashesJailsAndReopens(t *testing.T) {
 
 	// The jailed provider cannot win the new round; the job expires without bids.
 	e.requireRejected(types.ErrProviderIneligible, func() error {
-		_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: alice.String(), JobId: jobID, PricePerGpuHour: coin(1000)})
+		_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: alice.String(), JobId: jobID, PricePerGpuHour: coin(1000), StepsPerHour: testRate})
 		return err
 	})
 	e.closeAuction(jobID)
@@ -79,13 +79,13 @@ func TestReplacementLeaseResumesFromLastFinalCheckpoint(t *testing.T) {
 	jobID, first := e.leaseJob(alice, 1000)
 
 	e.advance(10)
-	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id)
+	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id, 300)
 	require.NoError(t, err)
 	e.advance(3)
 	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, first.Id, claim, 300, []byte("hash-at-300"), "https://alice.example.com/ckpt/300"))
 	// A later checkpoint that is still pending when alice goes silent.
 	e.advance(5)
-	claim2, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id)
+	claim2, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id, 400)
 	require.NoError(t, err)
 
 	e.runPastCheckpointDeadline(first.Id)
@@ -93,7 +93,7 @@ func TestReplacementLeaseResumesFromLastFinalCheckpoint(t *testing.T) {
 	require.Equal(t, claim2, e.lease(first.Id).Pending, "the claimed part waits for its checkpoint")
 	require.Equal(t, types.JOB_STATE_OPEN, e.job(jobID).State)
 
-	e.bid(bob, jobID, 1100)
+	e.bid(bob, jobID, 1000)
 	e.closeAuction(jobID)
 	active := e.activeLeasesOfJob(jobID)
 	require.Len(t, active, 1)
@@ -114,7 +114,7 @@ func TestRejectionOfReplacedLeaseKeepsReplacementRunning(t *testing.T) {
 	alice, bob := e.registerProvider("alice"), e.registerProvider("bob")
 	jobID, first := e.leaseJob(alice, 1000)
 	e.advance(10)
-	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id)
+	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id, 100)
 	require.NoError(t, err)
 	e.runPastCheckpointDeadline(first.Id)
 	e.bid(bob, jobID, 1000)
@@ -205,15 +205,14 @@ func TestCancelLeasedJobSettlesByFinality(t *testing.T) {
 			ownerStart := e.Balance(e.owner)
 			jobID, l := e.leaseJob(alice, 1800)
 			e.advance(10)
-			claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id)
+			claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 100)
 			require.NoError(t, err)
-			e.advance(7)
-			unclaimed := owed(1800, 2, e.Ctx.BlockTime().Sub(l.StartTime)) - claim.Amount.Int64()
-			require.Positive(t, unclaimed)
+			require.Equal(t, coin(payFor(1800, 2, testRate, 100)), claim)
+			e.advance(7) // time without steps: nothing more is owed
 
 			res, err := e.msg.CancelJob(e.Ctx, &types.MsgCancelJob{Owner: e.owner.String(), JobId: jobID})
 			require.NoError(t, err)
-			require.Equal(t, coin(jobDeposit-claim.Amount.Int64()), res.Refunded, "unspent escrow plus unclaimed pending")
+			require.Equal(t, coin(jobDeposit-claim.Amount.Int64()), res.Refunded, "the unspent escrow")
 			require.Equal(t, ownerStart.Sub(claim.Amount), e.Balance(e.owner))
 			l = e.lease(l.Id)
 			require.Equal(t, types.LEASE_CLOSE_REASON_CANCELLED, l.CloseReason)
@@ -259,7 +258,7 @@ func TestLateCheckpointCannotRescueLeaseWaitingBehindDeadlineCap(t *testing.T) {
 	require.Equal(t, types.LEASE_STATE_ACTIVE, e.lease(l.Id).State, "the lease's deadline entry waits for the next block")
 
 	e.requireRejected(types.ErrCheckpointDeadlinePassed, func() error {
-		_, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id)
+		_, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 100)
 		return err
 	})
 

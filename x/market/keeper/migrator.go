@@ -1,6 +1,11 @@
 package keeper
 
 import (
+	"slices"
+
+	"cosmossdk.io/collections"
+	"cosmossdk.io/math"
+
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/x/market/types"
@@ -59,4 +64,142 @@ func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 		}
 	}
 	return nil
+}
+
+// Migrate3to4 moves x/market to pay for work (consensus version 4). It fills in the
+// rate-check params, and gives every bid and lease from before committed rates the
+// conservative rate types.ConservativeRate(total_steps, max_duration): the slowest that
+// finishes the job in max_duration, so a lease's most pay (total_steps × its price per
+// step) is what it could earn by time under v3 and not more. A lease's claimed step
+// becomes the step its accrued pay buys at that price (rounded up, at most total_steps),
+// so the time v3 already paid for is never paid again by step; steps beyond it are
+// claimed by its next checkpoint. Every active lease gets its first rate check one
+// rate_check_interval from now, each live job the price cap of its current leases and its
+// claimed high-water marks, and its time deadline is recomputed under the new rule.
+func (m Migrator) Migrate3to4(ctx sdk.Context) error {
+	k := m.keeper
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	defaults := types.DefaultParams()
+	if params.RateTolerance.IsNil() || params.RateTolerance.IsZero() { // absent from v3 params
+		params.RateTolerance = defaults.RateTolerance
+	}
+	if params.RateCheckInterval == 0 {
+		params.RateCheckInterval = defaults.RateCheckInterval
+	}
+	if err := k.Params.Set(ctx, params); err != nil {
+		return err
+	}
+	jobs := map[uint64]types.Job{}
+	jobOf := func(id uint64) (types.Job, error) {
+		if j, ok := jobs[id]; ok {
+			return j, nil
+		}
+		j, err := k.GetJob(ctx, id)
+		jobs[id] = j
+		return j, err
+	}
+
+	var bids []types.Bid
+	if err := k.Bids.Walk(ctx, nil, func(_ collections.Pair[uint64, []byte], b types.Bid) (bool, error) {
+		bids = append(bids, b)
+		return false, nil
+	}); err != nil {
+		return err
+	}
+	for _, b := range bids {
+		if b.StepsPerHour != 0 {
+			continue
+		}
+		job, err := jobOf(b.JobId)
+		if err != nil {
+			return err
+		}
+		b.StepsPerHour = types.ConservativeRate(job.Spec.TotalSteps, job.Spec.MaxDuration)
+		provider, err := k.addressCodec.StringToBytes(b.Provider)
+		if err != nil {
+			return err
+		}
+		if err := k.Bids.Set(ctx, collections.Join(b.JobId, provider), b); err != nil {
+			return err
+		}
+	}
+
+	var leases []types.Lease
+	if err := k.Leases.Walk(ctx, nil, func(_ uint64, l types.Lease) (bool, error) {
+		if l.StepsPerHour == 0 {
+			leases = append(leases, l)
+		}
+		return false, nil
+	}); err != nil {
+		return err
+	}
+	touched := map[uint64]bool{}
+	for i := range leases {
+		l := &leases[i]
+		job, err := jobOf(l.JobId)
+		if err != nil {
+			return err
+		}
+		l.StepsPerHour = types.ConservativeRate(job.Spec.TotalSteps, job.Spec.MaxDuration)
+		l.PricePerStep = types.PricePerStep(l.PricePerGpuHour.Amount, l.Gpus, l.StepsPerHour)
+		l.ClaimedStep = l.ResumeStep + stepsBoughtBy(*l)
+		l.ClaimedStep = max(min(l.ClaimedStep, job.Spec.TotalSteps), l.ResumeStep)
+		if l.State == types.LEASE_STATE_ACTIVE {
+			if err := k.scheduleRateCheck(ctx, l, ctx.BlockTime().Add(params.RateCheckInterval)); err != nil {
+				return err
+			}
+			if !job.State.IsTerminal() {
+				touched[job.Id] = true
+				if l.ClaimedStep > claimedStepOf(job, l.Worker) {
+					setClaimedStep(&job, l.Worker, l.ClaimedStep)
+				}
+				if job.CapStepsPerHour == 0 || types.CheaperPerStep(job.CapPricePerGpuHour.Amount, job.CapStepsPerHour, l.PricePerGpuHour.Amount, l.StepsPerHour) {
+					job.CapPricePerGpuHour = l.PricePerGpuHour
+					job.CapStepsPerHour = l.StepsPerHour
+				}
+				jobs[job.Id] = job
+			}
+		}
+		if err := k.Leases.Set(ctx, l.Id, *l); err != nil {
+			return err
+		}
+	}
+	ids := make([]uint64, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		job := jobs[id]
+		for w := uint32(0); w < job.Spec.Workers; w++ {
+			if p := progressOf(job, w).Step; p > claimedStepOf(job, w) {
+				setClaimedStep(&job, w, p)
+			}
+		}
+		if err := k.scheduleTimeDeadline(ctx, &job); err != nil {
+			return err
+		}
+		if err := k.Jobs.Set(ctx, job.Id, job); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepsBoughtBy is how many steps a lease's accrued pay covers at its price per step,
+// rounded up: accrued × rate ÷ (price × GPUs).
+func stepsBoughtBy(l types.Lease) uint64 {
+	perHour := l.PricePerGpuHour.Amount.MulRaw(int64(l.Gpus))
+	if !perHour.IsPositive() || l.Accrued.Amount.IsNil() || !l.Accrued.IsPositive() {
+		return 0
+	}
+	n := l.Accrued.Amount.Mul(math.NewIntFromUint64(l.StepsPerHour))
+	steps := n.Add(perHour).SubRaw(1).Quo(perHour)
+	if !steps.IsUint64() {
+		return ^uint64(0) / 2
+	}
+	return steps.Uint64()
 }

@@ -149,18 +149,18 @@ func TestPlaceBidRejections(t *testing.T) {
 		want  *errorsmod.Error
 	}{
 		{"unknown job", func(e *env) *types.MsgPlaceBid {
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 99, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 99, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrJobNotFound},
 		{"job already leased", func(e *env) *types.MsgPlaceBid {
 			bob := e.registerProvider("bob")
 			e.bid(bob, 1, 100)
 			e.closeAuction(1)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrJobNotOpen},
 		{"job cancelled", func(e *env) *types.MsgPlaceBid {
 			_, err := e.msg.CancelJob(e.Ctx, &types.MsgCancelJob{Owner: e.owner.String(), JobId: 1})
 			require.NoError(e.t, err)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrJobNotOpen},
 		{"after the bidding deadline", func(e *env) *types.MsgPlaceBid {
 			// Two auctions due at the same height with room for one per block: the second is
@@ -171,16 +171,16 @@ func TestPlaceBidRejections(t *testing.T) {
 			e.closeAuction(second)
 			require.Equal(e.t, types.JOB_STATE_OPEN, e.job(second).State)
 			require.Greater(e.t, e.Ctx.BlockHeight(), e.job(second).BiddingDeadline)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: second, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: second, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrBiddingClosed},
 		{"price above the job's max", func(e *env) *types.MsgPlaceBid {
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(maxPrice + 1)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(maxPrice + 1), StepsPerHour: testRate}
 		}, types.ErrBidAboveMax},
 		{"zero price", func(e *env) *types.MsgPlaceBid {
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(0)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(0), StepsPerHour: testRate}
 		}, types.ErrInvalidPrice},
 		{"price in another denom", func(e *env) *types.MsgPlaceBid {
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: sdkCoin("uatom", 100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: sdkCoin("uatom", 100), StepsPerHour: testRate}
 		}, types.ErrInvalidPrice},
 		{"empty price", func(e *env) *types.MsgPlaceBid {
 			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1}
@@ -188,48 +188,48 @@ func TestPlaceBidRejections(t *testing.T) {
 		{"unregistered provider", func(e *env) *types.MsgPlaceBid {
 			stranger := addr("stranger")
 			e.Fund(e.t, stranger, providerFunds)
-			return &types.MsgPlaceBid{Provider: stranger.String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: stranger.String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"malformed provider address", func(e *env) *types.MsgPlaceBid {
-			return &types.MsgPlaceBid{Provider: "depin1bogus", JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: "depin1bogus", JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, sdkerrors.ErrInvalidAddress},
 		{"free bond below the collateral", func(e *env) *types.MsgPlaceBid {
 			poor := e.registerProviderWith("poor", 2_000_000, h100s(1))
 			big := e.submitJobWith(bigSpec, jobDeposit)
 			require.True(e.t, e.collateral(bigSpec).GT(e.provider(poor).FreeBond().Amount))
-			return &types.MsgPlaceBid{Provider: poor.String(), JobId: big, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: poor.String(), JobId: big, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"gpu model not in the spec", func(e *env) *types.MsgPlaceBid {
 			p := e.registerProviderWith("a100-80", 8_000_000, stakingexttypes.GPUInventory{Model: "A100-SXM4-80GB", VramMib: 81920, Count: 8})
-			return &types.MsgPlaceBid{Provider: p.String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: p.String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"gpu vram below the spec", func(e *env) *types.MsgPlaceBid {
 			s := spec()
 			s.Gpu.Models = nil // any model, but 80 GiB each
 			jobID := e.submitJobWith(s, jobDeposit)
 			p := e.registerProviderWith("a100-40", 8_000_000, a100s(8))
-			return &types.MsgPlaceBid{Provider: p.String(), JobId: jobID, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: p.String(), JobId: jobID, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"too few gpus of one class", func(e *env) *types.MsgPlaceBid {
 			// 1 + 1 H100s in two classes do not make the 2 GPUs of one host a worker needs.
 			p := e.registerProviderWith("split", 2_000_000, h100s(1),
 				stakingexttypes.GPUInventory{Model: h100Model, VramMib: h100VRAMMiB + 1024, Count: 1})
-			return &types.MsgPlaceBid{Provider: p.String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: p.String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"jailed provider", func(e *env) *types.MsgPlaceBid {
 			require.NoError(e.t, e.StakingExt.Jail(e.Ctx, addr("alice"), e.Ctx.BlockTime().Add(time.Hour), "test"))
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"provider bonded below min_bond_per_gpu", func(e *env) *types.MsgPlaceBid {
 			_, err := e.sxMsg.Unbond(e.Ctx, &stakingexttypes.MsgUnbond{Operator: addr("alice").String(), Amount: coin(providerBond - 7_000_000)})
 			require.NoError(e.t, err)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 		{"too many bids", func(e *env) *types.MsgPlaceBid {
 			e.setParams(func(p *types.Params) { p.MaxBidsPerJob = 2 })
 			e.bid(e.registerProvider("bob"), 1, 100)
 			e.bid(e.registerProvider("carol"), 1, 100)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: 1, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrTooManyBids},
 		{"provider already serves the job", func(e *env) *types.MsgPlaceBid {
 			s := spec()
@@ -239,7 +239,7 @@ func TestPlaceBidRejections(t *testing.T) {
 			e.closeAuction(jobID) // alice takes worker 0, worker 1 goes to another round
 			require.Equal(e.t, types.JOB_STATE_OPEN, e.job(jobID).State)
 			require.Len(e.t, e.activeLeasesOfJob(jobID), 1)
-			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: jobID, PricePerGpuHour: coin(100)}
+			return &types.MsgPlaceBid{Provider: addr("alice").String(), JobId: jobID, PricePerGpuHour: coin(100), StepsPerHour: testRate}
 		}, types.ErrProviderIneligible},
 	}
 	for _, tc := range cases {
@@ -263,7 +263,7 @@ func TestPlaceBidIneligibleKeepsTheStakingExtReason(t *testing.T) {
 	jobID := e.submitJob()
 	stranger := addr("stranger")
 	e.Fund(t, stranger, providerFunds)
-	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: stranger.String(), JobId: jobID, PricePerGpuHour: coin(100)})
+	_, err := e.msg.PlaceBid(e.Ctx, &types.MsgPlaceBid{Provider: stranger.String(), JobId: jobID, PricePerGpuHour: coin(100), StepsPerHour: testRate})
 	require.ErrorIs(t, err, types.ErrProviderIneligible)
 	require.ErrorIs(t, err, stakingexttypes.ErrProviderNotFound)
 	require.Contains(t, err.Error(), "provider not found: provider cannot bid on this job")
@@ -373,13 +373,13 @@ func TestTopUpDepositRejections(t *testing.T) {
 		for _, leased := range []bool{false, true} {
 			name := tc.name + "/open"
 			if leased {
-				name = tc.name + "/leased with unsettled time"
+				name = tc.name + "/leased"
 			}
 			t.Run(name, func(t *testing.T) {
 				e := newEnv(t)
 				var jobID uint64
 				if leased {
-					// Time passes after the lease started, so the handler has settlement to do.
+					// A leased job: the handler would reschedule its time deadline.
 					jobID, _ = e.leaseJob(e.registerProvider("alice"), 1000)
 					e.advance(10)
 				} else {
@@ -403,9 +403,9 @@ func TestWithdrawEarningsRejections(t *testing.T) {
 	_, bobLease := e.leaseJob(bob, 1000)
 	e.advance(20)
 	// Bob's lease has released earnings; alice's has pending but nothing final.
-	_, err := e.Market.OnCheckpointSubmitted(e.Ctx, aliceLease.Id)
+	_, err := e.Market.OnCheckpointSubmitted(e.Ctx, aliceLease.Id, 100)
 	require.NoError(t, err)
-	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, bobLease.Id)
+	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, bobLease.Id, 100)
 	require.NoError(t, err)
 	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, bobLease.Id, claim, 100, []byte("h100"), "s3://ckpt/100"))
 

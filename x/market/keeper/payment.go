@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"cosmossdk.io/collections"
@@ -13,12 +14,13 @@ import (
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
-// Payment settles lazily: nothing runs per lease per block. A lease's debt is
-// price × GPUs × (time since its start), and settlement moves the unpaid part of
-// that debt from the job's escrow into the lease's pending balance. It runs at the
-// moments that matter — checkpoints, withdrawals, top-ups, closes — and at the one
-// scheduled moment per job when its escrow would run dry or a lease reaches its
-// max duration (the TimeDeadlines index).
+// Pay for work: a lease earns per step, at its price per step, for the steps its
+// submitted checkpoints cover; nothing accrues with time. A submitted checkpoint claims
+// the pay for the steps above the worker's claimed high-water mark from the job's escrow
+// into the lease's pending (and committed) balance; x/verify releases it when the
+// checkpoint is final and refunds it when it is rejected. The one scheduled moment per
+// job (the TimeDeadlines index) is the earliest of its leases' max duration, or "now"
+// when the escrow cannot cover the next checkpoint's claim.
 
 // ActiveLeases returns the job's active leases in lease-id order.
 func (k Keeper) ActiveLeases(ctx sdk.Context, jobID uint64) ([]types.Lease, error) {
@@ -56,61 +58,81 @@ func (k Keeper) AllActiveLeases(ctx context.Context) ([]types.Lease, error) {
 	return active, err
 }
 
-// leaseEnd is when a lease's paid time stops: its start plus the job's max duration.
+// leaseEnd is when a lease's time is up: its start plus the job's max duration.
 func leaseEnd(job types.Job, lease types.Lease) time.Time {
 	return lease.StartTime.Add(job.Spec.MaxDuration)
 }
 
-// settleJob settles every active lease of the job up to block time, saving the leases.
-// The caller saves the job (its escrow changed). It reports whether the escrow could not
-// cover everything owed, in which case the leases got what was left.
-func (k Keeper) settleJob(ctx sdk.Context, job *types.Job) (exhausted bool, err error) {
-	leases, err := k.ActiveLeases(ctx, job.Id)
-	if err != nil {
-		return false, err
+// payThrough is what a lease earns for its steps from its resume step up to step.
+func payThrough(lease types.Lease, step uint64) math.Int {
+	if step <= lease.ResumeStep {
+		return math.ZeroInt()
 	}
-	for i := range leases {
-		short, err := k.settleLease(ctx, job, &leases[i])
-		if err != nil {
-			return false, err
-		}
-		exhausted = exhausted || short
-	}
-	return exhausted, nil
+	return types.PayForSteps(lease.PricePerGpuHour.Amount, lease.Gpus, lease.StepsPerHour, step-lease.ResumeStep)
 }
 
-func (k Keeper) settleLease(ctx sdk.Context, job *types.Job, lease *types.Lease) (short bool, err error) {
-	now := ctx.BlockTime()
-	paidUntil := now
-	if end := leaseEnd(*job, *lease); paidUntil.After(end) {
-		paidUntil = end
+// claimedStepOf is the worker's claimed high-water mark (zero before any claim).
+func claimedStepOf(job types.Job, worker uint32) uint64 {
+	if int(worker) < len(job.ClaimedSteps) {
+		return job.ClaimedSteps[worker]
 	}
-	owedTotal := types.AmountOwed(lease.PricePerGpuHour.Amount, lease.Gpus, paidUntil.Sub(lease.StartTime))
-	owed := owedTotal.Sub(lease.Accrued.Amount)
-	if owed.IsPositive() {
-		pay := math.MinInt(owed, job.Escrow.Amount)
-		short = pay.LT(owed)
-		payCoin := sdk.NewCoin(job.Escrow.Denom, pay)
-		job.Escrow = job.Escrow.Sub(payCoin)
-		lease.Accrued = lease.Accrued.Add(payCoin)
-		lease.Pending = lease.Pending.Add(payCoin)
-		if pay.IsPositive() {
-			if err := keeperutil.Emit(ctx, &types.EventPaymentSettled{
-				LeaseId: lease.Id, JobId: job.Id, Amount: payCoin, Pending: lease.Pending, EscrowLeft: job.Escrow,
-			}); err != nil {
-				return false, err
-			}
+	return 0
+}
+
+func setClaimedStep(job *types.Job, worker uint32, step uint64) {
+	for len(job.ClaimedSteps) < int(job.Spec.Workers) || len(job.ClaimedSteps) <= int(worker) {
+		job.ClaimedSteps = append(job.ClaimedSteps, 0)
+	}
+	job.ClaimedSteps[worker] = step
+}
+
+// claimSteps moves the pay for a lease's steps up to endStep from the job's escrow into
+// the lease's pending and committed balances, and returns it. Only steps above both the
+// lease's last claim and the worker's high-water mark are paid, so a step that an earlier
+// lease of the same worker was (or will be) paid for is never paid again. When the escrow
+// cannot cover the claim the lease gets what is left. The caller saves both.
+func (k Keeper) claimSteps(ctx sdk.Context, job *types.Job, lease *types.Lease, endStep uint64) (sdk.Coin, error) {
+	from := max(lease.ClaimedStep, claimedStepOf(*job, lease.Worker), lease.ResumeStep)
+	zero := sdk.NewCoin(job.Escrow.Denom, math.ZeroInt())
+	if endStep <= from {
+		lease.ClaimedStep = max(lease.ClaimedStep, endStep)
+		return zero, nil
+	}
+	owed := payThrough(*lease, endStep).Sub(payThrough(*lease, from))
+	pay := sdk.NewCoin(job.Escrow.Denom, math.MinInt(owed, job.Escrow.Amount))
+	job.Escrow = job.Escrow.Sub(pay)
+	lease.Accrued = lease.Accrued.Add(pay)
+	lease.Pending = lease.Pending.Add(pay)
+	lease.Committed = lease.Committed.Add(pay)
+	lease.ClaimedStep = endStep
+	setClaimedStep(job, lease.Worker, endStep)
+	if pay.IsPositive() {
+		if err := keeperutil.Emit(ctx, &types.EventPaymentSettled{
+			LeaseId: lease.Id, JobId: job.Id, Amount: pay, Pending: lease.Pending, EscrowLeft: job.Escrow,
+		}); err != nil {
+			return sdk.Coin{}, err
 		}
 	}
-	if now.After(lease.SettledAt) {
-		lease.SettledAt = now
+	return pay, nil
+}
+
+// nextClaims is what the job's active leases claim when each submits its next full
+// checkpoint: the escrow must cover it for the job to go on.
+func nextClaims(job types.Job, leases []types.Lease) math.Int {
+	total := math.ZeroInt()
+	for _, l := range leases {
+		from := max(l.ClaimedStep, claimedStepOf(job, l.Worker), l.ResumeStep)
+		next := min(from+job.Spec.CheckpointInterval, job.Spec.TotalSteps)
+		if next > from {
+			total = total.Add(payThrough(l, next).Sub(payThrough(l, from)))
+		}
 	}
-	return short, k.Leases.Set(ctx, lease.Id, *lease)
+	return total
 }
 
 // scheduleTimeDeadline replaces the job's entry in TimeDeadlines with the moment its
-// escrow runs dry at the current burn rate or its first lease reaches max duration.
-// A job with no active lease has no entry.
+// first lease reaches max duration, or with now (this block's EndBlock) when the escrow
+// cannot cover the leases' next claims. A job with no active lease has no entry.
 func (k Keeper) scheduleTimeDeadline(ctx sdk.Context, job *types.Job) error {
 	if err := k.clearTimeDeadline(ctx, job); err != nil {
 		return err
@@ -120,23 +142,14 @@ func (k Keeper) scheduleTimeDeadline(ctx sdk.Context, job *types.Job) error {
 		return err
 	}
 	now := ctx.BlockTime()
-	ratePerHour := math.ZeroInt()
 	deadline := leaseEnd(*job, leases[0])
 	for _, l := range leases {
-		ratePerHour = ratePerHour.Add(l.PricePerGpuHour.Amount.MulRaw(int64(l.Gpus)))
 		if end := leaseEnd(*job, l); end.Before(deadline) {
 			deadline = end
 		}
 	}
-	if ratePerHour.IsPositive() {
-		// Nanoseconds until the escrow is spent, rounded up so settlement at that moment finds it empty.
-		untilDry := job.Escrow.Amount.MulRaw(int64(time.Hour)).Add(ratePerHour.SubRaw(1)).Quo(ratePerHour)
-		if untilDry.LT(math.NewInt(int64(deadline.Sub(now)))) {
-			deadline = now.Add(time.Duration(untilDry.Int64()))
-		}
-	}
-	if !deadline.After(now) {
-		deadline = now.Add(time.Nanosecond)
+	if job.Escrow.Amount.LT(nextClaims(*job, leases)) || !deadline.After(now) {
+		deadline = now
 	}
 	job.TimeDeadline = deadline
 	return k.TimeDeadlines.Set(ctx, collections.Join(deadline.UnixNano(), job.Id))
@@ -153,18 +166,9 @@ func (k Keeper) clearTimeDeadline(ctx sdk.Context, job *types.Job) error {
 	return nil
 }
 
-// canPayAnotherSecond reports whether the escrow still covers one more second at the
-// job's burn rate; below that, rounding would keep a dry job alive on dust.
-func canPayAnotherSecond(job types.Job, leases []types.Lease) bool {
-	rate := math.ZeroInt()
-	for _, l := range leases {
-		rate = rate.Add(l.PricePerGpuHour.Amount.MulRaw(int64(l.Gpus)))
-	}
-	return job.Escrow.Amount.MulRaw(3600).GTE(rate) && job.Escrow.IsPositive()
-}
-
-// processTimeDeadline runs when a job's escrow is due to run dry or a lease reaches its
-// max duration: it settles, and either fails the job or schedules the next moment.
+// processTimeDeadline runs when a lease of the job reaches its max duration or the
+// escrow could not cover the next claims: it fails the job, or (after a top-up, or when
+// the entry is stale) schedules the next moment.
 func (k Keeper) processTimeDeadline(ctx sdk.Context, jobID uint64) error {
 	job, err := k.GetJob(ctx, jobID)
 	if err != nil {
@@ -173,10 +177,6 @@ func (k Keeper) processTimeDeadline(ctx sdk.Context, jobID uint64) error {
 	job.TimeDeadline = time.Time{} // the entry being processed is removed by the caller
 	if job.State.IsTerminal() {
 		return k.Jobs.Set(ctx, job.Id, job)
-	}
-	exhausted, err := k.settleJob(ctx, &job)
-	if err != nil {
-		return err
 	}
 	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
@@ -189,8 +189,9 @@ func (k Keeper) processTimeDeadline(ctx sdk.Context, jobID uint64) error {
 			return err
 		}
 	}
-	if exhausted || !canPayAnotherSecond(job, leases) {
-		_, err := k.closeJob(ctx, &job, types.JOB_STATE_FAILED, types.LEASE_CLOSE_REASON_ESCROW_EXHAUSTED, "escrow exhausted")
+	if need := nextClaims(job, leases); job.Escrow.Amount.LT(need) {
+		_, err := k.closeJob(ctx, &job, types.JOB_STATE_FAILED, types.LEASE_CLOSE_REASON_ESCROW_EXHAUSTED,
+			fmt.Sprintf("escrow exhausted: %s cannot cover the next checkpoints' pay %s%s", job.Escrow, need, job.Escrow.Denom))
 		return err
 	}
 	if err := k.scheduleTimeDeadline(ctx, &job); err != nil {

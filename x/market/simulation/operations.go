@@ -130,10 +130,12 @@ func SimulateMsgSubmitJob(d Deps) simutil.Weighted {
 }
 
 // SimulateMsgPlaceBid has an eligible provider bid on an open job at a price up to the
-// job's maximum. Eligibility is worked out the way the market does (stakingext's
-// CheckCanBid, a GPU class satisfying the spec, not already serving the job, room for
-// another bid). One time in ten it sends a bid that must be refused: above the maximum
-// price, or from an account that is no provider.
+// job's maximum (and, in a later round, up to its price-per-step cap), committing a rate
+// between the least that meets max_duration and ten times that. Eligibility is worked out
+// the way the market does (stakingext's CheckCanBid, a GPU class satisfying the spec, not
+// already serving the job, room for another bid). One time in ten it sends a bid that must
+// be refused: above the maximum price, from an account that is no provider, without a
+// rate, or with a rate too slow for max_duration.
 func SimulateMsgPlaceBid(d Deps) simutil.Weighted {
 	return d.Weighted(OpWeightMsgPlaceBid, DefaultWeightMsgPlaceBid, func(o simutil.Op) (simtypes.OperationMsg, []simtypes.FutureOperation, error) {
 		r, ctx, accs := o.R, o.Ctx, o.Accs
@@ -158,6 +160,15 @@ func SimulateMsgPlaceBid(d Deps) simutil.Weighted {
 		}
 		msg.JobId = job.Id
 		maxPrice := job.Spec.MaxPricePerGpuHour
+		least := job.Spec.TotalSteps
+		for _, p := range job.Progress {
+			least = min(least, p.Step)
+		}
+		if len(job.Progress) < int(job.Spec.Workers) {
+			least = 0
+		}
+		minRate := types.ConservativeRate(job.Spec.TotalSteps-least, job.Spec.MaxDuration)
+		msg.StepsPerHour = minRate + uint64(r.Int63n(int64(9*minRate+1)))
 
 		if simutil.Chance(r, 10) {
 			acc, _ := simtypes.RandomAcc(r, accs)
@@ -167,9 +178,23 @@ func SimulateMsgPlaceBid(d Deps) simutil.Weighted {
 				return o.DeliverInvalid(acc, msg, types.ErrBidAboveMax, "price above the job's maximum")
 			}
 			if _, err := d.Providers.GetProvider(ctx, acc.Address); err != nil {
-				msg.PricePerGpuHour = maxPrice
+				msg.PricePerGpuHour = sdk.NewCoin(maxPrice.Denom, math.OneInt()) // under any price-per-step cap
 				return o.DeliverInvalid(acc, msg, types.ErrProviderIneligible, "bidder is not a provider")
 			}
+		}
+		if simutil.Chance(r, 10) && job.Spec.TotalSteps > least {
+			acc, _ := simtypes.RandomAcc(r, accs)
+			msg.Provider = acc.Address.String()
+			msg.PricePerGpuHour = maxPrice
+			if r.Intn(2) == 0 || minRate <= 1 {
+				msg.StepsPerHour = 0
+				return o.DeliverInvalid(acc, msg, types.ErrInvalidRate, "bid without a rate")
+			}
+			msg.StepsPerHour = minRate - 1
+			if types.ValidateRate(msg.StepsPerHour, job.Spec.TotalSteps-least, job.Spec.MaxDuration) == nil {
+				return o.NoOp(msg, "the least rate rounds to one that still meets max_duration")
+			}
+			return o.DeliverInvalid(acc, msg, types.ErrRateTooLow, "rate too slow for max_duration")
 		}
 
 		collateral := sdk.NewCoin(params.Denom, job.Spec.RequiredCollateral(params))
@@ -221,7 +246,15 @@ func SimulateMsgPlaceBid(d Deps) simutil.Weighted {
 			return o.NoOp(msg, "provider %s is not a simulated account", p.Operator)
 		}
 		msg.Provider = p.Operator
-		msg.PricePerGpuHour = sdk.NewCoin(maxPrice.Denom, math.NewInt(1+r.Int63n(maxPrice.Amount.Int64())))
+		top := maxPrice.Amount
+		if job.CapStepsPerHour != 0 {
+			// A later round takes no bid dearer per step than the first round's winner.
+			top = math.MinInt(top, job.CapPricePerGpuHour.Amount.Mul(math.NewIntFromUint64(msg.StepsPerHour)).Quo(math.NewIntFromUint64(job.CapStepsPerHour)))
+		}
+		if !top.IsPositive() {
+			return o.NoOp(msg, "no price under job %d's cap at %d steps per hour", job.Id, msg.StepsPerHour)
+		}
+		msg.PricePerGpuHour = sdk.NewCoin(maxPrice.Denom, math.NewInt(1+r.Int63n(top.Int64())))
 		return o.Deliver(acc, msg, nil)
 	})
 }

@@ -33,4 +33,11 @@ var (
 	// ErrRuntimeNotAllowed: the bid's runtime may not serve the job (a container job runs
 	// the owner's image unless its workload allows an operator-installed trainer).
 	ErrRuntimeNotAllowed = errors.Register(ModuleName, 41, "runtime not allowed for this job")
+	// ErrInvalidRate: a bid commits no throughput (steps_per_hour 0) or an impossible one.
+	ErrInvalidRate = errors.Register(ModuleName, 50, "invalid committed rate")
+	// ErrRateTooLow: at the committed rate the job's remaining steps do not fit in max_duration.
+	ErrRateTooLow = errors.Register(ModuleName, 51, "committed rate cannot finish the job within max_duration")
+	// ErrPricePerStepAboveCap: a replacement bid asks more per step than the job's first
+	// auction accepted, which would break the owner's cost bound.
+	ErrPricePerStepAboveCap = errors.Register(ModuleName, 52, "price per step above the job's cap")
 )

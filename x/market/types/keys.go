@@ -33,6 +33,8 @@ var (
 	BlockHashesKey         = collections.NewPrefix(14)
 	// LeasesByStateKey came with consensus version 2 (the "v2" upgrade back-fills it).
 	LeasesByStateKey = collections.NewPrefix(15)
+	// RateChecksKey came with consensus version 4 (the "v4" upgrade fills it).
+	RateChecksKey = collections.NewPrefix(24)
 )
 
 // LeaseCollateralRef names the stakingext collateral lock of a lease, so it is released exactly once.

@@ -38,8 +38,18 @@ func DefaultParams() Params {
 		NonPerformanceJailDuration:      time.Hour,
 		MaxTransformerParams:            DefaultMaxTransformerParams,
 		MaxTokensPerStep:                DefaultMaxTokensPerStep,
+		RateTolerance:                   DefaultRateTolerance,
+		RateCheckInterval:               DefaultRateCheckInterval,
 	}
 }
+
+// Defaults of the rate check (consensus version 4): a lease must have checkpointed at
+// least half the steps its committed rate promises, checked an hour after it starts and
+// every hour after.
+var DefaultRateTolerance = math.LegacyNewDecWithPrec(5, 1)
+
+// DefaultRateCheckInterval is the default rate_check_interval.
+const DefaultRateCheckInterval = time.Hour
 
 // Validate checks every param and names the first one that is wrong.
 func (p Params) Validate() error {
@@ -81,6 +91,12 @@ func (p Params) Validate() error {
 	}
 	if p.MaxTokensPerStep == 0 || p.MaxTokensPerStep > exact.HardMaxTokensPerStep {
 		return fmt.Errorf("max_tokens_per_step must be in [1, %d] (the exact arithmetic's bound), got %d", exact.HardMaxTokensPerStep, p.MaxTokensPerStep)
+	}
+	if p.RateTolerance.IsNil() || p.RateTolerance.IsNegative() || p.RateTolerance.GT(math.LegacyOneDec()) {
+		return fmt.Errorf("rate_tolerance must be within [0, 1], got %s", p.RateTolerance)
+	}
+	if p.RateCheckInterval <= 0 {
+		return fmt.Errorf("rate_check_interval must be positive, got %s", p.RateCheckInterval)
 	}
 	return nil
 }

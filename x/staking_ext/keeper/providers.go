@@ -9,7 +9,6 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/staking_ext/types"
 )
 
@@ -190,10 +189,8 @@ func (k Keeper) queueUnbonding(ctx context.Context, params types.Params, operato
 		CreationHeight: sdkCtx.BlockHeight(),
 		CompletionTime: completion,
 		Role:           role,
-	}
-	if !release.Previous {
-		// The previous release's layout has no completion height (internal/release).
-		unbonding.CompletionHeight = sdkCtx.BlockHeight() + int64(params.UnbondingBlocks)
+		// CompletionHeight came with consensus version 2.
+		CompletionHeight: sdkCtx.BlockHeight() + int64(params.UnbondingBlocks),
 	}
 	if err := k.Unbondings.Set(ctx, id, unbonding); err != nil {
 		return types.Unbonding{}, err

@@ -131,7 +131,7 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		return types.Checkpoint{}, err
 	}
 
-	claim, err := k.marketKeeper.OnCheckpointSubmitted(ctx, lease.Id)
+	claim, err := k.marketKeeper.OnCheckpointSubmitted(ctx, lease.Id, msg.EndStep)
 	if err != nil {
 		return types.Checkpoint{}, err
 	}

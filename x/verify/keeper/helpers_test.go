@@ -47,8 +47,10 @@ const (
 	jobDeposit      = 1_000_000
 	maxPrice        = 3600
 	bidPrice        = 3000
-	bidWindow       = 3
-	testURI         = "https://provider.example.com/ckpt/0"
+	// testRate is the committed throughput of the tests' bids (steps per hour).
+	testRate  = 3600
+	bidWindow = 3
+	testURI   = "https://provider.example.com/ckpt/0"
 )
 
 // env is a fixture of real keepers plus the servers and accounts the tests use.
@@ -176,7 +178,7 @@ func (e *env) leaseJob(op sdk.AccAddress, spec markettypes.JobSpec) (markettypes
 	e.t.Helper()
 	res, err := e.mmsg.SubmitJob(e.Ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
 	require.NoError(e.t, err)
-	_, err = e.mmsg.PlaceBid(e.Ctx, &markettypes.MsgPlaceBid{Provider: op.String(), JobId: res.JobId, PricePerGpuHour: coin(bidPrice)})
+	_, err = e.mmsg.PlaceBid(e.Ctx, &markettypes.MsgPlaceBid{Provider: op.String(), JobId: res.JobId, PricePerGpuHour: coin(bidPrice), StepsPerHour: testRate})
 	require.NoError(e.t, err)
 	for deadline := e.getJob(res.JobId).BiddingDeadline; e.Ctx.BlockHeight() <= deadline; {
 		e.nextBlock()

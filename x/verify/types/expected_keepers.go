@@ -32,7 +32,8 @@ type BankKeeper interface {
 type MarketKeeper interface {
 	GetJob(ctx context.Context, id uint64) (markettypes.Job, error)
 	GetLease(ctx context.Context, id uint64) (markettypes.Lease, error)
-	OnCheckpointSubmitted(ctx context.Context, leaseID uint64) (sdk.Coin, error)
+	// OnCheckpointSubmitted claims the pay for the lease's steps up to endStep (pay for work).
+	OnCheckpointSubmitted(ctx context.Context, leaseID, endStep uint64) (sdk.Coin, error)
 	OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri string) error
 	// OnCheckpointRejected returns the unfinalized pay it refunded to the job.
 	OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.Coin, error)

@@ -100,10 +100,11 @@ async function jobPage(id) {
     <div>owner ${esc(v.owner)} · ${esc(strip(v.kind, "WORKLOAD_KIND_"))} · ${v.total_steps} steps, a checkpoint every ${v.checkpoint_interval}
     ${v.close_reason ? `· <span class="${v.state === "JOB_STATE_FAILED" ? "bad" : ""}" id="close-reason">${esc(v.close_reason)}</span>` : ""}</div>
     <h2>Money</h2><div class="cards">${card("deposited", m.deposited)}${card("escrowed", m.escrowed)}${card("pending", m.pending)}${card("paid", m.paid)}${card("audit fees", m.audit_fees)}${card("refunded", m.refunded)}</div>
-    <h2>Workers</h2>` + table("workers", ["Worker", "Progress", "Steps", "Rate", "ETA", "Next checkpoint by", "Lease", "Provider", "Latest loss"],
+    <h2>Workers</h2>` + table("workers", ["Worker", "Progress", "Steps", "Rate", "Checkpointed / committed", "ETA", "Next checkpoint by", "Lease", "Provider", "Latest loss"],
     v.workers.map((w) => `<tr data-worker="${w.worker}"><td>${w.worker}</td>
       <td><span class="bar"><div style="width:${w.total ? Math.min(100, (100 * w.step) / w.total) : 0}%"></div></span></td>
       <td class="steps">${w.step}/${w.total}</td><td>${w.steps_per_hour ? w.steps_per_hour.toFixed(0) + " steps/h" : "-"}</td>
+      <td class="rate-vs-committed">${w.committed_steps_per_hour ? `${(w.checkpointed_steps_per_hour || 0).toFixed(0)} / ${w.committed_steps_per_hour} steps/h` : "-"}</td>
       <td>${w.step >= w.total ? "done" : dur(w.eta_seconds)}</td><td>${w.checkpoint_deadline ? "height " + w.checkpoint_deadline : "-"}</td>
       <td>${w.lease_id || "-"}</td><td>${provLink(w.provider)}</td>
       <td>${w.latest_loss ? `${w.latest_loss.nats.toFixed(4)} <span class="${w.latest_loss.source === "verified" ? "verified" : "self"}">${w.latest_loss.source}</span>` : "-"}</td></tr>`),
