@@ -78,7 +78,9 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 		hooks.Leases.CommitTrace = tamperedTrace(exec)
 	}
 	if from, _ := f.GetUint64(flagCheat); from > 0 {
-		hooks.Leases.CommitTrace = func(_ markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) { return fabricateFrom(from, log)(cp) }
+		hooks.Leases.CommitTrace = func(_ markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+			return fabricateFrom(from, log)(cp)
+		}
 	}
 	if n, _ := f.GetUint64(flagPauseMove); n > 0 {
 		pause := pauseAt(n, log)
