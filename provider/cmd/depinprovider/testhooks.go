@@ -51,6 +51,9 @@ const (
 	// honestly from there. A provider commits such checkpoints and defends
 	// them; a verifier re-executes with it and challenges honest providers.
 	flagTamper = "cheat-tamper"
+	// flagCommitRecords makes the operator commit, in phase 2, a record
+	// root that is not its records' (one bit flipped): it cannot open it.
+	flagCommitRecords = "cheat-commit-records"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -60,7 +63,8 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Uint64(flagPauseCheckpoint, 0, "TESTS ONLY: block right before submitting the Nth checkpoint")
 	f.Bool(flagWithhold, false, "TESTS ONLY: refuse to serve checkpoint states")
 	f.String(flagTamper, "", "TESTS ONLY: TENSOR@STEP, compute one element of TENSOR (or one token of the batch: window) wrong in step STEP")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper} {
+	f.Bool(flagCommitRecords, false, "TESTS ONLY: commit a record root that is not the records'")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -82,10 +86,26 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 			return fabricateFrom(from, log)(cp)
 		}
 	}
+	var beforeMove []func(ctx context.Context, challengeID uint64, msg sdk.Msg)
+	if lie, _ := f.GetBool(flagCommitRecords); lie {
+		log.Warn("TEST HOOK: CHEATING: committing record roots that are not the records'")
+		beforeMove = append(beforeMove, func(_ context.Context, _ uint64, msg sdk.Msg) {
+			if m, ok := msg.(*verifytypes.MsgCommitRecords); ok {
+				m.RecordRoot[0] ^= 1
+			}
+		})
+	}
 	if n, _ := f.GetUint64(flagPauseMove); n > 0 {
 		pause := pauseAt(n, log)
-		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
+		beforeMove = append(beforeMove, func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
 			pause(ctx, "dispute move", "challenge", challengeID, "msg", sdk.MsgTypeURL(msg))
+		})
+	}
+	if len(beforeMove) > 0 {
+		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
+			for _, hook := range beforeMove {
+				hook(ctx, challengeID, msg)
+			}
 		}
 	}
 	if withhold, _ := f.GetBool(flagWithhold); withhold {
