@@ -146,6 +146,8 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./pkg/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
+	@# Phases 2–3 of a dispute over a real step of four model sizes up to 101 M parameters (x/verify/README.md's table).
+	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 60m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
