@@ -8,12 +8,14 @@
 // honest re-execution, and it makes the one-step proof, or, for a step
 // larger than the one-step referee takes (max_step_macs), plays phases 2–3:
 // both sides re-execute the disputed step from the agreed pre-state, commit
-// its operator records and descend to one operator and one tile (tiles.go). Every move is built
-// by pkg/dispute from the game's state on chain and the party's evidence,
-// as soon as the chain waits on the operator, and a move that fails is
-// retried until the game's deadline: losing by silence is the one way an
-// honest party loses. Nothing about a game is remembered but what the chain
-// and the database hold, so after a start Resume picks up every open game.
+// its operator records and descend to one operator and one tile (tiles.go).
+// Every move is built by pkg/dispute from the game's state on chain and the
+// party's evidence, as soon as the chain waits on the operator, and a move
+// that fails is retried until the game's deadline: losing by silence is the
+// one way an honest party loses. Nothing about a game is remembered but what
+// the chain and the database hold (the phase 2–3 execution of the disputed
+// step is an in-memory cache, rebuilt from them), so after a start Resume
+// picks up every open game.
 package disputes
 
 import (
