@@ -159,7 +159,8 @@ func (r *Role) Disputes(ctx context.Context) ([]verifytypes.Challenge, error) {
 }
 
 // challengesOf lists the challenges on the provider's own checkpoints (only
-// open ones if openOnly), and returns the verifier's records too.
+// open ones if openOnly, asking the chain about every checkpoint not yet final
+// or rejected), and returns the verifier's records too.
 func (r *Role) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []db.VerificationRecord, error) {
 	var checkpoints []db.CheckpointRecord
 	var verifications []db.VerificationRecord
@@ -183,7 +184,11 @@ func (r *Role) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []db.
 	}
 	var ids []uint64
 	for _, cp := range checkpoints {
-		if openOnly && cp.Status != db.CheckpointChallenged {
+		// Not only those recorded as challenged: a challenge opened within a block
+		// or two of the checkpoint can reach the follower before the checkpoint's
+		// record is written, which then stays "submitted". A checkpoint that is
+		// final or rejected has no open game.
+		if openOnly && (cp.Status == db.CheckpointFinalized || cp.Status == db.CheckpointRejected) {
 			continue
 		}
 		res, err := r.opts.Chain.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: cp.LeaseID, CheckpointIndex: cp.Index, OpenOnly: openOnly})

@@ -199,12 +199,15 @@ func (r *Role) Resume(ctx context.Context, _ *chain.Snapshot) error {
 		r.setOpen(id, dispute.Defender)
 		r.enqueueGame(id)
 	}
+	challenged := 0
 	for _, v := range verifications {
 		if v.ChallengeID != 0 && v.Outcome == "" {
 			r.setOpen(v.ChallengeID, dispute.Challenger)
 			r.enqueueGame(v.ChallengeID)
+			challenged++
 		}
 	}
+	r.log.Info("open disputes resumed", "defending", len(ids), "challenging", challenged)
 	r.publishOpen()
 	return nil
 }

@@ -115,7 +115,8 @@ func runTileCase(t *testing.T, c tileCase) {
 		Genesis: func(app map[string]any) error {
 			params := app["verify"].(map[string]any)["params"].(map[string]any)
 			params["challenge_window"] = "12"
-			params["move_timeout"] = "30"
+			// Room for a killed sidecar to start again on a loaded machine.
+			params["move_timeout"] = "100"
 			// Below one reference step: every dispute goes through phases 2–3.
 			params["max_step_macs"] = strconv.FormatInt(ref.MACsPerStep()-1, 10)
 			return nil
