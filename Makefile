@@ -118,7 +118,7 @@ torch-image:
 
 ## test-long: long soak and simulation runs (not part of CI), the torch image's tests (docs/torch-image.md),
 ##            whose first run builds the image: about 6 min, as root, and every case of the tile-dispute
-##            e2e table (TestTileDisputeEveryKind: nine games on real binaries, about 10 min on 2 cores)
+##            e2e table (TestTileDisputeEveryKind: nine games on real binaries, 6–10 min on 2 cores)
 test-long:
 	$(GO) test -count=1 -timeout 2h -tags long ./...
 
