@@ -116,8 +116,9 @@ test-fuzz:
 torch-image:
 	BUILD_DIR=$(BUILD_DIR) ./scripts/torch-image.sh
 
-## test-long: long soak and simulation runs (not part of CI), and the torch image's tests (docs/torch-image.md),
-##            whose first run builds the image: about 6 min, as root
+## test-long: long soak and simulation runs (not part of CI), the torch image's tests (docs/torch-image.md),
+##            whose first run builds the image: about 6 min, as root, and every case of the tile-dispute
+##            e2e table (TestTileDisputeEveryKind: nine games on real binaries, 6–10 min on 2 cores)
 test-long:
 	$(GO) test -count=1 -timeout 2h -tags long ./...
 
@@ -147,6 +148,8 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./pkg/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'DiLoCoBandwidth|DiLoCoQuality' -benchtime 1x -timeout 30m ./pkg/diloco/ | tee -a $(BUILD_DIR)/bench.txt
+	@# Phases 2–3 of a dispute over a real step of four model sizes up to 101 M parameters (x/verify/README.md's table).
+	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 60m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt

@@ -12,8 +12,8 @@ import (
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// BenchmarkTileDispute plays phases 2–3 of a dispute over a real step of three model
-// sizes (≥ 100× apart in parameters) between an honest challenger and a provider wrong
+// BenchmarkTileDispute plays phases 2–3 of a dispute over a real step of four model
+// sizes (29.7 K to 101 M parameters, 3,400× apart) between an honest challenger and a provider wrong
 // in one element of a weight-gradient matmul, and prints the table `make bench` shows:
 // rounds per phase, transactions, gas (types.TileMoveGas at default params, ante
 // handler included, store access not), the worst message ÷ the block gas limit (its
@@ -31,6 +31,10 @@ func BenchmarkTileDispute(b *testing.B) {
 			Train: exact.TrainConfig{Batch: 4, MicroBatch: 2, LR: 1e-3}}},
 		{"L", exact.Config{Model: exact.ModelConfig{Layers: 4, DModel: 384, Heads: 6, DFF: 1536, Context: 128, Vocab: exact.Vocab},
 			Train: exact.TrainConfig{Batch: 2, MicroBatch: 2, LR: 1e-3}}},
+		// 101 M parameters; a short context and one window keep its step (~10^10
+		// MACs) to about a minute on two cores.
+		{"XL", exact.Config{Model: exact.ModelConfig{Layers: 8, DModel: 1024, Heads: 8, DFF: 4096, Context: 16, Vocab: exact.Vocab},
+			Train: exact.TrainConfig{Batch: 1, MicroBatch: 1, LR: 1e-4}}},
 	}
 	params := verifytypes.DefaultParams()
 	gas := func(c tiles.Cost) uint64 { return verifytypes.TileMoveGas(params, c) }

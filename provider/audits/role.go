@@ -49,6 +49,7 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgRespond{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
 	sdk.MsgTypeURL(&verifytypes.MsgClaimTimeout{}),
+	sdk.MsgTypeURL(&verifytypes.MsgProveTile{}),
 	sdk.MsgTypeURL(&stakingexttypes.MsgRegisterVerifier{}),
 	sdk.MsgTypeURL(&stakingexttypes.MsgActivateVerifier{}),
 }

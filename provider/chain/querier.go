@@ -31,6 +31,10 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgRevealHash{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
 	sdk.MsgTypeURL(&verifytypes.MsgClaimTimeout{}),
+	sdk.MsgTypeURL(&verifytypes.MsgCommitRecords{}),
+	sdk.MsgTypeURL(&verifytypes.MsgRevealNode{}),
+	sdk.MsgTypeURL(&verifytypes.MsgOpenRecord{}),
+	sdk.MsgTypeURL(&verifytypes.MsgRevealChunk{}),
 }
 
 // Querier reads chain state over gRPC.
@@ -187,6 +191,12 @@ func NewQueries(conn grpc.ClientConnInterface) Queries {
 	return Queries{marketQueries: markettypes.NewQueryClient(conn), verifyQueries: verifytypes.NewQueryClient(conn)}
 }
 
+// VerifyParams reads x/verify's params (Queries.Params would be ambiguous:
+// x/market has one too).
+func (q Queries) VerifyParams(ctx context.Context, in *verifytypes.QueryParamsRequest, opts ...grpc.CallOption) (*verifytypes.QueryParamsResponse, error) {
+	return q.verifyQueries.Params(ctx, in, opts...)
+}
+
 // One interface per query a role makes, so a role can name exactly the
 // queries it needs (composing them into its Chain); the generated query
 // clients and Queries satisfy them.
@@ -205,6 +215,9 @@ type (
 	}
 	CheckpointsQuerier interface {
 		Checkpoints(ctx context.Context, in *verifytypes.QueryCheckpointsRequest, opts ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error)
+	}
+	VerifyParamsQuerier interface {
+		VerifyParams(ctx context.Context, in *verifytypes.QueryParamsRequest, opts ...grpc.CallOption) (*verifytypes.QueryParamsResponse, error)
 	}
 	ChallengeQuerier interface {
 		Challenge(ctx context.Context, in *verifytypes.QueryChallengeRequest, opts ...grpc.CallOption) (*verifytypes.QueryChallengeResponse, error)

@@ -118,6 +118,10 @@ func TestSubmitterSendsThroughAuthzAndTracksSequences(t *testing.T) {
 		"/depinchain.verify.v1.MsgRevealHash",
 		"/depinchain.verify.v1.MsgStep",
 		"/depinchain.verify.v1.MsgClaimTimeout",
+		"/depinchain.verify.v1.MsgCommitRecords",
+		"/depinchain.verify.v1.MsgRevealNode",
+		"/depinchain.verify.v1.MsgOpenRecord",
+		"/depinchain.verify.v1.MsgRevealChunk",
 	}
 	if !reflect.DeepEqual(missing, want) {
 		t.Fatalf("after granting bids, missing = %v, want %v", missing, want)

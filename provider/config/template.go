@@ -221,8 +221,8 @@ seed = {{.Verifier.Seed}}
 # place in the audit set; attesting to a checkpoint later proven fraudulent
 # costs a large slash and the verifier role for good. Assignments go before
 # [verifier] sampling. With a hot key, the operator grants it MsgAttest,
-# MsgReportUnavailable, MsgChallenge, MsgRespond, MsgStep, MsgClaimTimeout
-# (/depinchain.verify.v1.*), MsgRegisterVerifier and MsgActivateVerifier
+# MsgReportUnavailable, MsgChallenge, MsgRespond, MsgStep, MsgClaimTimeout,
+# MsgProveTile (/depinchain.verify.v1.*), MsgRegisterVerifier and MsgActivateVerifier
 # (/depinchain.stakingext.v1.*).
 enabled = {{.Audits.Enabled}}
 # Register the operator as a verifier with this bond at start when it is not

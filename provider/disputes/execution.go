@@ -22,11 +22,22 @@ type Execution struct {
 	startStep uint64
 	data      []byte
 	seed      []byte
+	exec      StepExec
 }
 
+// StepExec is how the operator executes a step of a job: the executor and the
+// batch (as the job's data gives it) the step runs with. Honest returns
+// exact.Executor{} and the batch; tests make cheaters and lying verifiers
+// with others (Hooks.StepExec).
+type StepExec func(step uint64, batch [][]byte) (exact.Executor, [][]byte)
+
+// Honest is the StepExec of an honest operator.
+func Honest(_ uint64, batch [][]byte) (exact.Executor, [][]byte) { return exact.Executor{}, batch }
+
 // Reexecute trains job's exact workload from start (the state at startStep)
-// to endStep with the same package the chain's referee uses.
-func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint64) (*Execution, error) {
+// to endStep with the same package the chain's referee uses, each step as
+// exec runs it (nil: Honest).
+func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint64, exec StepExec) (*Execution, error) {
 	if endStep < startStep {
 		return nil, fmt.Errorf("dispute: range %d..%d is empty", startStep, endStep)
 	}
@@ -34,7 +45,10 @@ func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint6
 	if err != nil {
 		return nil, err
 	}
-	e := &Execution{start: start, startStep: startStep, data: data.Bytes, seed: job.Seed}
+	if exec == nil {
+		exec = Honest
+	}
+	e := &Execution{start: start, startStep: startStep, data: data.Bytes, seed: job.Seed, exec: exec}
 	hashes := make([]merkle.Hash, 0, endStep-startStep+1)
 	hashes = append(hashes, start.Root())
 	end, err := e.train(endStep, func(root merkle.Hash) { hashes = append(hashes, root) })
@@ -47,25 +61,45 @@ func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint6
 
 // train steps from the range's start to step, showing each new root to onRoot.
 func (e *Execution) train(step uint64, onRoot func(merkle.Hash)) (*exact.State, error) {
-	return exact.Run(e.start, e.data, e.seed, step-e.start.Step, func(_ uint64, info exact.StepInfo) error {
+	return runSteps(e.start, step, e.data, e.seed, e.exec, onRoot)
+}
+
+// runSteps trains s up to step, each step as exec runs it, showing each new
+// root to onRoot (if set).
+func runSteps(s *exact.State, step uint64, data, seed []byte, exec StepExec, onRoot func(merkle.Hash)) (*exact.State, error) {
+	for s.Step < step {
+		batch, err := exact.StepBatch(s.Config, seed, s.Step, data)
+		if err != nil {
+			return nil, err
+		}
+		ex, batch := exec(s.Step, batch)
+		var info exact.StepInfo
+		if s, info, err = ex.Step(s, batch); err != nil {
+			return nil, err
+		}
 		if onRoot != nil {
 			onRoot(info.Root)
 		}
-		return nil
-	})
+	}
+	return s, nil
 }
 
 // StateAt rebuilds the encoded state at step by training from the range's
 // start again: states are not kept, as only the one-step proof needs one.
 func (e *Execution) StateAt(step uint64) ([]byte, error) {
-	if step < e.startStep || step > e.Trace.End() {
-		return nil, fmt.Errorf("dispute: step %d is outside %d..%d", step, e.startStep, e.Trace.End())
-	}
-	s, err := e.train(step, nil)
+	s, err := e.stateAt(step)
 	if err != nil {
 		return nil, err
 	}
 	return s.Encode(), nil
+}
+
+// stateAt is StateAt, decoded.
+func (e *Execution) stateAt(step uint64) (*exact.State, error) {
+	if step < e.startStep || step > e.Trace.End() {
+		return nil, fmt.Errorf("dispute: step %d is outside %d..%d", step, e.startStep, e.Trace.End())
+	}
+	return e.train(step, nil)
 }
 
 // Evidence returns the execution as a challenger's evidence: what it

@@ -22,13 +22,13 @@ func execution(t *testing.T, start, end uint64) *disputes.Execution {
 		t.Fatal(err)
 	}
 	if start > 0 {
-		pre, err := disputes.Reexecute(job, s, 0, start)
+		pre, err := disputes.Reexecute(job, s, 0, start, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s = pre.End
 	}
-	e, err := disputes.Reexecute(job, s, start, end)
+	e, err := disputes.Reexecute(job, s, start, end, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

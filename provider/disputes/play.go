@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/dispute"
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
@@ -43,15 +45,17 @@ func (r *Role) play(ctx context.Context, id uint64) error {
 	ch := res.Challenge
 	side := dispute.SideOf(ch, r.opts.Operator)
 	if side == 0 || ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+		r.forget(id)
 		return nil
 	}
 	g, err := dispute.Load(ctx, r.opts.Chain, r.opts.Chain, ch)
 	if err != nil {
 		return err
 	}
+	g.Tile = res.TileGame
 	var ev dispute.Evidence
 	if side == dispute.Defender {
-		ev, err = r.defenderEvidence(g.Checkpoint)
+		ev, err = r.defenderEvidence(ctx, g)
 	} else {
 		ev, err = r.challengerEvidence(ctx, id, g)
 	}
@@ -59,6 +63,12 @@ func (r *Role) play(ctx context.Context, id uint64) error {
 		return fmt.Errorf("challenge %d: %w", id, err)
 	}
 	msg, err := dispute.NextMove(r.opts.Operator, side, g, r.opts.Height(), ev)
+	if errors.Is(err, dispute.ErrNothingToProve) {
+		// The provider's chunk is the one this verifier computed: its own
+		// execution was wrong; the game is lost and there is no move to retry.
+		r.log.Error("the disputed tile is what this operator computed too; the game is lost", "challenge", id, "entry", g.Tile.Entry, "chunk", g.Tile.Chunk)
+		return nil
+	}
 	if err != nil || msg == nil {
 		return err
 	}
@@ -83,22 +93,14 @@ func (r *Role) play(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// defenderEvidence is the trace the provider committed for its checkpoint.
-func (r *Role) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, error) {
-	dir := ""
-	if e, ok := r.opts.Checkpoints.Lookup(checkpoint.Ref{LeaseID: cp.LeaseId, Index: cp.Index}); ok {
-		dir = e.Dir
-	} else {
-		var rec db.LeaseRecord
-		err := r.opts.DB.View(func(tx *db.Tx) (err error) {
-			rec, _, err = tx.Lease(cp.LeaseId)
-			return err
-		})
-		if err != nil || rec.Dir == "" {
-			return dispute.Evidence{}, fmt.Errorf("no local data for checkpoint %d of lease %d", cp.Index, cp.LeaseId)
-		}
-		dir = trainer.CheckpointDir(rec.OutputDir(), cp.EndStep)
+// defenderEvidence is the trace the provider committed for its checkpoint,
+// and its execution of the disputed step for phases 2–3.
+func (r *Role) defenderEvidence(ctx context.Context, g dispute.Game) (dispute.Evidence, error) {
+	dir, err := r.checkpointDir(g.Checkpoint.LeaseId, g.Checkpoint.Index, g.Checkpoint.EndStep)
+	if err != nil {
+		return dispute.Evidence{}, err
 	}
+	cp := g.Checkpoint
 	tr, err := checkpoint.ReadCommittedTrace(dir, cp.StartStep)
 	if err != nil {
 		return dispute.Evidence{}, err
@@ -106,7 +108,28 @@ func (r *Role) defenderEvidence(cp verifytypes.Checkpoint) (dispute.Evidence, er
 	if root := tr.Root(); string(root[:]) != string(cp.TraceRoot) {
 		return dispute.Evidence{}, fmt.Errorf("the local trace of checkpoint %d of lease %d is not the one committed", cp.Index, cp.LeaseId)
 	}
-	return dispute.Evidence{Trace: tr}, nil
+	ev := dispute.Evidence{Trace: tr}
+	ev.Tiles = func(g dispute.Game) (*tiles.Party, error) {
+		return r.tileParty(g, tr, func(step uint64) (*exact.State, error) { return r.ownStateAt(ctx, g, step) })
+	}
+	return ev, nil
+}
+
+// checkpointDir is the local folder of the operator's checkpoint index of
+// lease, ending at endStep.
+func (r *Role) checkpointDir(lease, index, endStep uint64) (string, error) {
+	if e, ok := r.opts.Checkpoints.Lookup(checkpoint.Ref{LeaseID: lease, Index: index}); ok {
+		return e.Dir, nil
+	}
+	var rec db.LeaseRecord
+	err := r.opts.DB.View(func(tx *db.Tx) (err error) {
+		rec, _, err = tx.Lease(lease)
+		return err
+	})
+	if err != nil || rec.Dir == "" {
+		return "", fmt.Errorf("no local data for checkpoint %d of lease %d", index, lease)
+	}
+	return trainer.CheckpointDir(rec.OutputDir(), endStep), nil
 }
 
 // Disputes lists the challenges of the operator's own checkpoints and those
@@ -136,7 +159,8 @@ func (r *Role) Disputes(ctx context.Context) ([]verifytypes.Challenge, error) {
 }
 
 // challengesOf lists the challenges on the provider's own checkpoints (only
-// open ones if openOnly), and returns the verifier's records too.
+// open ones if openOnly, asking the chain about every checkpoint not yet final
+// or rejected), and returns the verifier's records too.
 func (r *Role) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []db.VerificationRecord, error) {
 	var checkpoints []db.CheckpointRecord
 	var verifications []db.VerificationRecord
@@ -160,7 +184,11 @@ func (r *Role) challengesOf(ctx context.Context, openOnly bool) ([]uint64, []db.
 	}
 	var ids []uint64
 	for _, cp := range checkpoints {
-		if openOnly && cp.Status != db.CheckpointChallenged {
+		// Not only those recorded as challenged: a challenge opened within a block
+		// or two of the checkpoint can reach the follower before the checkpoint's
+		// record is written, which then stays "submitted". A checkpoint that is
+		// final or rejected has no open game.
+		if openOnly && (cp.Status == db.CheckpointFinalized || cp.Status == db.CheckpointRejected) {
 			continue
 		}
 		res, err := r.opts.Chain.Challenges(ctx, &verifytypes.QueryChallengesRequest{LeaseId: cp.LeaseID, CheckpointIndex: cp.Index, OpenOnly: openOnly})

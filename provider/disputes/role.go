@@ -5,12 +5,17 @@
 //
 // As a defender, the role opens the hashes of the trace the operator
 // committed for a challenged checkpoint; as a challenger, those of its own
-// honest re-execution, and it makes the one-step proof. Every move is built
-// by pkg/dispute from the game's state on chain and the party's evidence,
-// as soon as the chain waits on the operator, and a move that fails is
-// retried until the game's deadline: losing by silence is the one way an
-// honest party loses. Nothing about a game is remembered but what the chain
-// and the database hold, so after a start Resume picks up every open game.
+// honest re-execution, and it makes the one-step proof, or, for a step
+// larger than the one-step referee takes (max_step_macs), plays phases 2–3:
+// both sides re-execute the disputed step from the agreed pre-state, commit
+// its operator records and descend to one operator and one tile (tiles.go).
+// Every move is built by pkg/dispute from the game's state on chain and the
+// party's evidence, as soon as the chain waits on the operator, and a move
+// that fails is retried until the game's deadline: losing by silence is the
+// one way an honest party loses. Nothing about a game is remembered but what
+// the chain and the database hold (the phase 2–3 execution of the disputed
+// step is an in-memory cache, rebuilt from them), so after a start Resume
+// picks up every open game.
 package disputes
 
 import (
@@ -24,6 +29,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -39,6 +45,10 @@ var VerifierGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgRespond{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),
 	sdk.MsgTypeURL(&verifytypes.MsgClaimTimeout{}),
+	sdk.MsgTypeURL(&verifytypes.MsgCommitRecords{}),
+	sdk.MsgTypeURL(&verifytypes.MsgRevealNode{}),
+	sdk.MsgTypeURL(&verifytypes.MsgOpenRecord{}),
+	sdk.MsgTypeURL(&verifytypes.MsgProveTile{}),
 }
 
 // Sizes of the work queues; past them work waits for the next start.
@@ -52,6 +62,7 @@ const maxStartStateBytes = 64 << 30
 
 // Chain is what the role reads from the chain; chain.Queries satisfies it.
 type Chain interface {
+	chain.VerifyParamsQuerier
 	chain.JobQuerier
 	chain.LeaseQuerier
 	chain.CheckpointQuerier
@@ -80,6 +91,10 @@ type Hooks struct {
 	// block until ctx ends (a test's pause point, to kill the sidecar at a
 	// known move).
 	BeforeMove func(ctx context.Context, challengeID uint64, msg sdk.Msg)
+	// StepExec replaces the honest execution of the steps the operator
+	// re-executes (its own in a defence, another provider's as a verifier):
+	// a cheater wrong in one element of one step, or a lying verifier.
+	StepExec StepExec
 }
 
 // Options configure a Role.
@@ -121,6 +136,10 @@ type Role struct {
 	// by challenge; verified its latest computed state per lease.
 	executions map[uint64]*Execution
 	verified   map[uint64]*exact.State
+	// parties are the operator's executions of disputed steps in phases
+	// 2–3, by challenge: built at the first phase 2–3 move, rebuilt after a
+	// restart (tiles.go).
+	parties map[uint64]*tiles.Party
 	// open are the open games the operator is a party to, by challenge,
 	// with its side: what depinprovider_disputes_open counts.
 	open map[uint64]dispute.Side
@@ -144,7 +163,7 @@ func New(opts Options) (*Role, error) {
 		fetcher:    checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxStartStateBytes},
 		games:      rolekit.NewQueue[uint64](disputeQueueSize),
 		checks:     rolekit.NewQueue[checkpoint.Ref](verifyQueueSize),
-		executions: map[uint64]*Execution{}, verified: map[uint64]*exact.State{},
+		executions: map[uint64]*Execution{}, verified: map[uint64]*exact.State{}, parties: map[uint64]*tiles.Party{},
 		open: map[uint64]dispute.Side{},
 	}, nil
 }
@@ -180,12 +199,15 @@ func (r *Role) Resume(ctx context.Context, _ *chain.Snapshot) error {
 		r.setOpen(id, dispute.Defender)
 		r.enqueueGame(id)
 	}
+	challenged := 0
 	for _, v := range verifications {
 		if v.ChallengeID != 0 && v.Outcome == "" {
 			r.setOpen(v.ChallengeID, dispute.Challenger)
 			r.enqueueGame(v.ChallengeID)
+			challenged++
 		}
 	}
+	r.log.Info("open disputes resumed", "defending", len(ids), "challenging", challenged)
 	r.publishOpen()
 	return nil
 }

@@ -66,7 +66,7 @@ func honestCheckpoint(t *testing.T, provider string) (verifytypes.Checkpoint, *E
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := Reexecute(job, start, 0, 8)
+	exec, err := Reexecute(job, start, 0, 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,16 +312,28 @@ func TestDisputeMetrics(t *testing.T) {
 		if err := tx.PutCheckpoint(db.CheckpointRecord{LeaseID: 1, Index: 0, Status: db.CheckpointChallenged}); err != nil {
 			return err
 		}
+		// Challenged so soon after its submission that the follower saw the
+		// challenge before the checkpoint was recorded: still "submitted".
+		if err := tx.PutCheckpoint(db.CheckpointRecord{LeaseID: 1, Index: 1, Status: db.CheckpointSubmitted}); err != nil {
+			return err
+		}
+		if err := tx.PutCheckpoint(db.CheckpointRecord{LeaseID: 1, Index: 2, Status: db.CheckpointFinalized}); err != nil {
+			return err
+		}
 		return tx.PutVerification(db.VerificationRecord{LeaseID: 5, Index: 0, Result: db.VerificationMismatched, ChallengeID: 8})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	h2.chain.ChallengeBy[7] = verifytypes.Challenge{Id: 7, LeaseId: 1, CheckpointIndex: 0, Provider: operator, Challenger: other}
+	h2.chain.ChallengeBy[9] = verifytypes.Challenge{Id: 9, LeaseId: 1, CheckpointIndex: 1, Provider: operator, Challenger: other}
 	if err := h2.role.Resume(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := h2.disputeSeries(t, "depinprovider_disputes_open"); got["defender"] != 1 || got["challenger"] != 1 {
-		t.Fatalf("disputes_open after a restart = %v, want 1 as defender and 1 as challenger", got)
+	if got := h2.disputeSeries(t, "depinprovider_disputes_open"); got["defender"] != 2 || got["challenger"] != 1 {
+		t.Fatalf("disputes_open after a restart = %v, want 2 as defender and 1 as challenger", got)
+	}
+	if n := h2.role.Status().Games; n != 3 {
+		t.Fatalf("%d games queued after a restart, want 3", n)
 	}
 }
 

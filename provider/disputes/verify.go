@@ -13,6 +13,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -193,8 +194,8 @@ func (r *Role) challengerEvidence(ctx context.Context, id uint64, g dispute.Game
 	r.mu.Lock()
 	exec, ok := r.executions[id]
 	r.mu.Unlock()
+	var err error
 	if !ok {
-		var err error
 		if exec, err = r.reexecute(ctx, g.Checkpoint, g.Job); err != nil {
 			return dispute.Evidence{}, err
 		}
@@ -202,7 +203,12 @@ func (r *Role) challengerEvidence(ctx context.Context, id uint64, g dispute.Game
 		r.executions[id] = exec
 		r.mu.Unlock()
 	}
-	return exec.Evidence(), nil
+	ev := exec.Evidence()
+	ev.Tiles = func(g dispute.Game) (*tiles.Party, error) { return r.tileParty(g, exec.Trace, exec.stateAt) }
+	if ev.PreferTiles, err = r.beyondOneStep(ctx, g); err != nil {
+		return dispute.Evidence{}, err
+	}
+	return ev, nil
 }
 
 // reexecute trains cp's range honestly from the state the chain agrees the
@@ -214,7 +220,7 @@ func (r *Role) reexecute(ctx context.Context, cp verifytypes.Checkpoint, job mar
 	if err != nil {
 		return nil, err
 	}
-	exec, err := Reexecute(job, start, cp.StartStep, cp.EndStep)
+	exec, err := Reexecute(job, start, cp.StartStep, cp.EndStep, r.stepExec())
 	if err != nil {
 		return nil, err
 	}

@@ -79,8 +79,8 @@ type Hooks struct {
 	// (checkpoint.WriteCommittedTrace), so the defence opens what was
 	// committed. It runs before the state file is hashed, so it may also
 	// replace the state (a cheater of an exact workload, whose final hash
-	// must be the state's root).
-	CommitTrace func(cp trainer.Checkpoint) (trace.Trace, error)
+	// must be the state's root). job is the lease's job, as the chain has it.
+	CommitTrace func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error)
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)

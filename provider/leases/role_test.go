@@ -209,7 +209,7 @@ func TestHooksChangeWhatIsCommitted(t *testing.T) {
 	var before []uint64
 	fake := merkle.Hash(sha256.Sum256([]byte("made up")))
 	h := newHarness(t, Hooks{
-		CommitTrace: func(cp trainer.Checkpoint) (trace.Trace, error) {
+		CommitTrace: func(_ markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
 			hashes := slices.Clone(cp.Trace.Hashes)
 			hashes[len(hashes)-1] = fake
 			return trace.New(cp.StartStep(), hashes), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -23,7 +24,7 @@ import (
 func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
 	started := time.Now()
 	// The trace first: a test hook's may replace the state it commits to.
-	tr, err := r.committedTrace(cp)
+	tr, err := r.committedTrace(ctx, rec, cp)
 	if err != nil {
 		return err
 	}
@@ -79,11 +80,15 @@ func (r *Role) commit(rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) (
 
 // committedTrace is the trace a checkpoint commits: its trainer's, unless a
 // test hook says otherwise, in which case it is kept beside the trainer's.
-func (r *Role) committedTrace(cp trainer.Checkpoint) (trace.Trace, error) {
+func (r *Role) committedTrace(ctx context.Context, rec db.LeaseRecord, cp trainer.Checkpoint) (trace.Trace, error) {
 	if r.opts.Hooks.CommitTrace == nil {
 		return cp.Trace, nil
 	}
-	tr, err := r.opts.Hooks.CommitTrace(cp)
+	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: rec.JobID})
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("reading job %d: %w", rec.JobID, err)
+	}
+	tr, err := r.opts.Hooks.CommitTrace(job.Job, cp)
 	if err != nil || tr.Root() == cp.Trace.Root() {
 		return tr, err
 	}

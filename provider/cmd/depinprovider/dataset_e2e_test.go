@@ -279,7 +279,7 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	ownerBefore := w.balanceOf(owner)
-	tooBig := strings.Replace(fortunesJobYAML, "{layers: 2, d_model: 32, heads: 2, d_ff: 64,", "{layers: 8, d_model: 1024, heads: 8, d_ff: 4096,", 1)
+	tooBig := strings.Replace(fortunesJobYAML, "{layers: 2, d_model: 32, heads: 2, d_ff: 64,", "{layers: 32, d_model: 4096, heads: 32, d_ff: 16384,", 1) // 6.4 B parameters
 	bigSpec := filepath.Join(dir, "too-big.yaml")
 	if err := os.WriteFile(bigSpec, []byte(tooBig), 0o644); err != nil {
 		t.Fatal(err)

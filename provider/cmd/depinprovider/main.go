@@ -161,8 +161,11 @@ func startCmd() *cobra.Command {
 				}
 				passphrase = strings.NewReader(strings.TrimRight(string(b), "\r\n") + "\n")
 			}
-			d, err := daemon.New(ctx, daemon.Options{Config: cfg, Logger: logger, Version: Version, KeyringInput: passphrase,
-				Hooks: testHooks(cmd, logger)})
+			hooks, err := testHooks(cmd, logger)
+			if err != nil {
+				return err
+			}
+			d, err := daemon.New(ctx, daemon.Options{Config: cfg, Logger: logger, Version: Version, KeyringInput: passphrase, Hooks: hooks})
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -17,7 +20,10 @@ import (
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/disputes"
 	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // The hidden flags of `depinprovider start` that install the roles' test
@@ -38,6 +44,16 @@ const (
 	// checkpoint server refuses state downloads, so auditors cannot start
 	// from them.
 	flagWithhold = "cheat-withhold-state"
+	// flagTamper, TENSOR@STEP, makes the operator wrong in exactly one place:
+	// one element of one operator output (TENSOR names it, e.g.
+	// mb0.l0.probs) or, with TENSOR "window", one token of the batch, in
+	// step STEP (from state STEP to STEP+1); everything else it computes
+	// honestly from there. A provider commits such checkpoints and defends
+	// them; a verifier re-executes with it and challenges honest providers.
+	flagTamper = "cheat-tamper"
+	// flagCommitRecords makes the operator commit, in phase 2, a record
+	// root that is not its records' (one bit flipped): it cannot open it.
+	flagCommitRecords = "cheat-commit-records"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -46,22 +62,50 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Uint64(flagPauseMove, 0, "TESTS ONLY: block right before sending the Nth dispute move")
 	f.Uint64(flagPauseCheckpoint, 0, "TESTS ONLY: block right before submitting the Nth checkpoint")
 	f.Bool(flagWithhold, false, "TESTS ONLY: refuse to serve checkpoint states")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold} {
+	f.String(flagTamper, "", "TESTS ONLY: TENSOR@STEP, compute one element of TENSOR (or one token of the batch: window) wrong in step STEP")
+	f.Bool(flagCommitRecords, false, "TESTS ONLY: commit a record root that is not the records'")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords} {
 		_ = f.MarkHidden(name)
 	}
 }
 
 // testHooks are the hooks the hidden flags ask for; none without them.
-func testHooks(cmd *cobra.Command, log *slog.Logger) daemon.Hooks {
+func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	var hooks daemon.Hooks
 	f := cmd.Flags()
+	if spec, _ := f.GetString(flagTamper); spec != "" {
+		exec, err := tamper(spec, log)
+		if err != nil {
+			return hooks, err
+		}
+		hooks.Disputes.StepExec = exec
+		hooks.Leases.CommitTrace = tamperedTrace(exec)
+	}
 	if from, _ := f.GetUint64(flagCheat); from > 0 {
-		hooks.Leases.CommitTrace = fabricateFrom(from, log)
+		hooks.Leases.CommitTrace = func(_ markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+			return fabricateFrom(from, log)(cp)
+		}
+	}
+	var beforeMove []func(ctx context.Context, challengeID uint64, msg sdk.Msg)
+	if lie, _ := f.GetBool(flagCommitRecords); lie {
+		log.Warn("TEST HOOK: CHEATING: committing record roots that are not the records'")
+		beforeMove = append(beforeMove, func(_ context.Context, _ uint64, msg sdk.Msg) {
+			if m, ok := msg.(*verifytypes.MsgCommitRecords); ok {
+				m.RecordRoot[0] ^= 1
+			}
+		})
 	}
 	if n, _ := f.GetUint64(flagPauseMove); n > 0 {
 		pause := pauseAt(n, log)
-		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
+		beforeMove = append(beforeMove, func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
 			pause(ctx, "dispute move", "challenge", challengeID, "msg", sdk.MsgTypeURL(msg))
+		})
+	}
+	if len(beforeMove) > 0 {
+		hooks.Disputes.BeforeMove = func(ctx context.Context, challengeID uint64, msg sdk.Msg) {
+			for _, hook := range beforeMove {
+				hook(ctx, challengeID, msg)
+			}
 		}
 	}
 	if withhold, _ := f.GetBool(flagWithhold); withhold {
@@ -74,7 +118,71 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) daemon.Hooks {
 			pause(ctx, "checkpoint submission", "lease", leaseID, "index", index)
 		}
 	}
-	return hooks
+	return hooks, nil
+}
+
+// tamperBit is the bit of the last element of the tampered tensor a cheater
+// flips: a lower bit can vanish in a later quantisation (the step's result
+// would not change), bit 12 changes h_{STEP+1} for every tensor the tests name.
+const tamperBit = 12
+
+// tamper parses TENSOR@STEP into the operator's execution of steps.
+func tamper(spec string, log *slog.Logger) (disputes.StepExec, error) {
+	tensor, stepText, ok := strings.Cut(spec, "@")
+	step, err := strconv.ParseUint(stepText, 10, 64)
+	if !ok || tensor == "" || err != nil {
+		return nil, fmt.Errorf("--%s %q: want TENSOR@STEP", flagTamper, spec)
+	}
+	log.Warn("TEST HOOK: CHEATING: one element wrong", "tensor", tensor, "step", step)
+	return func(at uint64, batch [][]byte) (exact.Executor, [][]byte) {
+		if at != step {
+			return exact.Executor{}, batch
+		}
+		if tensor == "window" {
+			batch = slices.Clone(batch)
+			w := slices.Clone(batch[0])
+			w[len(w)-1] ^= 1
+			batch[0] = w
+			return exact.Executor{}, batch
+		}
+		return exact.Executor{Observer: func(_ *exact.Op, out *exact.Tensor) {
+			if out.Spec.Name == tensor {
+				out.Data[len(out.Data)-1] ^= 1 << tamperBit
+			}
+		}}, batch
+	}, nil
+}
+
+// tamperedTrace is a cheater's checkpoint commitment with exec: every
+// checkpoint ending after the tampered step is trained again from its
+// local start state (the initial one or the previous checkpoint's, itself
+// tampered) as exec computes, and its state file replaced by the result.
+func tamperedTrace(exec disputes.StepExec) func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+	return func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+		var start *exact.State
+		var err error
+		if cp.StartStep() == 0 {
+			start, err = verifytypes.InitialState(job)
+		} else {
+			start, err = exact.LoadCheckpointState(exact.CheckpointDir(filepath.Dir(filepath.Dir(cp.Dir)), cp.StartStep()))
+		}
+		if err != nil {
+			return trace.Trace{}, fmt.Errorf("the start state of steps %d..%d: %w", cp.StartStep(), cp.EndStep(), err)
+		}
+		e, err := disputes.Reexecute(job, start, cp.StartStep(), cp.EndStep(), exec)
+		if err != nil {
+			return trace.Trace{}, err
+		}
+		if e.Trace.Root() == cp.Trace.Root() {
+			return cp.Trace, nil
+		}
+		enc := e.End.Encode()
+		tmp := cp.StatePath() + ".tampered"
+		if err := os.WriteFile(tmp, enc, 0o644); err != nil {
+			return trace.Trace{}, err
+		}
+		return e.Trace, os.Rename(tmp, cp.StatePath())
+	}
 }
 
 // pauseAt returns a pause point that blocks the nth time it is reached,

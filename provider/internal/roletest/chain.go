@@ -34,6 +34,10 @@ type Chain struct {
 	LeaseByID   map[uint64]markettypes.Lease
 	Cps         map[[2]uint64]verifytypes.Checkpoint
 	ChallengeBy map[uint64]verifytypes.Challenge
+	// TileGames are the phase 2–3 states of challenges, by id.
+	TileGames map[uint64]verifytypes.TileGame
+	// VerifyParamsValue is what VerifyParams returns (x/verify's defaults from NewChain).
+	VerifyParamsValue verifytypes.Params
 	// Height is what submitted messages are included at.
 	Height int64
 	// Fail, when set, makes every submission fail with it.
@@ -46,6 +50,7 @@ func NewChain() *Chain {
 	return &Chain{
 		Jobs: map[uint64]markettypes.Job{}, LeaseByID: map[uint64]markettypes.Lease{},
 		Cps: map[[2]uint64]verifytypes.Checkpoint{}, ChallengeBy: map[uint64]verifytypes.Challenge{}, Height: 10,
+		TileGames: map[uint64]verifytypes.TileGame{}, VerifyParamsValue: verifytypes.DefaultParams(),
 	}
 }
 
@@ -121,7 +126,18 @@ func (c *Chain) Challenge(_ context.Context, in *verifytypes.QueryChallengeReque
 	if !ok {
 		return nil, notFound("challenge", in.ChallengeId)
 	}
-	return &verifytypes.QueryChallengeResponse{Challenge: ch}, nil
+	res := &verifytypes.QueryChallengeResponse{Challenge: ch}
+	if tg, ok := c.TileGames[in.ChallengeId]; ok {
+		res.TileGame = &tg
+	}
+	return res, nil
+}
+
+// VerifyParams implements the x/verify params query.
+func (c *Chain) VerifyParams(_ context.Context, _ *verifytypes.QueryParamsRequest, _ ...grpc.CallOption) (*verifytypes.QueryParamsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &verifytypes.QueryParamsResponse{Params: c.VerifyParamsValue}, nil
 }
 
 // Challenges implements the x/verify query (by checkpoint).

@@ -66,6 +66,9 @@ func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 	return nil
 }
 
+// v3DefaultMaxTransformerParams is the max_transformer_params default of consensus version 3.
+const v3DefaultMaxTransformerParams = 4 << 20
+
 // Migrate3to4 moves x/market to pay for work (consensus version 4). It fills in the
 // rate-check params, and gives every bid and lease from before committed rates the
 // conservative rate types.ConservativeRate(total_steps, max_duration): the slowest that
@@ -76,6 +79,9 @@ func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 // claimed by its next checkpoint. Every active lease gets its first rate check one
 // rate_check_interval from now, each live job the price cap of its current leases and its
 // claimed high-water marks, and its time deadline is recomputed under the new rule.
+// max_transformer_params still at v3's default (4 Mi, set when only whole steps were
+// adjudicable) rises to v4's, which phases 2–3 of x/verify's game adjudicate; a value
+// governance chose is kept.
 func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	k := m.keeper
 	params, err := k.Params.Get(ctx)
@@ -88,6 +94,9 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	}
 	if params.RateCheckInterval == 0 {
 		params.RateCheckInterval = defaults.RateCheckInterval
+	}
+	if params.MaxTransformerParams == v3DefaultMaxTransformerParams {
+		params.MaxTransformerParams = defaults.MaxTransformerParams
 	}
 	if err := k.Params.Set(ctx, params); err != nil {
 		return err

@@ -238,9 +238,11 @@ func TestMigrate3to4GivesOldLeasesAConservativeRate(t *testing.T) {
 		types.Bid{JobId: other, Provider: bob.String(), PricePerGpuHour: coin(1000), Sequence: 99}))
 	params := e.params()
 	params.RateTolerance, params.RateCheckInterval = math.LegacyDec{}, 0
+	params.MaxTransformerParams = 4 << 20 // v3's default
 	require.NoError(t, e.Market.Params.Set(e.Ctx, params))
 
 	require.NoError(t, keeper.NewMigrator(e.Market).Migrate3to4(e.Ctx))
+	require.Equal(t, uint64(types.DefaultMaxTransformerParams), e.params().MaxTransformerParams, "v3's default rises to v4's")
 
 	rate := types.ConservativeRate(1000, 24*time.Hour)
 	require.Equal(t, uint64(42), rate, "1000 steps in 24 h, rounded up")

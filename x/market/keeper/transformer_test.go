@@ -45,7 +45,7 @@ func TestSubmitTransformerJob(t *testing.T) {
 func TestSubmitTransformerJobRejections(t *testing.T) {
 	e := newEnv(t)
 	tooWide := smallTransformer()
-	tooWide.Model.DModel, tooWide.Model.DFF, tooWide.Model.Layers = 1024, 4096, 8 // ~100 M parameters
+	tooWide.Model.DModel, tooWide.Model.DFF, tooWide.Model.Layers, tooWide.Model.Heads = 4096, 16384, 32, 32 // ~6.4 B parameters
 	longBatch := smallTransformer()
 	longBatch.Train.Batch, longBatch.Model.Context = 1024, 128 // 131,072 tokens per step
 	cases := []struct {

@@ -14,10 +14,13 @@ import (
 // DefaultDenom is the denomination jobs are priced and paid in.
 const DefaultDenom = "udepin"
 
-// Defaults of the transformer bounds: 4 Mi parameters and 64 Ki tokens per step, a
-// 3.3 M-parameter 4-layer d_model 256 model at batch 16 × context 128 fits with room.
+// Defaults of the transformer bounds: 2 Gi parameters and 64 Ki tokens per step. A
+// 1.2 B-parameter model (24 layers, d_model 2048, d_ff 8192, context 2048, batch 8) fits:
+// x/verify adjudicates any model through phases 2–3 at bounded gas per message
+// (x/verify's TestTileMovesFitTheBlockGasBound checks that config), so the bound on
+// parameters is what providers can train, not what the referee can re-execute.
 const (
-	DefaultMaxTransformerParams = 4 << 20
+	DefaultMaxTransformerParams = 2 << 30
 	DefaultMaxTokensPerStep     = 64 << 10
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/testutil/keepers"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -311,16 +312,19 @@ func TestTileGameInconsistentRecordsLose(t *testing.T) {
 	}
 }
 
-// The worst single message of phases 2–3 fits types.MaxMoveGas for a 1.2 B-parameter
-// config (computed from its graph, nothing run), which CheckAdjudicable accepts.
+// The worst single message of phases 2–3 fits types.MaxMoveGas (10% of the block gas
+// limit) for a 1.2 B-parameter config (computed from its graph, nothing run), which
+// x/market's default params allow and CheckAdjudicable accepts.
 func TestTileMovesFitTheBlockGasBound(t *testing.T) {
 	e := newEnv(t)
 	params := e.verifyParams()
 	big := exact.Config{
-		Model: exact.ModelConfig{Layers: 24, DModel: 2048, Heads: 16, DFF: 8192, Context: 1024, Vocab: exact.Vocab},
+		Model: exact.ModelConfig{Layers: 24, DModel: 2048, Heads: 16, DFF: 8192, Context: 2048, Vocab: exact.Vocab},
 		Train: exact.TrainConfig{Batch: 8, MicroBatch: 4, LR: 1e-4},
 	}.WithDefaults()
 	require.Greater(t, big.ParamCount(), int64(1_000_000_000))
+	require.NoError(t, big.CheckLimits(markettypes.DefaultParams().TransformerLimits()), "x/market's default params refuse the 1B config")
+	require.Equal(t, uint64(types.BlockGasLimit/10), types.MaxMoveGas)
 	for _, cfg := range []exact.Config{exact.ReferenceConfig(), big} {
 		w := tiles.NewStep(cfg).WorstCase(func(c tiles.Cost) uint64 { return types.TileMoveGas(params, c) })
 		gas := types.MoveGasBound(params, w.Cost)
