@@ -29,7 +29,8 @@ import (
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
-const ConsensusVersion = 1
+// Version 2 added custody objects (checkpoint states, Dataset.custody) and their params.
+const ConsensusVersion = 2
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -94,6 +95,10 @@ func (AppModule) GetTxCmd() *cobra.Command { return cli.NewTxCmd() }
 func (am AppModule) RegisterServices(cfg module.Configurator) {
 	types.RegisterMsgServer(cfg.MsgServer(), keeper.NewMsgServerImpl(am.keeper))
 	types.RegisterQueryServer(cfg.QueryServer(), keeper.NewQueryServerImpl(am.keeper))
+	m := keeper.NewMigrator(am.keeper)
+	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
+	}
 }
 
 // ConsensusVersion implements module.HasConsensusVersion.

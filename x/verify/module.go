@@ -31,7 +31,8 @@ import (
 // registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits;
 // version 3 (the same v3 upgrade, which runs 1 → 2 → 3) retired the MLP workload and
 // added phases 2–3 of a game.
-const ConsensusVersion = 3
+// Version 4 added custody of checkpoint states (params, the custody queue).
+const ConsensusVersion = 4
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -104,6 +105,9 @@ func (am AppModule) RegisterServices(cfg module.Configurator) {
 	}
 	if err := cfg.RegisterMigration(types.ModuleName, 2, m.Migrate2to3); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 2: %w", types.ModuleName, err))
+	}
+	if err := cfg.RegisterMigration(types.ModuleName, 3, m.Migrate3to4); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 3: %w", types.ModuleName, err))
 	}
 }
 
