@@ -36,12 +36,14 @@ type Shard struct {
 	Encoding  types.Encoding
 	ChunkSize uint32
 	Shard     types.Shard
+	// Custody is set for a checkpoint state's custody object (pkg/custody layout).
+	Custody *types.CustodyInfo
 }
 
 // ShardOf builds a Shard from a dataset and one shard of it as the
 // x/shardregistry queries return them.
 func ShardOf(ds types.Dataset, v types.ShardView) *Shard {
-	s := &Shard{DatasetID: ds.Id, Encoding: ds.Encoding, ChunkSize: ds.ChunkSize, Shard: types.Shard{
+	s := &Shard{DatasetID: ds.Id, Encoding: ds.Encoding, ChunkSize: ds.ChunkSize, Custody: ds.Custody, Shard: types.Shard{
 		DatasetId: ds.Id, Index: v.Index, SampleStart: v.SampleStart, SampleEnd: v.SampleEnd, SizeBytes: v.SizeBytes,
 	}}
 	for _, p := range v.Pieces {

@@ -92,6 +92,11 @@ type Options struct {
 	Repair bool
 	// RepairDatasets limits Repair to these dataset ids; empty means any.
 	RepairDatasets []string
+	// Custody holds pieces of checkpoint states (x/shardregistry custody objects): when
+	// one is registered, or a slot of one reopens, the role fetches an open piece from
+	// the trainer (or rebuilds it from k other pieces), checks it against its root and
+	// claims it. A state it trained itself is never taken.
+	Custody bool
 	// CheckInterval is how often every held piece file is hashed in full, and
 	// open slots are listed again in case an event was missed (default 1h).
 	CheckInterval time.Duration
@@ -348,7 +353,7 @@ func (r *Role) reconcile(ctx context.Context) error {
 			r.noteError("listing the pieces folder", err)
 		}
 	}
-	if r.opts.Repair {
+	if r.opts.Repair || r.opts.Custody {
 		if err := r.queueRepairSlots(ctx); err != nil {
 			r.noteError("listing repair slots", err)
 		}

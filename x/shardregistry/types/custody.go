@@ -2,6 +2,7 @@ package types
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	errorsmod "cosmossdk.io/errors"
@@ -10,10 +11,17 @@ import (
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
+// CustodyIDPrefix starts every custody object's dataset id; MsgRegisterDataset refuses
+// it, so nobody can take a checkpoint's id before x/verify registers it.
+const CustodyIDPrefix = "ckpt-"
+
+// IsCustodyDatasetID reports whether id is in the custody objects' reserved namespace.
+func IsCustodyDatasetID(id string) bool { return strings.HasPrefix(id, CustodyIDPrefix) }
+
 // CustodyDatasetID is the dataset id of checkpoint index of a lease's state: it is
 // derived, so a sidecar or the CLI finds a checkpoint's pieces without a lookup.
 func CustodyDatasetID(leaseID, index uint64) string {
-	return fmt.Sprintf("ckpt-%d-%d", leaseID, index)
+	return fmt.Sprintf("%s%d-%d", CustodyIDPrefix, leaseID, index)
 }
 
 // CustodyShards is the single shard of a custody object: the whole state, its pieces
