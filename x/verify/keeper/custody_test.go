@@ -160,9 +160,9 @@ func TestCustodyWithheldStateIsSlashedAtDeadline(t *testing.T) {
 func TestCustodyRejectsUnboundPieces(t *testing.T) {
 	c := newCustodyScenario(t)
 	cases := map[string]func(*types.MsgSubmitCheckpoint){
-		"no custody fields":    func(m *types.MsgSubmitCheckpoint) { m.StateSize, m.PieceRoots = 0, nil },
-		"a data root changed":  func(m *types.MsgSubmitCheckpoint) { m.PieceRoots[0] = bytes.Repeat([]byte{7}, 32) },
-		"a root missing":       func(m *types.MsgSubmitCheckpoint) { m.PieceRoots = m.PieceRoots[1:] },
+		"no custody fields":   func(m *types.MsgSubmitCheckpoint) { m.StateSize, m.PieceRoots = 0, nil },
+		"a data root changed": func(m *types.MsgSubmitCheckpoint) { m.PieceRoots[0] = bytes.Repeat([]byte{7}, 32) },
+		"a root missing":      func(m *types.MsgSubmitCheckpoint) { m.PieceRoots = m.PieceRoots[1:] },
 		// One byte is one data piece: the layout needs 2 roots, not the 3 sent. (A size
 		// with as many data pieces as sent but other piece sizes passes here and is caught
 		// by the storage proofs: no holder can prove pieces of sizes they do not have, so
