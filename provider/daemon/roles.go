@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/chainparams"
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/chain"
@@ -18,6 +20,7 @@ import (
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/storage"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -80,6 +83,10 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
+		CustodyDir: d.custodyDir(), Custody: &leases.CustodySource{
+			Shards:  shardregistrytypes.NewQueryClient(d.conn),
+			Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of},
+		},
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
@@ -137,7 +144,7 @@ func (d *Daemon) newStorageRole() (*storage.Role, error) {
 	c := d.cfg.StorageRole
 	role, err := storage.New(storage.Options{
 		Operator: d.operator, Submit: d.submit, Conn: d.conn, DB: d.db,
-		PiecesDir: c.PiecesDir, ClaimLocal: c.ClaimLocal, Repair: c.Repair, RepairDatasets: c.RepairDatasets,
+		PiecesDir: c.PiecesDir, ClaimLocal: c.ClaimLocal, Repair: c.Repair, RepairDatasets: c.RepairDatasets, Custody: c.Custody,
 		CheckInterval: c.CheckInterval.Duration, Logger: d.log,
 	})
 	if err != nil {
@@ -236,3 +243,7 @@ func (d *Daemon) modelName(nvmlName string) string {
 	}
 	return gpu.ModelName(nvmlName)
 }
+
+// custodyDir is where the leases role writes the custody pieces of the states it
+// commits; the public server serves them under /pieces/ beside the storage role's.
+func (d *Daemon) custodyDir() string { return filepath.Join(d.cfg.Storage.WorkDir, "custody") }

@@ -104,9 +104,11 @@ func (d *Daemon) publicServer() *http.Server {
 	}
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
+	piecesDirs := []string{d.custodyDir()}
 	if d.roles.storage != nil {
-		mux.Handle("/pieces/", storage.NewPieceHandler(d.cfg.StorageRole.PiecesDir))
+		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}
+	mux.Handle("/pieces/", storage.NewPieceHandler(piecesDirs...))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

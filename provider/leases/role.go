@@ -108,6 +108,13 @@ type Options struct {
 	WorkDir string
 	// PublicURL is the checkpoint server's base URL as others reach it.
 	PublicURL string
+	// CustodyDir is where the pieces of the states it commits for jobs with a custody
+	// section are written (<CustodyDir>/<custody object>/pieces/...), for the storage
+	// holders to fetch from the public server's /pieces/.
+	CustodyDir string
+	// Custody reads custody objects on chain and rebuilds a resume state from their
+	// holders; nil leaves jobs with custody unresumable by this sidecar.
+	Custody *CustodySource
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration

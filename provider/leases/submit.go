@@ -13,6 +13,7 @@ import (
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -20,7 +21,7 @@ import (
 // and submits its commitment as checkpoint index of the lease. If the chain
 // already has that index (the sidecar died after broadcasting), it only
 // records what the chain has.
-func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
+func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint, custodySpec *markettypes.CustodySpec) error {
 	started := time.Now()
 	// The trace first: a test hook's may replace the state it commits to.
 	tr, err := r.committedTrace(cp)
@@ -44,6 +45,13 @@ func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index u
 	if err != nil {
 		return err
 	}
+	var stateSize uint64
+	var pieceRoots [][]byte
+	if custodySpec != nil {
+		if stateSize, pieceRoots, err = r.writeCustodyPieces(rec.LeaseID, index, cp.StatePath(), custodySpec); err != nil {
+			return fmt.Errorf("custody pieces of checkpoint %d of lease %d: %w", index, rec.LeaseID, err)
+		}
+	}
 	if hook := r.opts.Hooks.BeforeCheckpoint; hook != nil {
 		hook(ctx, rec.LeaseID, index)
 	}
@@ -51,7 +59,8 @@ func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index u
 		Provider: r.opts.Operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: record.StateRoot, TraceRoot: record.TraceRoot, FinalHash: final[:], FinalHashProof: proof,
 		Uri:     checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
-		Metrics: checkpointMetrics(rec.OutputDir(), cp.EndStep()),
+		Metrics:   checkpointMetrics(rec.OutputDir(), cp.EndStep()),
+		StateSize: stateSize, PieceRoots: pieceRoots,
 	})
 	if err != nil {
 		r.opts.Metrics.Checkpoint(metrics.CheckpointFailed)
