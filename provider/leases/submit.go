@@ -58,7 +58,7 @@ func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index u
 	res, err := r.opts.Submit(ctx, &verifytypes.MsgSubmitCheckpoint{
 		Provider: r.opts.Operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: record.StateRoot, TraceRoot: record.TraceRoot, FinalHash: final[:], FinalHashProof: proof,
-		Uri:     checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
+		Uri:       checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
 		Metrics:   checkpointMetrics(rec.OutputDir(), cp.EndStep()),
 		StateSize: stateSize, PieceRoots: pieceRoots,
 	})
