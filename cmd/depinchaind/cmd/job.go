@@ -26,7 +26,7 @@ func jobCommand() *cobra.Command {
 		Short: "Follow a training job: status, progress, verified loss, logs",
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(jobStatusCommand(), jobLogsCommand())
+	cmd.AddCommand(jobStatusCommand(), jobLogsCommand(), jobFetchCommand())
 	return cmd
 }
 
