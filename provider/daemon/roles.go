@@ -96,7 +96,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
 		Runtime: rs.leases.RuntimeFor, Data: data, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
-		Custody: shardregistrytypes.NewQueryClient(d.conn),
+		Custody:        shardregistrytypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
