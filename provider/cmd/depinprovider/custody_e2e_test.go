@@ -331,6 +331,32 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		t.Fatalf("checkpoint.json: %v %s", err, data)
 	}
 
+	// job status shows each checkpoint's custody: pieces proven of k+m, and holders.
+	statusOut, err := node.Exec(ctx, "job", "status", fmt.Sprint(jobID), "-o", "json", "--grpc-addr", node.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct {
+		Custody []struct {
+			LeaseID uint64   `json:"lease_id"`
+			Proven  uint32   `json:"proven"`
+			Pieces  uint32   `json:"pieces"`
+			Needed  uint32   `json:"needed"`
+			Holders []string `json:"holders"`
+		} `json:"custody"`
+	}
+	if err := json.Unmarshal([]byte(statusOut), &status); err != nil {
+		t.Fatalf("job status: %v\n%s", err, statusOut)
+	}
+	if len(status.Custody) < 1+len(cps) {
+		t.Fatalf("job status lists custody of %d checkpoints, want at least %d:\n%s", len(status.Custody), 1+len(cps), statusOut)
+	}
+	for _, c := range status.Custody {
+		if c.LeaseID == second.Id && (c.Proven < c.Needed || c.Pieces != 3 || len(c.Holders) != int(c.Proven)) {
+			t.Fatalf("custody in job status: %+v", c)
+		}
+	}
+
 	// Nobody innocent lost bond.
 	for _, name := range names[1:] {
 		if got := bond(name); !got.Equal(bondsBefore[name]) {
