@@ -3,12 +3,15 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"time"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/chainparams"
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/chain"
@@ -85,7 +88,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
 		CustodyDir: d.custodyDir(), Custody: &leases.CustodySource{
 			Shards:  shardregistrytypes.NewQueryClient(d.conn),
-			Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of},
+			Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of, Authorize: d.signRequest},
 		},
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
@@ -146,6 +149,7 @@ func (d *Daemon) newStorageRole() (*storage.Role, error) {
 	role, err := storage.New(storage.Options{
 		Operator: d.operator, Submit: d.submit, Conn: d.conn, DB: d.db,
 		PiecesDir: c.PiecesDir, ClaimLocal: c.ClaimLocal, Repair: c.Repair, RepairDatasets: c.RepairDatasets, Custody: c.Custody,
+		Authorize:     d.signRequest,
 		CheckInterval: c.CheckInterval.Duration, Logger: d.log,
 	})
 	if err != nil {
@@ -248,3 +252,9 @@ func (d *Daemon) modelName(nvmlName string) string {
 // custodyDir is where the leases role writes the custody pieces of the states it
 // commits; the public server serves them under /pieces/ beside the storage role's.
 func (d *Daemon) custodyDir() string { return filepath.Join(d.cfg.Storage.WorkDir, "custody") }
+
+// signRequest signs a request to another provider's server with the hot key
+// (pkg/reqauth): holders serve checkpoint states' pieces only to signed requests.
+func (d *Daemon) signRequest(req *http.Request) error {
+	return reqauth.Sign(req, d.cfg.Chain.ChainID, d.submitter.HotKeyAddress(), d.submitter.SignBytes, time.Now())
+}

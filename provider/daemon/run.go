@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
@@ -108,7 +109,9 @@ func (d *Daemon) publicServer() *http.Server {
 	if d.roles.storage != nil {
 		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}
-	mux.Handle("/pieces/", storage.NewPieceHandler(piecesDirs...))
+	// Checkpoint states' pieces only to signed requests of the parties allowed to read them.
+	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...),
+		&reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}, custodyReaders{d.conn}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

@@ -133,6 +133,12 @@ const DefaultFetchTimeout = 2 * time.Minute
 // HTTPFetcher fetches pieces from holders' piece servers with client
 // (http.DefaultClient when nil), each download bounded by timeout.
 func HTTPFetcher(client *http.Client, timeout time.Duration) Fetcher {
+	return SignedHTTPFetcher(client, timeout, nil)
+}
+
+// SignedHTTPFetcher is HTTPFetcher with every request signed by authorize
+// (pkg/reqauth), which holders require for the pieces of checkpoint states.
+func SignedHTTPFetcher(client *http.Client, timeout time.Duration, authorize func(*http.Request) error) Fetcher {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -146,6 +152,11 @@ func HTTPFetcher(client *http.Client, timeout time.Duration) Fetcher {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return nil, err
+		}
+		if authorize != nil {
+			if err := authorize(req); err != nil {
+				return nil, err
+			}
 		}
 		res, err := client.Do(req)
 		if err != nil {

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -106,6 +107,9 @@ type Options struct {
 	// Fetch downloads a piece from another holder; nil uses
 	// pieces.HTTPFetcher with http.DefaultClient and DefaultFetchTimeout.
 	Fetch pieces.Fetcher
+	// Authorize signs the default fetcher's requests (pkg/reqauth): holders serve the
+	// pieces of checkpoint states only to signed requests of parties allowed to read them.
+	Authorize func(*http.Request) error
 	// DB keeps the role's records (db.StorageReplicaRecord).
 	DB *db.DB
 	// Logger receives the role's logs; nil discards them.
@@ -231,7 +235,7 @@ func New(opts Options) (*Role, error) {
 	}
 	r.download = pieces.Downloader{Endpoints: pieces.NewEndpoints(stakingexttypes.NewQueryClient(opts.Conn)), Fetch: opts.Fetch}
 	if r.download.Fetch == nil {
-		r.download.Fetch = pieces.HTTPFetcher(nil, DefaultFetchTimeout)
+		r.download.Fetch = pieces.SignedHTTPFetcher(nil, DefaultFetchTimeout, opts.Authorize)
 	}
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/client/flags"
 	"github.com/cosmos/cosmos-sdk/codec"
+	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -23,6 +25,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/chain"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -92,9 +95,25 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			chainID, _ := f.GetString(flags.FlagChainID)
+			if chainID == "" {
+				if chainID, err = src.NodeInfo(ctx); err != nil {
+					return fmt.Errorf("the node's chain id: %w", err)
+				}
+			}
+			// The holders serve pieces of checkpoint states only to signed requests of
+			// parties allowed to read them: the owner's key signs every download.
+			sign := func(msg []byte) ([]byte, []byte, error) {
+				sig, pk, err := kr.Sign(from, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
+				if err != nil {
+					return nil, nil, err
+				}
+				return sig, pk.Bytes(), nil
+			}
+			authorize := func(req *http.Request) error { return reqauth.Sign(req, chainID, acc.String(), sign, time.Now()) }
 			fe := jobFetch{
 				market: src.Market, verify: src.Verify, shards: shardtypes.NewQueryClient(conn),
-				fetcher: fetch.Fetcher{Endpoint: endpointOf(src.Staking)},
+				fetcher: fetch.Fetcher{Endpoint: endpointOf(src.Staking), Authorize: authorize},
 				owner:   acc.String(), log: cmd.ErrOrStderr(),
 			}
 			if isatty.IsTerminal(os.Stderr.Fd()) {
@@ -108,6 +127,7 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 	f.String(flags.FlagFrom, "", "the job owner's key (name)")
 	f.String(flags.FlagKeyringBackend, "os", "the keyring's backend (os|file|test)")
 	f.String(flags.FlagKeyringDir, "", "the keyring's folder (default: --home)")
+	f.String(flags.FlagChainID, "", "the chain id the requests are signed for (default: the node's)")
 	f.String("out", "", "the folder to write the checkpoint into")
 	f.Uint64("checkpoint", 0, "the step the wanted checkpoint ends at (default: the newest final one)")
 	return cmd

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +19,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sdkmath "cosmossdk.io/math"
+	"github.com/cosmos/cosmos-sdk/crypto/keys/secp256k1"
+	"github.com/cosmos/cosmos-sdk/types/bech32"
 
 	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
@@ -252,6 +257,46 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		}
 	}
 	t.Logf("checkpoint 0 (steps %d..%d) final with %d of %d pieces held", cp0.StartStep, cp0.EndStep, sh.Shard.Live, sh.Shard.Target)
+
+	// A holder serves its piece only to a signed request of someone allowed to read it.
+	held := sh.Replicas[0]
+	var holderName string
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if sidecars[n].Operator == held.Holder {
+			holderName = n
+		}
+	}
+	pieceURL := fmt.Sprintf("%s/pieces/%s/0/%d", sidecars[holderName].Public, cp0.CustodyId, held.Piece)
+	get := func(sign bool) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pieceURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sign {
+			key := secp256k1.GenPrivKey()
+			addr, _ := bech32.ConvertAndEncode("depin", key.PubKey().Address())
+			err := reqauth.Sign(req, node.ChainID, addr, func(msg []byte) ([]byte, []byte, error) {
+				sig, err := key.Sign(msg)
+				return sig, key.PubKey().Bytes(), err
+			}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := get(false); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
+		t.Fatalf("an unsigned request for a custody piece: %d %s", code, body)
+	}
+	if code, body := get(true); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
+		t.Fatalf("a request signed by an unbonded key: %d %s", code, body)
+	}
 
 	// The host is destroyed: SIGKILL, its whole home deleted, never restarted.
 	pauseCtx, stopWaiting := context.WithTimeout(ctx, 90*time.Second)
