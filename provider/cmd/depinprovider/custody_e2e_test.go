@@ -410,3 +410,190 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	}
 	t.Logf("done at %s; t1's bond %s → %s", since(), bondsBefore["t1"], bond("t1"))
 }
+
+// TestCustodyPiecesLostStillFetchableAndRepaired: a 2+2 job trained by t1 while five
+// storage providers (custody on, repair off) hold its checkpoints' pieces. After the job
+// completes, two holders of the final state lose their piece files: the owner still
+// fetches and verifies the model from the two pieces left (the lost holders answer 404
+// and are skipped), the two holders declare their faults, and providers without a piece
+// of that state rebuild the two pieces from k others and claim them, restoring 4 of 4.
+func TestCustodyPiecesLostStillFetchableAndRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	holders := []string{"h1", "h2", "h3", "h4", "h5"}
+	names := append([]string{"t1"}, holders...)
+	accounts := map[string]int64{"owner": 1_000_000_000_000}
+	for _, n := range names {
+		accounts[n] = 1_000_000_000_000
+	}
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home: filepath.Join(dir, "chain"), BlockTime: 500 * time.Millisecond, Accounts: accounts,
+		Genesis: func(state map[string]any) error {
+			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+			v := state["verify"].(map[string]any)["params"].(map[string]any)
+			v["challenge_window"], v["move_timeout"] = "10", "20"
+			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	market, verify, shards := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), shardtypes.NewQueryClient(conn)
+
+	sidecars := map[string]*sidecar.Provider{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var setupErr []error
+	for _, name := range names {
+		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		if name == "t1" {
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+		} else {
+			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
+		}
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sidecar.Setup(ctx, node, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			sidecars[name] = p
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(setupErr...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		t.Cleanup(sidecars[name].Stop)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range names {
+				t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
+			}
+		}
+	})
+	errs := make([]error, len(names))
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sidecars[name].Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for !cond() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				t.Fatalf("timed out after %s waiting until %s", timeout, what)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("%s at %s", what, since())
+	}
+
+	spec := strings.NewReplacer("total_steps: 64", "total_steps: 32", "parity_pieces: 1", "parity_pieces: 2").Replace(custodyJobYAML)
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	var jobID uint64
+	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
+	waitFor("the job completes", 4*time.Minute, func() bool {
+		j, err := market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+		return err == nil && j.Job.State == markettypes.JOB_STATE_COMPLETED
+	})
+	ls, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: ls.Leases[0].Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := cps.Checkpoints[len(cps.Checkpoints)-1]
+	shard := func() *shardtypes.QueryShardResponse {
+		sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: last.CustodyId, Index: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	waitFor("all 4 pieces of the final state are held", time.Minute, func() bool { return shard().Shard.Live == 4 })
+
+	// Two holders lose their piece files (their pieces folders stay).
+	byOperator := map[string]string{}
+	for _, n := range holders {
+		byOperator[sidecars[n].Operator] = n
+	}
+	var lost []string
+	for _, r := range shard().Replicas[:2] {
+		name := byOperator[r.Holder]
+		path := filepath.Join(sidecars[name].Home, "pieces", last.CustodyId, "pieces", fmt.Sprintf("s000000-p%03d.piece", r.Piece))
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		lost = append(lost, name)
+	}
+	t.Logf("%v lost their pieces of %s at %s", lost, last.CustodyId, since())
+
+	// Still fetchable: any 2 of the 4 rebuild it, and every piece and the state verify.
+	out := filepath.Join(dir, "model")
+	if _, err := node.Exec(ctx, "job", "fetch", fmt.Sprint(jobID), "--out", out, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(out, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root := exact.StateRoot(state); !bytes.Equal(root[:], last.StateRoot) {
+		t.Fatalf("fetched state root %x, the final checkpoint's %x", root[:], last.StateRoot)
+	}
+
+	// The losers declare their faults; others rebuild the pieces and restore the count.
+	waitFor("both faults declared", time.Minute, func() bool {
+		return sidecars[lost[0]].Logged("fault declared") && sidecars[lost[1]].Logged("fault declared")
+	})
+	waitFor("repair restores 4 of 4 pieces", 2*time.Minute, func() bool {
+		sh := shard()
+		active := 0
+		for _, r := range sh.Replicas {
+			if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
+				active++
+			}
+		}
+		return sh.Shard.Live == 4 && active == 4
+	})
+}
