@@ -74,9 +74,10 @@ func (h *pieceHashers) add(data [][]byte) {
 		go func() {
 			defer func() { <-h.sem; wg.Done() }()
 			b := &h.builders[i]
+			lh := merkle.NewLeafHasher()
 			for len(d) > 0 {
 				n := min(ChunkSize, len(d))
-				b.AddLeafHash(merkle.LeafHash(d[:n]))
+				b.AddLeafHash(lh.Sum(d[:n]))
 				d = d[n:]
 			}
 		}()
