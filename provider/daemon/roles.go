@@ -82,14 +82,17 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	if err != nil {
 		return rs, err
 	}
+	// Checkpoint states kept in custody are rebuilt from their holders: a replacement
+	// lease's start state, an auditor's or verifier's.
+	custodySource := &fetch.Source{
+		Shards:  shardregistrytypes.NewQueryClient(d.conn),
+		Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of, Authorize: d.signRequest},
+	}
 	rs.leases, err = leases.New(leases.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
-		CustodyDir: d.custodyDir(), Custody: &leases.CustodySource{
-			Shards:  shardregistrytypes.NewQueryClient(d.conn),
-			Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of, Authorize: d.signRequest},
-		},
+		CustodyDir: d.custodyDir(), Custody: custodySource,
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
@@ -109,7 +112,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	priority := &rolekit.Priority{}
 	rs.disputes, err = disputes.New(disputes.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, Height: d.chainHeight, DB: d.db,
-		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir,
+		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource,
 		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes, Priority: priority,
 	})
 	if err != nil {

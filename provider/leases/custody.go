@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/custody"
-	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -19,13 +18,6 @@ import (
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
-
-// CustodySource is where a lease's start state comes from when its job keeps its
-// checkpoints in custody: the custody object on chain and its holders' piece servers.
-type CustodySource struct {
-	Shards  fetch.ShardQuerier
-	Fetcher fetch.Fetcher
-}
 
 // custodySpecOf is the job's custody section when its states are kept in custody.
 func custodySpecOf(job markettypes.Job) *markettypes.CustodySpec {
@@ -109,13 +101,6 @@ func (r *Role) resumeFromCustody(ctx context.Context, lease markettypes.Lease, r
 		return fmt.Errorf("%w: the job keeps its checkpoints in custody and this sidecar cannot fetch from custody", errPermanent)
 	}
 	started := time.Now()
-	obj, err := fetch.Locate(ctx, r.opts.Custody.Shards, ref.LeaseID, ref.Index)
-	if err != nil {
-		return err
-	}
-	if !slices.Equal(obj.Custody.StateRoot, lease.ResumeHash) {
-		return fmt.Errorf("custody object %s holds the state with root %x, the lease resumes from %x", obj.DatasetID, obj.Custody.StateRoot, lease.ResumeHash)
-	}
 	dir := trainer.CheckpointDir(out, lease.ResumeStep)
 	if err := os.MkdirAll(r.opts.WorkDir, 0o755); err != nil {
 		return err
@@ -126,8 +111,12 @@ func (r *Role) resumeFromCustody(ctx context.Context, lease markettypes.Lease, r
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if err := r.opts.Custody.Fetcher.Rebuild(ctx, obj, tmp); err != nil {
+	obj, err := r.opts.Custody.Rebuild(ctx, ref.LeaseID, ref.Index, tmp)
+	if err != nil {
 		return fmt.Errorf("rebuilding checkpoint %s from its custody holders: %w", ref, err)
+	}
+	if !slices.Equal(obj.Custody.StateRoot, lease.ResumeHash) {
+		return fmt.Errorf("custody object %s holds the state with root %x, the lease resumes from %x", obj.DatasetID, obj.Custody.StateRoot, lease.ResumeHash)
 	}
 	// custody.Rebuild checked every data piece against its root, and the data pieces'
 	// roots make the state root the chain checked at submission: the file is the state.

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -114,7 +115,7 @@ type Options struct {
 	CustodyDir string
 	// Custody reads custody objects on chain and rebuilds a resume state from their
 	// holders; nil leaves jobs with custody unresumable by this sidecar.
-	Custody *CustodySource
+	Custody *fetch.Source
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration

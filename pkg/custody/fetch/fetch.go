@@ -265,3 +265,23 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Source is where a checkpoint's state is rebuilt from: its custody object on chain and
+// the holders' piece servers.
+type Source struct {
+	Shards  ShardQuerier
+	Fetcher Fetcher
+}
+
+// Rebuild locates checkpoint (lease, index)'s custody object and writes its state to out
+// from any k holders; it fails without fetching when fewer than k pieces are held.
+func (s Source) Rebuild(ctx context.Context, leaseID, index uint64, out io.WriterAt) (Object, error) {
+	obj, err := Locate(ctx, s.Shards, leaseID, index)
+	if err != nil {
+		return obj, err
+	}
+	if obj.Live() < int(obj.Layout.DataPieces) {
+		return obj, fmt.Errorf("%w: %s has %d pieces held, %d are needed", ErrNotEnoughHolders, obj.DatasetID, obj.Live(), obj.Layout.DataPieces)
+	}
+	return obj, s.Fetcher.Rebuild(ctx, obj, out)
+}
