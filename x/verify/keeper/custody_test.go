@@ -135,6 +135,17 @@ func TestCustodyFinalityWaitsForHolders(t *testing.T) {
 	final := c.checkpoint(c.lease.Id, 0)
 	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, final.Status)
 	require.Less(t, c.Ctx.BlockHeight(), final.CustodyDeadline)
+
+	// A custody object survives genesis export: its layout and binding validate.
+	gs, err := c.ShardRegistry.ExportGenesis(c.Ctx)
+	require.NoError(t, err)
+	require.NoError(t, gs.Validate())
+	for i := range gs.Datasets {
+		if gs.Datasets[i].Custody != nil {
+			gs.Datasets[i].Custody.StateRoot = bytes.Repeat([]byte{9}, 32)
+		}
+	}
+	require.ErrorContains(t, gs.Validate(), "data pieces' roots make the root")
 }
 
 // A trainer whose state nobody could fetch and prove by the custody deadline never
