@@ -148,6 +148,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
 	@# Custody: Reed-Solomon 4+2 and the pieces' Merkle roots of a 1 GiB state ÷ openssl dgst -sha256 (CUSTODY_BENCH_BYTES=8589934592 for 8 GiB).
 	$(GO) test -run '^$$' -bench 'CustodyVsOpenSSL' -benchtime 1x ./pkg/custody/ | tee -a $(BUILD_DIR)/bench.txt
+	$(GO) test -run '^$$' -bench 'DiLoCoBandwidth|DiLoCoQuality' -benchtime 1x -timeout 30m ./pkg/diloco/ | tee -a $(BUILD_DIR)/bench.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt

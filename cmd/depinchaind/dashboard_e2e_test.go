@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/provider/trainer"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -71,10 +74,17 @@ func chromiumPath(t *testing.T) string {
 
 // TestDashboardInABrowser: a real node, a real sidecar, the real
 // `depinchaind dashboard` and headless Chromium. The empty job list; a
-// transformer job whose page gains checkpoints without a reload and ends
-// with the right steps, money and one verified loss point per checkpoint;
-// a job that fails; the provider and network pages; `job status` as JSON
-// and as a table. Screenshots of each page go to the artifact dir.
+// transformer job whose page gains checkpoints and dispute moves without a
+// reload and ends with the right steps, money and one verified loss point
+// per checkpoint; a dispute in progress on it (another account challenges
+// its first checkpoint); a job that fails; the provider and network pages;
+// `job status` as JSON and as a table. Screenshots of each page go to the
+// artifact dir.
+//
+// Nothing waits on timing: the sidecar stops right before it submits its
+// second checkpoint (a test hook) and is restarted from there, so the page
+// holds exactly one checkpoint before the restart and must gain the others
+// live; the challenge goes in while that checkpoint is pending.
 func TestDashboardInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node, sidecar, dashboard and browser")
@@ -88,7 +98,10 @@ func TestDashboardInABrowser(t *testing.T) {
 		Accounts: map[string]int64{"owner": 1_000_000_000_000, "operator": 1_000_000_000_000, "hot": 1_000_000_000, "stranger": 1_000_000_000},
 		Genesis: func(app map[string]any) error {
 			params := app["verify"].(map[string]any)["params"].(map[string]any)
-			params["challenge_window"] = "4"
+			// Wide enough that the test can challenge checkpoint 1 from the
+			// moment the sidecar pauses; a dispute move waits 20 blocks.
+			params["challenge_window"] = "40"
+			params["move_timeout"] = "20"
 			return nil
 		},
 	})
@@ -191,9 +204,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	shot("01-no-jobs")
 
 	// 2. A job trains; its page, opened before the first checkpoint, gains
-	// checkpoints without a reload.
+	// checkpoints without a reload. The sidecar pauses before its second.
 	jobID := submitJob(t, ctx, node, dashboardJobYAML, "500000000udepin")
-	if err := prov.Start(ctx); err != nil {
+	if err := prov.StartWith(ctx, "--pause-before-checkpoint", "2"); err != nil {
 		t.Fatal(err)
 	}
 	route(fmt.Sprintf("#/job/%d", jobID))
@@ -211,20 +224,122 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	followDone := make(chan error, 1)
 	go func() { followDone <- follow.Wait() }()
-	waitFor("a first checkpoint row", `document.querySelectorAll('#checkpoints tbody tr').length >= 1`, 90*time.Second)
+	if err := prov.WaitLog(ctx, daemon.PausedLogMsg); err != nil {
+		t.Fatalf("waiting for the sidecar to pause before its second checkpoint: %v", err)
+	}
+	leases, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil || len(leases.Leases) != 1 {
+		t.Fatalf("leases: %v %v", leases, err)
+	}
+	lease := leases.Leases[0]
+	before, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease.Id})
+	if err != nil || len(before.Checkpoints) != 1 {
+		t.Fatalf("checkpoints on chain when the sidecar paused before its second: %v %v, want 1", before, err)
+	}
+	waitFor("the first checkpoint row", `document.querySelectorAll('#checkpoints tbody tr').length === 1`, 30*time.Second)
 	shot("02-job-training")
-	// The sidecar restarts under the follower, which has lines already.
-	for !strings.Contains(followed.String(), " step ") {
+	// The follower has printed the trainer's lines up to that checkpoint.
+	cp1 := before.Checkpoints[0]
+	for !strings.Contains(followed.String(), fmt.Sprintf(" step %d/48 ", cp1.EndStep)) {
 		if time.Now().After(start.Add(3 * time.Minute)) {
-			t.Fatalf("job logs --follow printed nothing: %s", followErr.String())
+			t.Fatalf("job logs --follow printed no step %d: %q %s", cp1.EndStep, followed.String(), followErr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// 3. A dispute: another account challenges checkpoint 1 with a trace of
+	// its own while the checkpoint is pending.
+	if h, err := node.Height(ctx); err != nil || h+5 >= cp1.ChallengeDeadline {
+		t.Fatalf("at height %d (%v) checkpoint 1 is challengeable until %d only: widen challenge_window", h, err, cp1.ChallengeDeadline)
+	}
+	var made []string
+	for step := cp1.StartStep; step <= cp1.EndStep; step++ {
+		made = append(made, fmt.Sprintf("%064x", 0xd15c0000+step))
+	}
+	tracePath := filepath.Join(t.TempDir(), "challenger.trace")
+	if err := os.WriteFile(tracePath, []byte(strings.Join(made, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Tx(ctx, "stranger", "verify", "challenge", fmt.Sprint(lease.Id), fmt.Sprint(cp1.Index), "--trace", tracePath)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("challenge: %v %s", err, res.RawLog)
+	}
+	idAttr, ok := res.Attr("depinchain.verify.v1.EventChallengeOpened", "challenge_id")
+	if !ok {
+		t.Fatalf("no EventChallengeOpened in %+v", res.Events)
+	}
+	challengeID, err := strconv.ParseUint(strings.Trim(idAttr, `"`), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The page shows the game as the chain has it: the phase, whose move
+	// it waits for, the rounds played and the range of steps still in dispute.
+	disputeRow := fmt.Sprintf(`#disputes tr[data-dispute="%d"]`, challengeID)
+	short := func(a string) string { return a[:12] + "…" + a[len(a)-6:] }
+	pageMatchesChain := func() (verifytypes.Challenge, bool) {
+		ch, err := verify.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: challengeID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := ch.Challenge
+		phase, toMove := strings.TrimPrefix(c.Turn.String(), "GAME_TURN_"), "-"
+		switch c.Turn {
+		case verifytypes.GAME_TURN_PROVIDER:
+			toMove = "provider " + short(c.Provider)
+		case verifytypes.GAME_TURN_CHALLENGER, verifytypes.GAME_TURN_ONE_STEP:
+			toMove = "challenger " + short(c.Challenger)
+		}
+		if c.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+			phase, toMove = strings.TrimPrefix(c.Outcome.String(), "CHALLENGE_OUTCOME_"), "-"
+		}
+		want := fmt.Sprintf(`%d|%d/%d|%s|%s|%d|%d–%d`, c.Id, c.LeaseId, c.CheckpointIndex, phase, toMove, c.Rounds, c.Lo, c.Hi)
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[...(document.querySelector('`+disputeRow+`')?.children ?? [])].slice(0, 6).map(td => td.textContent).join('|')`))
+		return c, err == nil && got == want
+	}
+	waitForDispute := func(what string, cond func(verifytypes.Challenge) bool) verifytypes.Challenge {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if c, ok := pageMatchesChain(); ok && cond(c) {
+				return c
+			}
+			if time.Now().After(deadline) {
+				html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#view")))
+				t.Fatalf("%s: the page never showed it:\n%s", what, html)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	opened := waitForDispute("the challenge, open", func(c verifytypes.Challenge) bool { return c.Outcome == verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED })
+	t.Logf("challenge %d open: turn %s, steps %d–%d, %d rounds", challengeID, opened.Turn, opened.Lo, opened.Hi, opened.Rounds)
+	shot("07-dispute-open")
+
+	// The sidecar restarts under the follower, which has lines already. Its
+	// checkpoints after the first, never submitted, are lost with it (as
+	// with a scratch disk), so the restarted sidecar resumes from the
+	// chain's checkpoint 1 and its trainer writes more lines to the same
+	// log: the follower must print them after the restart, and no line
+	// twice. The restarted sidecar submits the checkpoints the chain lacks
+	// (new rows without a reload) and keeps defending checkpoint 1; the
+	// challenger never answers and loses by timeout, which the page shows.
 	prov.Stop()
+	outputDir := filepath.Join(prov.Home, "work", fmt.Sprintf("lease-%d", lease.Id), "output")
+	for step := cp1.EndStep + 16; step <= 48; step += 16 {
+		if err := os.RemoveAll(trainer.CheckpointDir(outputDir, step)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(outputDir, trainer.DoneMarkerName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	printedBefore := followed.String()
 	if err := prov.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("a second checkpoint without reload", `document.querySelectorAll('#checkpoints tbody tr').length >= 2`, 60*time.Second)
+	ended := waitForDispute("the challenger's timeout", func(c verifytypes.Challenge) bool { return c.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED })
+	t.Logf("challenge %d ended: %s (%s)", challengeID, ended.Outcome, ended.OutcomeReason)
+	shot("08-dispute-decided")
 	if same, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark`)); err != nil || same != mark {
 		t.Fatalf("the page was reloaded (mark %v, now %v, %v)", mark, same, err)
 	}
@@ -232,7 +347,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		`document.getElementById('job-state')?.textContent === 'COMPLETED' && [...document.querySelectorAll('#checkpoints tbody tr')].every(r => r.children[3].textContent === 'FINAL') && document.querySelector('[data-money="pending"] b').textContent.startsWith('0 ')`, 90*time.Second)
 
 	// What the chain says, and what the page says.
-	leases, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	leases, err = market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 	if err != nil || len(leases.Leases) != 1 {
 		t.Fatalf("leases: %v %v", leases, err)
 	}
@@ -292,9 +407,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	if got := strings.ReplaceAll(followed.String(), prefix, ""); got != onDisk {
 		t.Fatalf("job logs --follow printed\n%s\nthe log on the provider is\n%s", got, onDisk)
 	}
+	// It printed up to checkpoint 1's step before the restart (checked
+	// above) and the second run's lines after it.
+	if !strings.HasPrefix(followed.String(), printedBefore) {
+		t.Fatalf("what job logs --follow printed before the restart is not where its output starts:\n%s", printedBefore)
+	}
 	runs := strings.Count(onDisk, "reference trainer: lease")
-	if !strings.Contains(onDisk, " step 48/48 loss ") || runs < 1 {
-		t.Fatalf("the trainer's log, trained across one restart:\n%s", onDisk)
+	if runsBefore := strings.Count(printedBefore, "reference trainer: lease"); runs != 2 || runsBefore != 1 || !strings.Contains(onDisk, fmt.Sprintf("steps %d..48", cp1.EndStep)) || !strings.Contains(onDisk, " step 48/48 loss ") {
+		t.Fatalf("the trainer's log, %d runs (%d printed before the restart); want the second resuming at step %d:\n%s", runs, runsBefore, cp1.EndStep, onDisk)
 	}
 	t.Logf("job logs --follow printed %d lines (%d trainer runs) across the sidecar's restart; warnings: %q", strings.Count(onDisk, "\n"), runs, followErr.String())
 	// Another account is refused, saying why.
@@ -334,7 +454,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	t.Logf("job status:\n%s", table)
 
-	// 3. A job whose escrow cannot pay for a second of its lease fails.
+	// 4. A job whose escrow cannot pay for a second of its lease fails.
 	failed := submitJob(t, ctx, node, strings.Replace(dashboardJobYAML, "dashboard-lm", "underfunded", 1), "1000udepin")
 	route(fmt.Sprintf("#/job/%d", failed))
 	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 60*time.Second)
@@ -343,7 +463,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	shot("04-job-failed")
 
-	// 4. The provider page and the network page.
+	// 5. The provider page and the network page.
 	route("#/provider/" + prov.Operator)
 	waitFor("the provider page", `!!document.getElementById('gpus')`, 10*time.Second)
 	if s := text("#gpus"); !strings.Contains(s, "H100-SXM5-80GB") || !strings.Contains(s, "8") {

@@ -3,12 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,86 +11,24 @@ import (
 	"testing"
 	"time"
 
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
-	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
 	"github.com/depinchain/depinchain/provider/runtime"
+	"github.com/depinchain/depinchain/testutil/ociregistry"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
 
-const registryUser, registryPassword = "depin", "s3cret-pass"
+const registryUser, registryPassword = ociregistry.Username, ociregistry.Password
 
-// startRegistry serves an in-memory OCI registry on 127.0.0.1 that wants
-// basic-auth credentials, and returns its host:port. Docker treats registries
-// on 127.0.0.0/8 as insecure, so it talks plain HTTP to it.
-func startRegistry(t *testing.T) string {
-	t.Helper()
-	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if user, pass, ok := r.BasicAuth(); !ok || user != registryUser || pass != registryPassword {
-			w.Header().Set("WWW-Authenticate", `Basic realm="depinchain-test"`)
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`))
-			return
-		}
-		reg.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
-func authHeader(t *testing.T, host string) string {
-	raw, err := json.Marshal(registry.AuthConfig{Username: registryUser, Password: registryPassword, ServerAddress: host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base64.URLEncoding.EncodeToString(raw)
-}
-
-// pushImage builds a FROM scratch trainer image, pushes it to the registry at
-// host as name:v1, removes every local copy, and returns the reference
-// (without tag), the manifest digest the registry holds and the image ID.
-func pushImage(t *testing.T, engine *client.Client, host, name string, extra ...string) (repo, digest, imageID string) {
+// pushImage builds a FROM scratch trainer image, pushes it to reg as
+// name:v1, removes every local copy, and returns the reference (without
+// tag), the manifest digest the registry holds and the image ID.
+func pushImage(t *testing.T, engine *client.Client, reg *ociregistry.Registry, name string, extra ...string) (repo, digest, imageID string) {
 	t.Helper()
 	tag, id := buildTrainerImage(t, engine, extra...)
-	repo = host + "/" + name
-	if _, err := engine.ImageTag(t.Context(), client.ImageTagOptions{Source: tag, Target: repo + ":v1"}); err != nil {
-		t.Fatal(err)
-	}
-	push, err := engine.ImagePush(t.Context(), repo+":v1", client.ImagePushOptions{RegistryAuth: authHeader(t, host)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for msg, err := range push.JSONMessages(t.Context()) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg.Error != nil {
-			t.Fatalf("push: %s", msg.Error.Message)
-		}
-		if msg.Aux != nil {
-			var aux struct{ Digest string }
-			if json.Unmarshal(*msg.Aux, &aux) == nil && aux.Digest != "" {
-				digest = aux.Digest
-			}
-		}
-	}
-	if digest == "" {
-		t.Fatal("the push reported no digest")
-	}
-	removeImage(t, engine, id)
+	repo, digest = reg.Push(t, engine, tag, name)
+	ociregistry.RemoveImage(t, engine, id)
 	return repo, digest, id
-}
-
-func removeImage(t *testing.T, engine *client.Client, id string) {
-	t.Helper()
-	if _, err := engine.ImageRemove(t.Context(), id, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.ImageInspect(t.Context(), id); err == nil {
-		t.Fatalf("image %s still present", id)
-	}
 }
 
 // Images pinned by digest are pulled from a password-protected registry that
@@ -119,8 +52,9 @@ func TestContainerPullsByDigestFromARegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer engine.Close()
-	host := startRegistry(t)
-	repo, digest, imageID := pushImage(t, engine, host, "acme/trainer")
+	reg := ociregistry.Start(t)
+	host := reg.Host
+	repo, digest, imageID := pushImage(t, engine, reg, "acme/trainer")
 	noDockerConfig := filepath.Join(t.TempDir(), "absent.json")
 	newRuntime := func(t *testing.T, opts runtime.ContainerOptions) *runtime.Container {
 		t.Helper()
@@ -181,7 +115,7 @@ func TestContainerPullsByDigestFromARegistry(t *testing.T) {
 		if got := rt.PulledImages(); !slices.Equal(got, []string{id}) {
 			t.Fatalf("PulledImages = %v", got)
 		}
-		removeImage(t, engine, id)
+		ociregistry.RemoveImage(t, engine, id)
 	})
 
 	t.Run("docker config.json, then trains", func(t *testing.T) {
@@ -201,11 +135,11 @@ func TestContainerPullsByDigestFromARegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkCheckpoints(t, job, directTrace(t, 9))
-		removeImage(t, engine, imageID)
+		ociregistry.RemoveImage(t, engine, imageID)
 	})
 
 	t.Run("bounded cache evicts the least recently used", func(t *testing.T) {
-		repo2, digest2, id2 := pushImage(t, engine, host, "acme/trainer2", "LABEL variant=2")
+		repo2, digest2, id2 := pushImage(t, engine, reg, "acme/trainer2", "LABEL variant=2")
 		rt := newRuntime(t, runtime.ContainerOptions{MaxPulledImages: 1,
 			Credentials: map[string]runtime.RegistryCredential{host: {Username: registryUser, Password: registryPassword}}})
 		if _, err := ensure(rt, repo, digest); err != nil {
@@ -220,6 +154,6 @@ func TestContainerPullsByDigestFromARegistry(t *testing.T) {
 		if got := rt.PulledImages(); !slices.Equal(got, []string{id2}) {
 			t.Fatalf("PulledImages = %v, want [%s]", got, id2)
 		}
-		removeImage(t, engine, id2)
+		ociregistry.RemoveImage(t, engine, id2)
 	})
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
+// The loss curve's size: 576×384 pixels at gonum/plot's 96 dpi.
+const lossCurveWidth, lossCurveHeight = 6 * vg.Inch, 4 * vg.Inch
+
 // writeLossCurve draws job id's loss curve, as `depinchaind dashboard` and
 // `job status` assemble it (jobview), into a PNG at path: one line per
 // worker, verified points as filled circles, self-reported ones as
@@ -34,8 +37,13 @@ func writeLossCurve(ctx context.Context, grpcAddr string, id uint64, path string
 	if err != nil {
 		return nil, err
 	}
+	return v, drawLossCurve(v, path)
+}
+
+// drawLossCurve draws v's loss curve into a PNG at path.
+func drawLossCurve(v *jobview.View, path string) error {
 	if len(v.Loss) == 0 {
-		return v, fmt.Errorf("job %d has no loss point to draw", id)
+		return fmt.Errorf("job %d has no loss point to draw", v.ID)
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("job %d %q: training loss", v.ID, v.Name)
@@ -67,7 +75,7 @@ func writeLossCurve(ctx context.Context, grpcAddr string, id uint64, path string
 		c := palette[i%len(palette)]
 		l, err := plotter.NewLine(line)
 		if err != nil {
-			return v, err
+			return err
 		}
 		l.Color, l.Width = c, vg.Points(1.5)
 		p.Add(l)
@@ -82,7 +90,7 @@ func writeLossCurve(ctx context.Context, grpcAddr string, id uint64, path string
 			}
 			s, err := plotter.NewScatter(set.xy)
 			if err != nil {
-				return v, err
+				return err
 			}
 			s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(3.5), Shape: set.shape}
 			p.Add(s)
@@ -90,7 +98,7 @@ func writeLossCurve(ctx context.Context, grpcAddr string, id uint64, path string
 		}
 	}
 	p.Legend.Top = true
-	return v, p.Save(6*vg.Inch, 4*vg.Inch, path)
+	return p.Save(lossCurveWidth, lossCurveHeight, path)
 }
 
 // startDashboard runs `depinchaind dashboard` on a free port for the kept

@@ -189,9 +189,9 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 			strings.TrimPrefix(c.Status, "CHECKPOINT_STATUS_"), c.ChallengeDeadline, c.Claim, l, src)
 	}
 	if len(v.Disputes) > 0 {
-		fmt.Fprintln(tw, "\nDISPUTE\tCHECKPOINT\tPHASE\tROUNDS\tRANGE\tCHALLENGER")
+		fmt.Fprintln(tw, "\nDISPUTE\tCHECKPOINT\tPHASE\tTO MOVE\tROUNDS\tRANGE\tCHALLENGER")
 		for _, d := range v.Disputes {
-			fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%d\t%d-%d\t%s\n", d.ID, d.LeaseID, d.Checkpoint, d.Phase, d.Rounds, d.Lo, d.Hi, d.Challenger)
+			fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%s\t%d\t%d-%d\t%s\n", d.ID, d.LeaseID, d.Checkpoint, d.Phase, orDash(d.ToMove), d.Rounds, d.Lo, d.Hi, d.Challenger)
 		}
 	}
 	writeCustody(tw, v.Custody)

@@ -22,7 +22,7 @@ func sampleView() *jobview.View {
 			{LeaseID: 4, Index: 0, Worker: 1, StartStep: 0, EndStep: 80, Status: "CHECKPOINT_STATUS_PENDING", Claim: "5udpin",
 				Loss: &jobview.LossPoint{Worker: 1, Step: 80, Nats: 3, Source: jobview.LossSelfReported}, LossError: "provider unreachable"},
 		},
-		Disputes: []jobview.Dispute{{ID: 1, LeaseID: 4, Phase: "GAME_TURN_PROVIDER", Rounds: 3, Lo: 0, Hi: 80, Challenger: "ch1"}},
+		Disputes: []jobview.Dispute{{ID: 1, LeaseID: 4, Phase: "GAME_TURN_PROVIDER", ToMove: "provider", Rounds: 3, Lo: 0, Hi: 80, Challenger: "ch1"}},
 		Leases:   []jobview.Lease{{ID: 2, Worker: 0, Provider: "prov1", State: "LEASE_STATE_ACTIVE", Paid: "90udpin"}},
 	}
 }
@@ -36,7 +36,7 @@ func TestJobStatusTable(t *testing.T) {
 		"40/80", "120 steps/h", "20m0s", "height 55", "2.5000 nats @40 (verified)",
 		"80/80", "done",
 		"2/0", "FINAL", "verified", "self-reported (not verified: provider unreachable)",
-		"GAME_TURN_PROVIDER", "0-80",
+		"GAME_TURN_PROVIDER  provider", "0-80",
 		"prov1", "ACTIVE",
 	} {
 		require.Contains(t, out, want)

@@ -212,7 +212,11 @@ type Dispute struct {
 	Challenger string `json:"challenger"`
 	Provider   string `json:"provider"`
 	// Phase is whose move it is (GAME_TURN_*), or the outcome once done.
-	Phase    string `json:"phase"`
+	Phase string `json:"phase"`
+	// ToMove is the party whose move the game waits for: "provider" or
+	// "challenger" (the one-step proof is the challenger's burden, though
+	// anyone may send it); empty once the game is over.
+	ToMove   string `json:"to_move,omitempty"`
 	Rounds   uint32 `json:"rounds"`
 	Lo       uint64 `json:"lo"`
 	Hi       uint64 `json:"hi"`
@@ -417,9 +421,16 @@ func disputeOf(ch verifytypes.Challenge) Dispute {
 	d := Dispute{ID: ch.Id, LeaseID: ch.LeaseId, Checkpoint: ch.CheckpointIndex, Challenger: ch.Challenger,
 		Provider: ch.Provider, Phase: ch.Turn.String(), Rounds: ch.Rounds, Lo: ch.Lo, Hi: ch.Hi,
 		Deadline: ch.Deadline, Reason: ch.OutcomeReason, Opened: ch.OpenedHeight}
+	switch ch.Turn {
+	case verifytypes.GAME_TURN_PROVIDER, verifytypes.GAME_TURN_TILE_PROVIDER:
+		d.ToMove = "provider"
+	case verifytypes.GAME_TURN_CHALLENGER, verifytypes.GAME_TURN_TILE_CHALLENGER, verifytypes.GAME_TURN_ONE_STEP:
+		d.ToMove = "challenger"
+	}
 	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
 		d.Outcome = ch.Outcome.String()
 		d.Phase = d.Outcome
+		d.ToMove = ""
 	}
 	return d
 }

@@ -132,7 +132,7 @@ func TestJobViewAssemblesAReopenedJob(t *testing.T) {
 	require.Len(t, v.Checkpoints, 3)
 	require.Equal(t, []LossPoint{{Step: 10, Nats: 4, Source: LossVerified}, {Step: 20, Nats: 3, Source: LossVerified}, {Step: 30, Nats: 9.5, Source: LossSelfReported}}, v.Loss)
 	require.Contains(t, v.Checkpoints[2].LossError, "verification failed")
-	require.Equal(t, []Dispute{{ID: 4, LeaseID: 2, Checkpoint: 1, Phase: "GAME_TURN_PROVIDER", Rounds: 2, Lo: 20, Hi: 30}}, v.Disputes)
+	require.Equal(t, []Dispute{{ID: 4, LeaseID: 2, Checkpoint: 1, Phase: "GAME_TURN_PROVIDER", ToMove: "provider", Rounds: 2, Lo: 20, Hi: 30}}, v.Disputes)
 
 	require.Len(t, v.Workers, 1)
 	w := v.Workers[0]

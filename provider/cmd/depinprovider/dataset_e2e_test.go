@@ -46,31 +46,34 @@ max_duration: 2h
 bidding_window_blocks: 6
 `
 
-// TestDatasetJobTrainsOnFetchedPieces is a dataset-backed job end to end
-// with real processes. Debian's fortunes are built into a Reed–Solomon 2+1
-// dataset and registered by scripts/fortunes-dataset.sh; three storage
-// providers (real depinprovider sidecars with [storage_role] and claim_local)
-// each hold piece p of every shard and claim it. Then s1's copy of shard 0's
-// piece 0 is damaged on disk. A fourth sidecar, with no pieces, bids on the
-// job (its data is fetchable: every shard has k live pieces), wins the
-// lease, downloads the worker's pieces from the holders' /pieces/ servers,
-// refuses s1's damaged piece (logged with s1's address), rebuilds it from
-// s2's data piece and s3's parity piece, writes the stream in x/verify's
-// DatasetLayout order, trains the transformer the job specifies on it, and
-// its four checkpoints become final and are paid; the final state is what
-// pkg/exact computes from the seed on that stream. Before that, a job whose
-// model is larger than the chain's params allow is refused at submit with
-// the field named, and the owner's balance is untouched.
-func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node and four real sidecars")
-	}
+// datasetWorld is a chain on which the owner registered a dataset of
+// Debian's fortunes (built by scripts/fortunes-dataset.sh: 192 KB of text,
+// 32 KiB shards of 2 data and 1 parity piece), held by three storage
+// providers s1, s2 and s3 (real depinprovider sidecars with [storage_role]
+// and claim_local) that hold piece 0, 1 and 2 of every shard and have
+// claimed them; w.provider is a fourth sidecar, "operator", set up to train
+// but not started.
+type datasetWorld struct {
+	*world
+	registry shardtypes.QueryClient
+	sidecars map[string]*sidecar.Provider
+	// manifest is the dataset as built; built is the folder of its pieces.
+	manifest *manifest.Manifest
+	built    string
+	dir      string
+	since    func() time.Duration
+}
+
+// newDatasetWorld sets up a datasetWorld within timeout; trainer configures
+// the operator's sidecar (Home, Operator, HotKey and Bond are filled in).
+func newDatasetWorld(t *testing.T, timeout time.Duration, trainer sidecar.Options) *datasetWorld {
+	t.Helper()
 	if _, err := os.Stat("/usr/share/games/fortunes/fortunes"); err != nil {
 		t.Fatalf("Debian's fortunes are not installed (scripts/deps.sh installs them): %v", err)
 	}
 	start := time.Now()
 	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 
@@ -84,8 +87,8 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		Genesis: func(state map[string]any) error {
 			params := state["verify"].(map[string]any)["params"].(map[string]any)
 			params["challenge_window"] = "6"
-			// No storage challenge during the test: s1 must still hold its
-			// (damaged) replica when the trainer fetches it.
+			// No storage challenge during the tests: a holder must still hold
+			// its replica (damaged or not) when the trainer fetches it.
 			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
 			sr["period_blocks"] = "100000"
 			sr["proof_window_blocks"] = "1000"
@@ -101,24 +104,27 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	registry := shardtypes.NewQueryClient(conn)
-	w := &world{t: t, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
+	d := &datasetWorld{
+		world:    &world{t: t, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)},
+		registry: shardtypes.NewQueryClient(conn), sidecars: map[string]*sidecar.Provider{}, dir: dir, since: since,
+	}
 
 	// Three storage providers and the trainer, set up side by side.
 	names := []string{"s1", "s2", "s3", "operator"}
-	sidecars := map[string]*sidecar.Provider{}
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
 		setupErr []error
 	)
 	for _, name := range names {
-		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		opts := sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.claim_local": "true"}}
 		if name == "operator" {
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": h100Price}
-		} else {
-			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.claim_local": "true"}
+			opts = trainer
+			if opts.Prices == nil {
+				opts.Prices = map[string]uint64{"H100-SXM5-80GB": h100Price}
+			}
 		}
+		opts.Home, opts.Operator, opts.HotKey, opts.SkipGrants, opts.Bond = filepath.Join(dir, name), name, name, true, "100000000000udepin"
 		if testing.Verbose() {
 			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
 		}
@@ -132,12 +138,12 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
 				return
 			}
-			sidecars[name] = p
+			d.sidecars[name] = p
 		}()
 	}
 
 	// Meanwhile the dataset is built from the fortunes and registered, as an
-	// operator would: 192 KB of text, 32 KiB shards of 2 data and 1 parity piece.
+	// operator would.
 	script := filepath.Join(moduleRoot(t), "scripts", "fortunes-dataset.sh")
 	cmd := exec.CommandContext(ctx, script, "--out", filepath.Join(dir, "fortunes"), "--id", fortunesDatasetID,
 		"--max-bytes", "196608", "--shard-size", "32KiB", "--chunk-size", "1024", "--rs", "2+1",
@@ -152,20 +158,19 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifestPath := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
-	m, err := manifest.Load(manifestPath)
-	if err != nil {
+	if d.manifest, err = manifest.Load(manifestPath); err != nil {
 		t.Fatal(err)
 	}
-	built := filepath.Dir(manifestPath)
-	if len(m.Shards) < 3 {
-		t.Fatalf("the fortunes made %d shards, want several", len(m.Shards))
+	d.built = filepath.Dir(manifestPath)
+	if len(d.manifest.Shards) < 3 {
+		t.Fatalf("the fortunes made %d shards, want several", len(d.manifest.Shards))
 	}
 
 	wg.Wait()
 	if err := errors.Join(setupErr...); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range sidecars {
+	for _, p := range d.sidecars {
 		t.Cleanup(p.Stop)
 	}
 	t.Cleanup(func() {
@@ -173,52 +178,30 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 			return
 		}
 		for _, name := range names {
-			t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
+			t.Logf("%s's log tail:\n%s", name, readTail(d.sidecars[name].LogPath()))
 		}
 		t.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
 	})
-	w.provider = sidecars["operator"]
-	t.Logf("chain, %d-shard dataset and four providers set up at %s", len(m.Shards), since())
+	d.provider = d.sidecars["operator"]
+	t.Logf("chain, %d-shard dataset and four providers set up at %s", len(d.manifest.Shards), since())
 
 	// s1, s2 and s3 get piece 0, 1 and 2 of every shard and claim them at start.
 	holders := []string{"s1", "s2", "s3"}
 	for i, name := range holders {
-		for shard := range m.Shards {
-			data, err := os.ReadFile(filepath.Join(built, manifest.PieceFile(uint32(shard), uint32(i))))
-			if err != nil {
-				t.Fatal(err)
-			}
+		for shard := range d.manifest.Shards {
 			path := storage.PiecePath(filepath.Join(dir, name, "pieces"), fortunesDatasetID, uint32(shard), uint32(i))
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(path, data, 0o644); err != nil {
+			if err := os.WriteFile(path, d.builtPiece(uint32(shard), uint32(i)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	startAll := func(names ...string) {
-		t.Helper()
-		errs := make([]error, len(names))
-		var wg sync.WaitGroup
-		for i, name := range names {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := sidecars[name].Start(ctx); err != nil {
-					errs[i] = fmt.Errorf("%s: %w", name, err)
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startAll(holders...)
-	w.eventually("every piece of the dataset claimed", time.Minute, func() bool {
-		res, err := registry.Shards(ctx, &shardtypes.QueryShardsRequest{DatasetId: fortunesDatasetID})
-		if err != nil || len(res.Shards) != len(m.Shards) {
+	d.startAll(holders...)
+	d.eventually("every piece of the dataset claimed", time.Minute, func() bool {
+		res, err := d.registry.Shards(ctx, &shardtypes.QueryShardsRequest{DatasetId: fortunesDatasetID})
+		if err != nil || len(res.Shards) != len(d.manifest.Shards) {
 			return false
 		}
 		for _, sh := range res.Shards {
@@ -229,6 +212,53 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		return true
 	})
 	t.Logf("every piece claimed at %s", since())
+	return d
+}
+
+// builtPiece is the bytes of a piece as the dataset was built.
+func (d *datasetWorld) builtPiece(shard, piece uint32) []byte {
+	d.t.Helper()
+	return readFile(d.t, filepath.Join(d.built, manifest.PieceFile(shard, piece)))
+}
+
+// startAll starts the named sidecars side by side.
+func (d *datasetWorld) startAll(names ...string) {
+	d.t.Helper()
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.sidecars[name].Start(d.ctx); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// TestDatasetJobTrainsOnFetchedPieces is a dataset-backed job end to end
+// with real processes, on a datasetWorld. Then s1's copy of shard 0's piece
+// 0 is damaged on disk. The fourth sidecar, with no pieces, bids on the
+// job (its data is fetchable: every shard has k live pieces), wins the
+// lease, downloads the worker's pieces from the holders' /pieces/ servers,
+// refuses s1's damaged piece (logged with s1's address), rebuilds it from
+// s2's data piece and s3's parity piece, writes the stream in x/verify's
+// DatasetLayout order, trains the transformer the job specifies on it, and
+// its four checkpoints become final and are paid; the final state is what
+// pkg/exact computes from the seed on that stream. Before that, a job whose
+// model is larger than the chain's params allow is refused at submit with
+// the field named, and the owner's balance is untouched.
+func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and four real sidecars")
+	}
+	d := newDatasetWorld(t, 4*time.Minute, sidecar.Options{})
+	w, node, ctx, dir, since, sidecars, registry, built := d.world, d.node, d.ctx, d.dir, d.since, d.sidecars, d.registry, d.built
 
 	// s1's copy of shard 0's piece 0 goes bad on disk; its replica stays live.
 	damaged := storage.PiecePath(filepath.Join(dir, "s1", "pieces"), fortunesDatasetID, 0, 0)
@@ -241,7 +271,7 @@ func TestDatasetJobTrainsOnFetchedPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startAll("operator")
+	d.startAll("operator")
 
 	// A model above max_transformer_params is refused before anything is charged.
 	owner, err := node.Address(ctx, "owner")
@@ -397,7 +427,7 @@ func findDataDir(t *testing.T, home string) string {
 	return found[0]
 }
 
-func readFile(t *testing.T, path string) []byte {
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -441,6 +442,37 @@ func closedPort(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }
 
+// buildTrainerImage builds a FROM-scratch image of the test trainer (see
+// buildTestTrainer) run with args, and returns its tag and image ID. The
+// image is removed when the test ends.
+func buildTrainerImage(t *testing.T, args ...string) (tag, id string) {
+	t.Helper()
+	trainerBin := buildTestTrainer(t)
+	ctxDir := t.TempDir()
+	if err := os.Rename(trainerBin, filepath.Join(ctxDir, "trainer")); err != nil {
+		t.Fatal(err)
+	}
+	entrypoint, err := json.Marshal(append([]string{"/trainer"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := "FROM scratch\nCOPY trainer /trainer\nENTRYPOINT " + string(entrypoint) + "\n"
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag = fmt.Sprintf("depinchain-e2e-trainer:%d", time.Now().UnixNano())
+	if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", tag).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", id).Run() }) //nolint:errcheck // best effort
+	return tag, id
+}
+
 // TestSidecarTrainsInAContainer serves a container job on the real Docker
 // Engine: the job pins a locally built FROM-scratch training image by
 // digest, the sidecar runs it with the trainer contract's mounts, and its
@@ -452,25 +484,7 @@ func TestSidecarTrainsInAContainer(t *testing.T) {
 	if out, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
 		t.Skipf("TestSidecarTrainsInAContainer skipped: no Docker Engine answers here (%v: %s)", err, strings.TrimSpace(string(out)))
 	}
-	trainerBin := buildTestTrainer(t)
-	ctxDir := t.TempDir()
-	if err := os.Rename(trainerBin, filepath.Join(ctxDir, "trainer")); err != nil {
-		t.Fatal(err)
-	}
-	dockerfile := "FROM scratch\nCOPY trainer /trainer\nENTRYPOINT [\"/trainer\", \"--step-delay\", \"5ms\"]\n"
-	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tag := fmt.Sprintf("depinchain-e2e-trainer:%d", time.Now().UnixNano())
-	if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctxDir).CombinedOutput(); err != nil {
-		t.Fatalf("docker build: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() }) //nolint:errcheck // best effort
-	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", tag).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest := strings.TrimSpace(string(out))
+	tag, digest := buildTrainerImage(t, "--step-delay", "5ms")
 
 	// The build machines' Docker daemon cannot raise memlock (no CAP_SYS_RESOURCE):
 	// the sidecar's PyTorch default of memlock=-1 is turned off here.

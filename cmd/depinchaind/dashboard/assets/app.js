@@ -119,9 +119,9 @@ async function jobPage(id) {
         <td>height ${c.challenge_deadline}</td><td>${esc(c.claim)}</td><td>${c.loss ? c.loss.nats.toFixed(4) : "-"}</td>
         <td>${c.loss ? `<span class="${c.loss.source === "verified" ? "verified" : "self"}">${c.loss.source}</span>` : "-"}${c.loss_error ? ` <span title="${esc(c.loss_error)}">(why not verified?)</span>` : ""}</td>
         <td>${provLink(c.provider)}</td></tr>`), "No checkpoint yet.") +
-    `<h2>Disputes</h2>` + table("disputes", ["Challenge", "Checkpoint", "Phase", "Rounds", "Range", "Deadline", "Challenger", "Reason"],
+    `<h2>Disputes</h2>` + table("disputes", ["Challenge", "Checkpoint", "Phase", "To move", "Rounds", "Range", "Deadline", "Challenger", "Reason"],
       v.disputes.map((d) => `<tr data-dispute="${d.id}"><td>${d.id}</td><td>${d.lease_id}/${d.checkpoint}</td><td>${esc(strip(d.phase, /^(GAME_TURN_|CHALLENGE_OUTCOME_)/))}</td>
-        <td>${d.rounds}</td><td>${d.lo}–${d.hi}</td><td>${d.outcome ? "-" : "height " + d.deadline}</td><td>${esc(short(d.challenger))}</td><td>${esc(d.reason)}</td></tr>`), "No disputes.") +
+        <td class="to-move">${d.to_move ? `${esc(d.to_move)} ${esc(short(d.to_move === "provider" ? d.provider : d.challenger))}` : "-"}</td><td>${d.rounds}</td><td>${d.lo}–${d.hi}</td><td>${d.outcome ? "-" : "height " + d.deadline}</td><td>${esc(short(d.challenger))}</td><td>${esc(d.reason)}</td></tr>`), "No disputes.") +
     `<h2>Leases</h2>` + table("leases", ["Lease", "Worker", "Provider", "State", "From step", "Started", "Price/GPU-hour", "GPUs", "Paid", "Pending", "Closed"],
       v.leases.map((l) => `<tr data-lease="${l.id}"><td>${l.id}</td><td>${l.worker}</td><td>${provLink(l.provider)}</td><td>${esc(strip(l.state, "LEASE_STATE_"))}</td>
         <td>${l.resume_step}</td><td>height ${l.start_height}</td><td>${esc(l.price_per_gpu_hour)}</td><td>${l.gpus}</td><td>${esc(l.paid)}</td><td>${esc(l.pending)}</td>
