@@ -64,6 +64,17 @@ func NodeHash(left, right Hash) Hash {
 	return sha256.Sum256(msg[:])
 }
 
+// LeafHasher computes leaf hashes like LeafHash, reusing one SHA-256 state: for loops
+// over many chunks (custody encoding hashes every piece of a state this way). It is not
+// safe for concurrent use; give each goroutine its own.
+type LeafHasher struct{ lh *leafHasher }
+
+// NewLeafHasher returns a LeafHasher.
+func NewLeafHasher() LeafHasher { return LeafHasher{newLeafHasher()} }
+
+// Sum returns SHA-256(0x00 || data).
+func (h LeafHasher) Sum(data []byte) Hash { return h.lh.sum(data) }
+
 // leafHasher computes leaf hashes reusing one SHA-256 state and output
 // buffer, so hashing a stream of chunks allocates nothing per chunk.
 type leafHasher struct {

@@ -10,6 +10,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -73,6 +75,9 @@ func (r *Role) decide(ctx context.Context, job markettypes.Job) (o offer, skip s
 		if err != nil {
 			return o, err.Error()
 		}
+	}
+	if skip := r.resumable(ctx, job); skip != "" {
+		return o, skip
 	}
 	if !job.Spec.AcceptsRegion(r.opts.Region) {
 		return o, fmt.Sprintf("the job accepts regions %v and this provider is registered in %q", job.Spec.Regions, r.opts.Region)
@@ -202,4 +207,36 @@ func offered(g gpu.GPU, modelName func(string) string) GPU {
 		return GPU{UUID: g.UUID, Model: g.Model, VRAMMiB: g.MemoryClassGiB * 1024}
 	}
 	return GPU{UUID: g.UUID, Model: modelName(g.Name), VRAMMiB: g.MemoryMiB}
+}
+
+// resumable says why a job whose checkpoints are kept in custody cannot be resumed, or ""
+// when it can: a worker resuming from a checkpoint needs its custody object to have at
+// least k pieces with a holder, or nobody can rebuild the state the lease starts from.
+func (r *Role) resumable(ctx context.Context, job markettypes.Job) string {
+	if job.Spec.Custody == nil || !job.Spec.Workload.Kind.Adjudicable() {
+		return ""
+	}
+	for _, p := range job.Progress {
+		if p.Step == 0 {
+			continue
+		}
+		if r.opts.Custody == nil {
+			return "the job resumes from custody, which this sidecar cannot read"
+		}
+		_, ref, err := checkpoint.ParseURI(p.Uri)
+		if err != nil {
+			return fmt.Sprintf("worker %d resumes from %q: %v", p.Worker, p.Uri, err)
+		}
+		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		obj, err := fetch.Locate(qctx, r.opts.Custody, ref.LeaseID, ref.Index)
+		cancel()
+		if err != nil {
+			return fmt.Sprintf("worker %d's resume state: %v", p.Worker, err)
+		}
+		if obj.Live() < int(obj.Layout.DataPieces) {
+			return fmt.Sprintf("worker %d's resume state (%s) has %d pieces held, %d are needed to rebuild it",
+				p.Worker, obj.DatasetID, obj.Live(), obj.Layout.DataPieces)
+		}
+	}
+	return ""
 }

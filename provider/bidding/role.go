@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/gpu"
@@ -77,6 +78,9 @@ type Options struct {
 	// (a cheap chain check; the datasets fetcher satisfies it). Nil: such
 	// jobs get no bid.
 	Data DataChecker
+	// Custody reads the custody objects a resumed job's start state is rebuilt from; nil
+	// skips every job that resumes from custody.
+	Custody fetch.ShardQuerier
 	// Region is the provider's registered region; jobs whose regions list
 	// leaves it out get no bid (the chain would refuse it).
 	Region string

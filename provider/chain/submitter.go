@@ -30,6 +30,7 @@ import (
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 	txtypes "github.com/cosmos/cosmos-sdk/types/tx"
 	"github.com/cosmos/cosmos-sdk/types/tx/signing"
+	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
 	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
 	"github.com/cosmos/cosmos-sdk/x/authz"
 
@@ -427,4 +428,15 @@ func resultFromResponse(r *sdk.TxResponse) *TxResult {
 		GasUsed:   r.GasUsed,
 		Events:    r.Events,
 	}
+}
+
+// SignBytes signs msg with the hot key and returns the signature and the key's
+// compressed public key: a pkg/reqauth signer for the sidecar's requests to other
+// providers' servers.
+func (s *Submitter) SignBytes(msg []byte) ([]byte, []byte, error) {
+	sig, pk, err := s.keyring.Sign(s.cfg.HotKey, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sig, pk.Bytes(), nil
 }

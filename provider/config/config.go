@@ -276,6 +276,9 @@ type StorageRole struct {
 	Repair bool `toml:"repair"`
 	// RepairDatasets limits Repair to these dataset ids; empty means any.
 	RepairDatasets []string `toml:"repair_datasets"`
+	// Custody holds pieces of other providers' checkpoint states (x/shardregistry
+	// custody objects), fetched from the trainer or rebuilt from k other holders.
+	Custody bool `toml:"custody"`
 	// CheckInterval is how often every held piece file is hashed in full.
 	CheckInterval Duration `toml:"check_interval"`
 }

@@ -254,6 +254,11 @@ claim_local = {{.StorageRole.ClaimLocal}}
 repair = {{.StorageRole.Repair}}
 # Datasets repair may rebuild pieces of; empty means any dataset.
 repair_datasets = {{strs .StorageRole.RepairDatasets}}
+# Hold pieces of other providers' checkpoint states for jobs with a custody
+# section: fetched from the trainer when it commits them (or rebuilt from k
+# other holders), checked against the roots on chain, claimed and proven like
+# dataset pieces. A checkpoint is final only once k holders proved theirs.
+custody = {{.StorageRole.Custody}}
 # How often every held piece file is hashed in full (a missing or corrupt one
 # is rebuilt or declared faulty, a smaller slash than missed deadlines), and
 # open slots are listed again in case an event was missed.

@@ -3,10 +3,15 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/chainparams"
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/audits"
 	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/chain"
@@ -18,6 +23,7 @@ import (
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/storage"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -77,10 +83,17 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	if err != nil {
 		return rs, err
 	}
+	// Checkpoint states kept in custody are rebuilt from their holders: a replacement
+	// lease's start state, an auditor's or verifier's.
+	custodySource := &fetch.Source{
+		Shards:  shardregistrytypes.NewQueryClient(d.conn),
+		Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of, Authorize: d.signRequest},
+	}
 	rs.leases, err = leases.New(leases.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
+		CustodyDir: d.custodyDir(), Custody: custodySource,
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
@@ -100,6 +113,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Operator: d.operator, Passive: passive, Submit: d.submit, Chain: d.queries, DB: d.db,
 		GPUs: d.host.inventory, ModelName: d.modelName, Pricer: bidding.PricerFor(cfg.Pricing, chainparams.BondDenom),
 		Runtime: rs.leases.RuntimeFor, Rate: rate, Data: data, Region: d.region, Bond: stakingexttypes.NewQueryClient(d.conn),
+		Custody:        shardregistrytypes.NewQueryClient(d.conn),
 		HealthInterval: cfg.GPUs.RefreshInterval.Duration, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
@@ -109,7 +123,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	priority := &rolekit.Priority{}
 	rs.disputes, err = disputes.New(disputes.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, Height: d.chainHeight, DB: d.db,
-		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir,
+		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource,
 		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes, Priority: priority,
 	})
 	if err != nil {
@@ -148,7 +162,8 @@ func (d *Daemon) newStorageRole() (*storage.Role, error) {
 	c := d.cfg.StorageRole
 	role, err := storage.New(storage.Options{
 		Operator: d.operator, Submit: d.submit, Conn: d.conn, DB: d.db,
-		PiecesDir: c.PiecesDir, ClaimLocal: c.ClaimLocal, Repair: c.Repair, RepairDatasets: c.RepairDatasets,
+		PiecesDir: c.PiecesDir, ClaimLocal: c.ClaimLocal, Repair: c.Repair, RepairDatasets: c.RepairDatasets, Custody: c.Custody,
+		Authorize:     d.signRequest,
 		CheckInterval: c.CheckInterval.Duration, Logger: d.log,
 	})
 	if err != nil {
@@ -246,4 +261,14 @@ func (d *Daemon) modelName(nvmlName string) string {
 		}
 	}
 	return gpu.ModelName(nvmlName)
+}
+
+// custodyDir is where the leases role writes the custody pieces of the states it
+// commits; the public server serves them under /pieces/ beside the storage role's.
+func (d *Daemon) custodyDir() string { return filepath.Join(d.cfg.Storage.WorkDir, "custody") }
+
+// signRequest signs a request to another provider's server with the hot key
+// (pkg/reqauth): holders serve checkpoint states' pieces only to signed requests.
+func (d *Daemon) signRequest(req *http.Request) error {
+	return reqauth.Sign(req, d.cfg.Chain.ChainID, d.submitter.HotKeyAddress(), d.submitter.SignBytes, time.Now())
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
@@ -104,9 +105,13 @@ func (d *Daemon) publicServer() *http.Server {
 	}
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
+	piecesDirs := []string{d.custodyDir()}
 	if d.roles.storage != nil {
-		mux.Handle("/pieces/", storage.NewPieceHandler(d.cfg.StorageRole.PiecesDir))
+		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}
+	// Checkpoint states' pieces only to signed requests of the parties allowed to read them.
+	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...),
+		&reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}, custodyReaders{d.conn}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

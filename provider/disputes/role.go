@@ -27,6 +27,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/tiles"
@@ -113,6 +114,10 @@ type Options struct {
 	Verifier config.Verifier
 	// WorkDir holds downloads in progress.
 	WorkDir string
+	// Custody rebuilds a start state from its custody holders (jobs with a custody
+	// section), so a checkpoint that starts where a departed trainer's state ends can
+	// still be checked; nil fetches start states from their URIs only.
+	Custody *fetch.Source
 	Metrics Metrics
 	// Logger receives the role's logs; nil discards them.
 	Logger *slog.Logger

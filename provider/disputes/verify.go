@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,6 +247,9 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	if err != nil {
 		return nil, err
 	}
+	if st, err := r.startFromCustody(ctx, uri, cp, job); st != nil || err != nil {
+		return st, err
+	}
 	client, ref, from, err := r.fetcher.At(ctx, uri)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrStartStateUnavailable, uri, err)
@@ -275,4 +279,37 @@ func (r *Role) startURI(ctx context.Context, cp verifytypes.Checkpoint) (string,
 		return "", err
 	}
 	return lease.Lease.ResumeUri, nil
+}
+
+// startFromCustody rebuilds cp's start state from the custody holders of the checkpoint
+// uri names, when the job keeps its states in custody and k pieces are held: the trainer
+// that served it may be gone (a replacement lease's first checkpoint starts from a
+// departed trainer's state), and an auditor must not report a held state unavailable.
+// It returns nil and no error when custody cannot serve it, for the URI to be tried.
+func (r *Role) startFromCustody(ctx context.Context, uri string, cp verifytypes.Checkpoint, job markettypes.Job) (*exact.State, error) {
+	if r.opts.Custody == nil || job.Spec.Custody == nil {
+		return nil, nil
+	}
+	_, ref, err := checkpoint.ParseURI(uri)
+	if err != nil {
+		return nil, nil
+	}
+	tmp, err := os.CreateTemp(r.opts.WorkDir, "custody-start-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := r.opts.Custody.Rebuild(ctx, ref.LeaseID, ref.Index, tmp); err != nil {
+		r.log.Info("start state not rebuilt from custody; asking its trainer", "checkpoint", ref, "err", err)
+		return nil, nil
+	}
+	raw, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return nil, err
+	}
+	if h := exact.StateRoot(raw); !slices.Equal(h[:], cp.StartHash) {
+		return nil, nil // another checkpoint's state: the URI decides
+	}
+	return exact.Decode(raw)
 }

@@ -166,10 +166,16 @@ func (r *Role) closeIfClosedOnChain(ctx context.Context, tx *db.Tx, l db.LeaseRe
 // lease.ResumeStep: from this provider's own catalog when it trained that
 // part, else downloaded from the provider that did and verified against the
 // roots on chain.
-func (r *Role) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Lease, out string) error {
+func (r *Role) fetchResumeCheckpoint(ctx context.Context, lease markettypes.Lease, job markettypes.Job, out string) error {
 	client, ref, onChain, err := r.fetcher.At(ctx, lease.ResumeUri)
 	if err != nil {
 		return err
+	}
+	if custodySpecOf(job) != nil {
+		if _, own := r.opts.Catalog.Lookup(ref); !own {
+			// Never from the old trainer alone: its host may be gone for good.
+			return r.resumeFromCustody(ctx, lease, ref, onChain, out)
+		}
 	}
 	// The folder needs h_(step-1) besides h_step: a checkpoint's trace holds
 	// at least the step before its state.

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -108,6 +109,13 @@ type Options struct {
 	WorkDir string
 	// PublicURL is the checkpoint server's base URL as others reach it.
 	PublicURL string
+	// CustodyDir is where the pieces of the states it commits for jobs with a custody
+	// section are written (<CustodyDir>/<custody object>/pieces/...), for the storage
+	// holders to fetch from the public server's /pieces/.
+	CustodyDir string
+	// Custody reads custody objects on chain and rebuilds a resume state from their
+	// holders; nil leaves jobs with custody unresumable by this sidecar.
+	Custody *fetch.Source
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration

@@ -270,7 +270,7 @@ func (r *Role) catchUp(ctx context.Context, l *lease) (chainEnd uint64, _ error)
 		if chainEnd != l.chain.ResumeStep {
 			return 0, fmt.Errorf("%w: the local checkpoint at step %d, which the chain has, is gone", errPermanent, chainEnd)
 		}
-		if err := r.fetchResumeCheckpoint(ctx, l.chain, l.out()); err != nil {
+		if err := r.fetchResumeCheckpoint(ctx, l.chain, l.job, l.out()); err != nil {
 			return 0, fmt.Errorf("fetching the resume checkpoint: %w", err)
 		}
 	}
@@ -279,7 +279,7 @@ func (r *Role) catchUp(ctx context.Context, l *lease) (chainEnd uint64, _ error)
 
 // submitNext submits cp as the lease's next checkpoint.
 func (r *Role) submitNext(ctx context.Context, l *lease, cp trainer.Checkpoint) error {
-	if err := r.submitCheckpoint(ctx, l.rec, l.next, cp); err != nil {
+	if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job)); err != nil {
 		return err
 	}
 	l.next++

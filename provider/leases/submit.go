@@ -21,7 +21,7 @@ import (
 // and submits its commitment as checkpoint index of the lease. If the chain
 // already has that index (the sidecar died after broadcasting), it only
 // records what the chain has.
-func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint) error {
+func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint, custodySpec *markettypes.CustodySpec) error {
 	started := time.Now()
 	// The trace first: a test hook's may replace the state it commits to.
 	tr, err := r.committedTrace(ctx, rec, cp)
@@ -45,14 +45,22 @@ func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index u
 	if err != nil {
 		return err
 	}
+	var stateSize uint64
+	var pieceRoots [][]byte
+	if custodySpec != nil {
+		if stateSize, pieceRoots, err = r.writeCustodyPieces(rec.LeaseID, index, cp.StatePath(), custodySpec); err != nil {
+			return fmt.Errorf("custody pieces of checkpoint %d of lease %d: %w", index, rec.LeaseID, err)
+		}
+	}
 	if hook := r.opts.Hooks.BeforeCheckpoint; hook != nil {
 		hook(ctx, rec.LeaseID, index)
 	}
 	res, err := r.opts.Submit(ctx, &verifytypes.MsgSubmitCheckpoint{
 		Provider: r.opts.Operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: record.StateRoot, TraceRoot: record.TraceRoot, FinalHash: final[:], FinalHashProof: proof,
-		Uri:     checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
-		Metrics: checkpointMetrics(rec.OutputDir(), cp.EndStep()),
+		Uri:       checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
+		Metrics:   checkpointMetrics(rec.OutputDir(), cp.EndStep()),
+		StateSize: stateSize, PieceRoots: pieceRoots,
 	})
 	if err != nil {
 		r.opts.Metrics.Checkpoint(metrics.CheckpointFailed)

@@ -36,12 +36,14 @@ type Shard struct {
 	Encoding  types.Encoding
 	ChunkSize uint32
 	Shard     types.Shard
+	// Custody is set for a checkpoint state's custody object (pkg/custody layout).
+	Custody *types.CustodyInfo
 }
 
 // ShardOf builds a Shard from a dataset and one shard of it as the
 // x/shardregistry queries return them.
 func ShardOf(ds types.Dataset, v types.ShardView) *Shard {
-	s := &Shard{DatasetID: ds.Id, Encoding: ds.Encoding, ChunkSize: ds.ChunkSize, Shard: types.Shard{
+	s := &Shard{DatasetID: ds.Id, Encoding: ds.Encoding, ChunkSize: ds.ChunkSize, Custody: ds.Custody, Shard: types.Shard{
 		DatasetId: ds.Id, Index: v.Index, SampleStart: v.SampleStart, SampleEnd: v.SampleEnd, SizeBytes: v.SizeBytes,
 	}}
 	for _, p := range v.Pieces {
@@ -131,6 +133,12 @@ const DefaultFetchTimeout = 2 * time.Minute
 // HTTPFetcher fetches pieces from holders' piece servers with client
 // (http.DefaultClient when nil), each download bounded by timeout.
 func HTTPFetcher(client *http.Client, timeout time.Duration) Fetcher {
+	return SignedHTTPFetcher(client, timeout, nil)
+}
+
+// SignedHTTPFetcher is HTTPFetcher with every request signed by authorize
+// (pkg/reqauth), which holders require for the pieces of checkpoint states.
+func SignedHTTPFetcher(client *http.Client, timeout time.Duration, authorize func(*http.Request) error) Fetcher {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -144,6 +152,11 @@ func HTTPFetcher(client *http.Client, timeout time.Duration) Fetcher {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return nil, err
+		}
+		if authorize != nil {
+			if err := authorize(req); err != nil {
+				return nil, err
+			}
 		}
 		res, err := client.Do(req)
 		if err != nil {

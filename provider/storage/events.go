@@ -46,7 +46,9 @@ func (r *Role) note(height int64, ev chain.Event) {
 	case *types.EventReplicaReleased:
 		relevant = e.Holder == r.opts.Operator
 	case *types.EventRepairSlotOpened:
-		relevant = r.opts.Repair || r.opts.ClaimLocal
+		relevant = r.opts.Repair || r.opts.ClaimLocal || r.opts.Custody && types.IsCustodyDatasetID(e.DatasetId)
+	case *types.EventCustodyRegistered:
+		relevant = r.opts.Custody && e.Trainer != r.opts.Operator
 	case *types.EventDatasetRegistered:
 		relevant = r.opts.ClaimLocal
 	case *types.EventParamsUpdated:
@@ -128,6 +130,11 @@ func (r *Role) applyNotes(ctx context.Context) {
 			wakeSlots = true
 		case *types.EventDatasetRegistered:
 			r.scan[e.DatasetId] = true
+			wakeSlots = true
+		case *types.EventCustodyRegistered:
+			for p := range e.DataPieces + e.ParityPieces {
+				r.addCandidate(slotKey{e.DatasetId, 0, p})
+			}
 			wakeSlots = true
 		case *types.EventParamsUpdated:
 			r.params, r.haveParams = e.Params, true

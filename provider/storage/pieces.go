@@ -242,15 +242,16 @@ func writePieceFile(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// NewPieceHandler serves the piece files under piecesDir to other storage
-// providers rebuilding a lost piece:
+// NewPieceHandler serves the piece files under piecesDirs (the first folder that has
+// a piece wins) to other storage providers rebuilding a lost piece, and a trainer's
+// custody pieces to the holders fetching them:
 //
 //	GET /pieces/{dataset}/{shard}/{piece}   the piece's bytes (Range requests supported)
 //
 // Anything served is checked by its receiver against the root registered on
 // chain, so the handler does not re-hash what it serves. The daemon mounts it
 // on the public server whose URL the provider registered as its endpoint.
-func NewPieceHandler(piecesDir string) http.Handler {
+func NewPieceHandler(piecesDirs ...string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+pieces.Route, func(w http.ResponseWriter, req *http.Request) {
 		id := req.PathValue("dataset")
@@ -260,9 +261,14 @@ func NewPieceHandler(piecesDir string) http.Handler {
 			http.Error(w, "want /pieces/{dataset id}/{shard}/{piece}", http.StatusBadRequest)
 			return
 		}
-		path := PiecePath(piecesDir, id, uint32(shard), uint32(piece))
-		f, err := os.Open(path)
-		if err != nil {
+		var f *os.File
+		for _, dir := range piecesDirs {
+			if opened, err := os.Open(PiecePath(dir, id, uint32(shard), uint32(piece))); err == nil {
+				f = opened
+				break
+			}
+		}
+		if f == nil {
 			http.Error(w, "no such piece here", http.StatusNotFound)
 			return
 		}

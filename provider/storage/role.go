@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -92,6 +93,11 @@ type Options struct {
 	Repair bool
 	// RepairDatasets limits Repair to these dataset ids; empty means any.
 	RepairDatasets []string
+	// Custody holds pieces of checkpoint states (x/shardregistry custody objects): when
+	// one is registered, or a slot of one reopens, the role fetches an open piece from
+	// the trainer (or rebuilds it from k other pieces), checks it against its root and
+	// claims it. A state it trained itself is never taken.
+	Custody bool
 	// CheckInterval is how often every held piece file is hashed in full, and
 	// open slots are listed again in case an event was missed (default 1h).
 	CheckInterval time.Duration
@@ -101,6 +107,9 @@ type Options struct {
 	// Fetch downloads a piece from another holder; nil uses
 	// pieces.HTTPFetcher with http.DefaultClient and DefaultFetchTimeout.
 	Fetch pieces.Fetcher
+	// Authorize signs the default fetcher's requests (pkg/reqauth): holders serve the
+	// pieces of checkpoint states only to signed requests of parties allowed to read them.
+	Authorize func(*http.Request) error
 	// DB keeps the role's records (db.StorageReplicaRecord).
 	DB *db.DB
 	// Logger receives the role's logs; nil discards them.
@@ -226,7 +235,7 @@ func New(opts Options) (*Role, error) {
 	}
 	r.download = pieces.Downloader{Endpoints: pieces.NewEndpoints(stakingexttypes.NewQueryClient(opts.Conn)), Fetch: opts.Fetch}
 	if r.download.Fetch == nil {
-		r.download.Fetch = pieces.HTTPFetcher(nil, DefaultFetchTimeout)
+		r.download.Fetch = pieces.SignedHTTPFetcher(nil, DefaultFetchTimeout, opts.Authorize)
 	}
 	return r, nil
 }
@@ -348,7 +357,7 @@ func (r *Role) reconcile(ctx context.Context) error {
 			r.noteError("listing the pieces folder", err)
 		}
 	}
-	if r.opts.Repair {
+	if r.opts.Repair || r.opts.Custody {
 		if err := r.queueRepairSlots(ctx); err != nil {
 			r.noteError("listing repair slots", err)
 		}

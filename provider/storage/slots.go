@@ -49,6 +49,9 @@ func (r *Role) shardInfo(ctx context.Context, datasetID string, shard uint32) (*
 // fails or sends wrong bytes is skipped. Under replicas, the piece itself is
 // what is gathered.
 func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
+	if info.Custody != nil {
+		return r.custodyPiece(ctx, info, replicas, target)
+	}
 	need := int(info.Encoding.MinLive())
 	have := make([][]byte, len(info.Shard.Pieces))
 	var sources []uint32
@@ -84,9 +87,13 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 	return info.RebuildPiece(have, target)
 }
 
-// repairAllowed reports whether Repair may rebuild pieces of a dataset.
+// repairAllowed reports whether the role may get pieces of a dataset it has no local
+// copy of: Repair for the datasets it is limited to, Custody for checkpoint states.
 func (r *Role) repairAllowed(datasetID string) bool {
-	return len(r.opts.RepairDatasets) == 0 || slices.Contains(r.opts.RepairDatasets, datasetID)
+	if types.IsCustodyDatasetID(datasetID) {
+		return r.opts.Custody
+	}
+	return r.opts.Repair && (len(r.opts.RepairDatasets) == 0 || slices.Contains(r.opts.RepairDatasets, datasetID))
 }
 
 // slotLoop fills queued slots: local pieces to claim and, with Repair on,
@@ -107,7 +114,7 @@ func (r *Role) slotLoop(ctx context.Context) {
 					r.noteError("listing the pieces folder", err)
 				}
 			}
-			if r.opts.Repair {
+			if r.opts.Repair || r.opts.Custody {
 				if err := r.queueRepairSlots(ctx); err != nil {
 					r.noteError("listing repair slots", err)
 				}
@@ -134,8 +141,8 @@ func (r *Role) queueLocalDatasets() error {
 // queueRepairSlots queues every open slot of the datasets Repair may rebuild.
 func (r *Role) queueRepairSlots(ctx context.Context) error {
 	datasets := r.opts.RepairDatasets
-	if len(datasets) == 0 {
-		datasets = []string{""} // all of them
+	if len(datasets) == 0 || r.opts.Custody {
+		datasets = []string{""} // all of them (custody objects are created all the time)
 	}
 	for _, id := range datasets {
 		slots, err := r.openSlots(ctx, id)
@@ -144,7 +151,9 @@ func (r *Role) queueRepairSlots(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		for _, k := range slots {
-			r.addCandidate(k)
+			if r.repairAllowed(k.dataset) {
+				r.addCandidate(k)
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -213,7 +222,7 @@ func (r *Role) fillQueued(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		_, err := r.fillSlot(ctx, k, r.opts.Repair)
+		_, err := r.fillSlot(ctx, k, r.repairAllowed(k.dataset))
 		r.mu.Lock()
 		if err != nil && !errors.Is(err, errNothingToDo) {
 			// Try again after a while (a holder may come back, a bond may grow).
@@ -291,6 +300,9 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 	if int(k.piece) >= len(info.Shard.Pieces) {
 		return nil, errNothingToDo
 	}
+	if info.Custody != nil && info.Custody.Trainer == r.opts.Operator {
+		return nil, errNothingToDo // the trainer's own state: custody must outlive it
+	}
 	// Fresh: who holds what now.
 	sh, err := r.query.Shard(ctx, &types.QueryShardRequest{DatasetId: k.dataset, Index: k.shard})
 	if err != nil {
@@ -312,7 +324,7 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 		if !isPieceProblem(err) && !errors.Is(err, errNoPiecesFolder) {
 			return nil, err
 		}
-		if !rebuild || !r.repairAllowed(k.dataset) {
+		if !rebuild {
 			return nil, errNothingToDo
 		}
 		data, err := r.rebuild(ctx, info, sh.Replicas, k.piece)

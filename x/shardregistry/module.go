@@ -21,6 +21,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/shardregistry/client/cli"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
@@ -29,7 +30,8 @@ import (
 )
 
 // ConsensusVersion is bumped whenever the state layout changes and a migration is registered.
-const ConsensusVersion = 1
+// Version 2 added custody objects (checkpoint states, Dataset.custody) and their params.
+const ConsensusVersion = 2
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -94,10 +96,21 @@ func (AppModule) GetTxCmd() *cobra.Command { return cli.NewTxCmd() }
 func (am AppModule) RegisterServices(cfg module.Configurator) {
 	types.RegisterMsgServer(cfg.MsgServer(), keeper.NewMsgServerImpl(am.keeper))
 	types.RegisterQueryServer(cfg.QueryServer(), keeper.NewQueryServerImpl(am.keeper))
+	m := keeper.NewMigrator(am.keeper)
+	if err := cfg.RegisterMigration(types.ModuleName, 1, m.Migrate1to2); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 1: %w", types.ModuleName, err))
+	}
 }
 
-// ConsensusVersion implements module.HasConsensusVersion.
-func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+// ConsensusVersion implements module.HasConsensusVersion: ConsensusVersion, or 1 in the
+// upgrade test's stand-in for the previous release (internal/release), which had no
+// custody.
+func (AppModule) ConsensusVersion() uint64 {
+	if release.Previous {
+		return 1
+	}
+	return ConsensusVersion
+}
 
 // DefaultGenesis returns the default genesis state.
 func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {

@@ -26,7 +26,7 @@ func jobCommand() *cobra.Command {
 		Short: "Follow a training job: status, progress, verified loss, logs",
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(jobStatusCommand(), jobLogsCommand())
+	cmd.AddCommand(jobStatusCommand(), jobLogsCommand(), jobFetchCommand())
 	return cmd
 }
 
@@ -204,6 +204,7 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 			fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%s\t%d\t%d-%d\t%s\n", d.ID, d.LeaseID, d.Checkpoint, d.Phase, orDash(d.ToMove), d.Rounds, d.Lo, d.Hi, d.Challenger)
 		}
 	}
+	writeCustody(tw, v.Custody)
 	fmt.Fprintln(tw, "\nLEASE\tWORKER\tPROVIDER\tSTATE\tFROM STEP\tCLAIMED TO\tCOMMITTED\tPRICE/STEP\tSTARTED AT\tPAID\tPENDING\tREFUNDED\tCLOSED")
 	for _, l := range v.Leases {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%d steps/h\t%s\theight %d\t%s\t%s\t%s\t%s\n", l.ID, l.Worker, l.Provider,
@@ -225,4 +226,21 @@ func idOrDash(id uint64) string {
 		return "-"
 	}
 	return strconv.FormatUint(id, 10)
+}
+
+// writeCustody lists who holds each checkpoint's state pieces (jobs with a custody
+// section): pieces proven of k+m, and the holders.
+func writeCustody(tw io.Writer, custody []jobview.Custody) {
+	if len(custody) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nCUSTODY\tOBJECT\tPIECES PROVEN\tREBUILDABLE\tHOLDERS")
+	for _, c := range custody {
+		rebuildable := "yes"
+		if c.Proven < c.Needed {
+			rebuildable = fmt.Sprintf("no (needs %d)", c.Needed)
+		}
+		fmt.Fprintf(tw, "%d/%d\t%s\t%d of %d\t%s\t%s\n", c.LeaseID, c.Index, c.Object, c.Proven, c.Pieces, rebuildable,
+			orDash(strings.Join(c.Holders, " ")))
+	}
 }

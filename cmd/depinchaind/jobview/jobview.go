@@ -26,6 +26,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -44,6 +45,9 @@ type Source struct {
 	Market  markettypes.QueryClient
 	Verify  verifytypes.QueryClient
 	Staking stakingexttypes.QueryClient
+	// Shards reads the custody of checkpoint states (x/shardregistry); nil leaves
+	// View.Custody empty.
+	Shards shardregistrytypes.QueryClient
 	// Node answers the node's identity (chain id); nil when unknown.
 	Node cmtservice.ServiceClient
 	// HTTP fetches chunk 0 of checkpoint states from providers.
@@ -70,6 +74,7 @@ func Dial(grpcAddr string) (*Source, *grpc.ClientConn, error) {
 	}
 	src := New(markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn))
 	src.Node = cmtservice.NewServiceClient(conn)
+	src.Shards = shardregistrytypes.NewQueryClient(conn)
 	return src, conn, nil
 }
 
@@ -96,24 +101,26 @@ func (s *Source) now() time.Time {
 
 // View is one job as its owner sees it.
 type View struct {
-	ID           uint64       `json:"id"`
-	Name         string       `json:"name"`
-	Owner        string       `json:"owner"`
-	State        string       `json:"state"`
-	CloseReason  string       `json:"close_reason,omitempty"`
-	Kind         string       `json:"kind"`
-	Verifiable   bool         `json:"verifiable"`
-	TotalSteps   uint64       `json:"total_steps"`
-	Interval     uint64       `json:"checkpoint_interval"`
-	Workers      []Worker     `json:"workers"`
-	Money        Money        `json:"money"`
-	Leases       []Lease      `json:"leases"`
-	Checkpoints  []Checkpoint `json:"checkpoints"`
-	Disputes     []Dispute    `json:"disputes"`
-	Loss         []LossPoint  `json:"loss"`
-	CreatedAt    int64        `json:"created_height"`
-	TimeDeadline time.Time    `json:"time_deadline"`
-	AsOf         time.Time    `json:"as_of"`
+	ID          uint64       `json:"id"`
+	Name        string       `json:"name"`
+	Owner       string       `json:"owner"`
+	State       string       `json:"state"`
+	CloseReason string       `json:"close_reason,omitempty"`
+	Kind        string       `json:"kind"`
+	Verifiable  bool         `json:"verifiable"`
+	TotalSteps  uint64       `json:"total_steps"`
+	Interval    uint64       `json:"checkpoint_interval"`
+	Workers     []Worker     `json:"workers"`
+	Money       Money        `json:"money"`
+	Leases      []Lease      `json:"leases"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	Disputes    []Dispute    `json:"disputes"`
+	Loss        []LossPoint  `json:"loss"`
+	// Custody is who holds each checkpoint's state pieces (jobs with a custody section).
+	Custody      []Custody `json:"custody,omitempty"`
+	CreatedAt    int64     `json:"created_height"`
+	TimeDeadline time.Time `json:"time_deadline"`
+	AsOf         time.Time `json:"as_of"`
 }
 
 // Worker is one worker's progress.
@@ -346,6 +353,9 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 			wk.LatestLoss = &lp
 		}
 		v.Workers = append(v.Workers, wk)
+	}
+	if v.Custody, err = s.custody(ctx, job, v.Checkpoints); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -25,6 +25,11 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err := k.checkAdjudicable(ctx, msg.Spec); err != nil {
 		return types.Job{}, err
 	}
+	if msg.Spec.Custody != nil && k.custodyPolicy != nil {
+		if err := k.custodyPolicy.CheckCustodySpec(ctx, *msg.Spec.Custody); err != nil {
+			return types.Job{}, err
+		}
+	}
 	if err := validateDeposit(msg.Deposit, params); err != nil {
 		return types.Job{}, err
 	}

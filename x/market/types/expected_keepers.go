@@ -47,3 +47,9 @@ type ProviderKeeper interface {
 	RecordLeaseOutcome(ctx context.Context, operator sdk.AccAddress, completed bool) error
 	ReputationScore(ctx context.Context, operator sdk.AccAddress) (int64, error)
 }
+
+// CustodyPolicy is x/shardregistry's check of a job spec's custody section against its
+// params (piece counts, the retention bound).
+type CustodyPolicy interface {
+	CheckCustodySpec(ctx context.Context, spec CustodySpec) error
+}

@@ -27,6 +27,9 @@ const (
 	// bounds how long a provider stays convictable after committing (x/verify's
 	// RequiredUnbondingBlocks).
 	MaxCheckpointInterval = 1 << 20
+	// MaxCustodyPieces bounds custody.data_pieces + custody.parity_pieces (Reed-Solomon
+	// over GF(2^8)); x/shardregistry's max_pieces_per_shard bounds it further.
+	MaxCustodyPieces = 256
 	// MaxAuditors bounds audit.auditors: each auditor costs a fee and a draw.
 	MaxAuditors = 8
 	// DefaultAuditors is the audit.auditors of an adjudicable job whose spec has no
@@ -130,6 +133,17 @@ func (s JobSpec) ValidateStateless() error {
 		if s.Audit.Auditors > 0 && !s.Workload.Kind.Adjudicable() {
 			return fail("audit.auditors: %s workloads cannot be re-executed by auditors or adjudicated; use 0 or leave audit out",
 				strings.ToLower(strings.TrimPrefix(s.Workload.Kind.String(), "WORKLOAD_KIND_")))
+		}
+	}
+	if c := s.Custody; c != nil {
+		if !s.Workload.Kind.Adjudicable() {
+			return fail("custody: only the states of adjudicable workloads (whose hash is their Merkle root) can be bound to their pieces; leave custody out")
+		}
+		if c.DataPieces == 0 || c.ParityPieces == 0 || c.DataPieces+c.ParityPieces > MaxCustodyPieces {
+			return fail("custody: data_pieces (%d) and parity_pieces (%d) must be at least 1 each and at most %d together", c.DataPieces, c.ParityPieces, MaxCustodyPieces)
+		}
+		if c.RetainCheckpoints <= 0 {
+			return fail("custody.retain_checkpoints: must be positive, got %s", c.RetainCheckpoints)
 		}
 	}
 	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() || s.MaxPricePerGpuHour.Amount.GT(MaxPricePerGPUHour) {

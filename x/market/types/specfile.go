@@ -36,6 +36,8 @@ type JobSpecFile struct {
 	CheckpointDeadlineBlocks uint64  `json:"checkpoint_deadline_blocks"`
 	// Audit is the optional `audit:` section; absent, the chain applies the default.
 	Audit *AuditFile `json:"audit"`
+	// Custody is the optional `custody:` section (checkpoint states held by storage holders).
+	Custody *CustodyFile `json:"custody"`
 	// Regions limits the job to providers in these regions (spec_env.go).
 	Regions []string `json:"regions"`
 }
@@ -43,6 +45,14 @@ type JobSpecFile struct {
 // AuditFile is the `audit:` section: how many registered verifiers audit each checkpoint.
 type AuditFile struct {
 	Auditors *uint32 `json:"auditors"`
+}
+
+// CustodyFile is the `custody:` section: every checkpoint's state is erasure-coded into
+// data_pieces + parity_pieces pieces held by storage holders for retain_checkpoints.
+type CustodyFile struct {
+	DataPieces        *uint32 `json:"data_pieces"`
+	ParityPieces      *uint32 `json:"parity_pieces"`
+	RetainCheckpoints *string `json:"retain_checkpoints"`
 }
 
 // GPURequirementFile is the `gpu:` section.
@@ -204,6 +214,21 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 			return spec, missing("audit.auditors")
 		}
 		spec.Audit = &AuditSpec{Auditors: *f.Audit.Auditors}
+	}
+	if c := f.Custody; c != nil {
+		switch {
+		case c.DataPieces == nil:
+			return spec, missing("custody.data_pieces")
+		case c.ParityPieces == nil:
+			return spec, missing("custody.parity_pieces")
+		case c.RetainCheckpoints == nil:
+			return spec, missing("custody.retain_checkpoints")
+		}
+		retain, err := time.ParseDuration(*c.RetainCheckpoints)
+		if err != nil {
+			return spec, fmt.Errorf("custody.retain_checkpoints: %q is not a duration like 720h", *c.RetainCheckpoints)
+		}
+		spec.Custody = &CustodySpec{DataPieces: *c.DataPieces, ParityPieces: *c.ParityPieces, RetainCheckpoints: retain}
 	}
 	f.applyHostFields(&spec)
 	return spec, nil

@@ -22,6 +22,10 @@ func (k Keeper) registerDataset(ctx sdk.Context, msg *types.MsgRegisterDataset) 
 	if err := types.ValidateName(msg.Name); err != nil {
 		return types.Dataset{}, err
 	}
+	if types.IsCustodyDatasetID(msg.DatasetId) {
+		return types.Dataset{}, errorsmod.Wrapf(types.ErrInvalidDataset, "dataset ids beginning with %q are reserved for checkpoint custody objects, got %q",
+			types.CustodyIDPrefix, msg.DatasetId)
+	}
 	exists, err := k.Datasets.Has(ctx, msg.DatasetId)
 	if err != nil {
 		return types.Dataset{}, err

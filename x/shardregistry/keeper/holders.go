@@ -53,6 +53,12 @@ func (k Keeper) claimReplica(ctx sdk.Context, holder sdk.AccAddress, msg *types.
 	if provider.Status != stakingexttypes.PROVIDER_STATUS_ACTIVE {
 		return fail(errorsmod.Wrapf(types.ErrProviderIneligible, "provider %s is %s, not active", msg.Holder, provider.Status))
 	}
+	if d.Custody != nil && d.Custody.Trainer == msg.Holder {
+		// The trainer already has the state; custody is only worth something if the state
+		// outlives its host, and finality counts holders other than it.
+		return fail(errorsmod.Wrapf(types.ErrNotCustodian, "%s trained checkpoint %d of lease %d; its pieces must be held by other providers",
+			msg.Holder, d.Custody.CheckpointIndex, d.Custody.LeaseId))
+	}
 	holds, err := k.ShardHolders.Has(ctx, collections.Join3(d.Id, shard.Index, []byte(holder)))
 	if err != nil {
 		return fail(err)

@@ -50,6 +50,8 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 		MaxPiecesPerShard:          uint32(2 + r.Intn(8)),
 		MaxReplicas:                uint32(1 + r.Intn(4)),
 		MaxShardSize:               uint64(1024 + r.Intn(8192)),
+		CustodyMaxRetentionSeconds: uint64(3600 + r.Intn(90*24*3600)),
+		CustodyMaxStateSize:        uint64(1<<20 + r.Intn(1<<30)),
 	}
 }
 

@@ -29,3 +29,9 @@ var (
 	ErrInvalidAddress       = errors.Register(ModuleName, 24, "invalid address") // unused: messages answer sdkerrors.ErrInvalidAddress; 24 stays reserved
 	ErrInvalidWorker        = errors.Register(ModuleName, 25, "no such worker in the job")
 )
+
+// Custody (checkpoint state objects registered by x/verify).
+var (
+	ErrInvalidCustody = errors.Register(ModuleName, 26, "invalid custody")
+	ErrNotCustodian   = errors.Register(ModuleName, 27, "the trainer of a checkpoint may not hold a piece of its state")
+)

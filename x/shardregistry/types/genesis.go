@@ -45,9 +45,17 @@ func (gs GenesisState) Validate() error {
 		if uint32(len(shards)) != d.ShardCount {
 			return fmt.Errorf("dataset %q: has %d shards, shard_count says %d", id, len(shards), d.ShardCount)
 		}
-		stats, err := ValidateManifest(gs.Params, id, d.Encoding, d.ChunkSize, d.TotalSize, shards, d.ManifestRoot)
-		if err != nil {
-			return fmt.Errorf("dataset %q: %w", id, err)
+		var stats ManifestStats
+		if d.Custody != nil {
+			if err := ValidateCustody(gs.Params, d, shards); err != nil {
+				return err
+			}
+			stats.SampleCount = 1
+		} else {
+			var err error
+			if stats, err = ValidateManifest(gs.Params, id, d.Encoding, d.ChunkSize, d.TotalSize, shards, d.ManifestRoot); err != nil {
+				return fmt.Errorf("dataset %q: %w", id, err)
+			}
 		}
 		if stats.SampleCount != d.SampleCount {
 			return fmt.Errorf("dataset %q: sample_count is %d, its shards hold %d samples", id, d.SampleCount, stats.SampleCount)

@@ -48,6 +48,8 @@ func DefaultParams() Params {
 		MaxPiecesPerShard:          32,
 		MaxReplicas:                16,
 		MaxShardSize:               1 << 30,
+		CustodyMaxRetentionSeconds: 90 * 24 * 3600,
+		CustodyMaxStateSize:        64 << 30,
 	}
 }
 
@@ -102,6 +104,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("max_replicas must be within [1, %d], got %d", MaxReplicasLimit, p.MaxReplicas)
 	case p.MaxShardSize == 0 || p.MaxShardSize > 1<<40:
 		return fmt.Errorf("max_shard_size must be within [1, 2^40], got %d", p.MaxShardSize)
+	case p.CustodyMaxRetentionSeconds == 0 || p.CustodyMaxRetentionSeconds > 10*365*24*3600:
+		return fmt.Errorf("custody_max_retention_seconds must be within [1, 10 years], got %d", p.CustodyMaxRetentionSeconds)
+	case p.CustodyMaxStateSize == 0 || p.CustodyMaxStateSize > 1<<46:
+		return fmt.Errorf("custody_max_state_size must be within [1, 2^46], got %d", p.CustodyMaxStateSize)
 	}
 	return nil
 }

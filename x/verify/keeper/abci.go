@@ -56,11 +56,24 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	budget -= len(due)
 	for _, key := range due {
 		if err := k.FinalizationQueue.Remove(ctx, key); err != nil {
 			return err
 		}
 		k.runIsolated(sdkCtx, "finalization", func(c sdk.Context) error { return k.closeWindow(c, key.K2(), key.K3()) })
+	}
+	// Checkpoints past their window waiting for custody holders: finalized once held,
+	// withheld at their custody deadline.
+	rechecks, err := deadline.Due(ctx, k.CustodyQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	for _, key := range rechecks {
+		if err := k.CustodyQueue.Remove(ctx, key); err != nil {
+			return err
+		}
+		k.runIsolated(sdkCtx, "custody recheck", func(c sdk.Context) error { return k.tryFinalize(c, key.K2(), key.K3(), true) })
 	}
 	return nil
 }

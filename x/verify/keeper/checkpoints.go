@@ -130,6 +130,9 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	if err := validateCheckpointText(params, msg); err != nil {
 		return types.Checkpoint{}, err
 	}
+	if err := checkCustodyFields(job, msg); err != nil {
+		return types.Checkpoint{}, err
+	}
 
 	claim, err := k.marketKeeper.OnCheckpointSubmitted(ctx, lease.Id, msg.EndStep)
 	if err != nil {
@@ -161,6 +164,9 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		WorkloadVersion:   version,
 		AuditRequested:    auditors,
 		AuditFee:          sdk.NewCoin(params.AuditFeePerStep.Denom, math.ZeroInt()),
+	}
+	if err := k.registerCustody(ctx, params, job, msg, &cp); err != nil {
+		return types.Checkpoint{}, err
 	}
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
 		return types.Checkpoint{}, err
@@ -258,7 +264,11 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 			return err
 		}
 		if params.Withheld(cp.UnavailableReports, cp.Auditors) {
-			return k.withhold(ctx, cp)
+			return k.withhold(ctx, cp, fmt.Sprintf("%d of the %d auditors of checkpoint %d/%d could not fetch the state it starts from",
+				cp.UnavailableReports, cp.Auditors, cp.LeaseId, cp.Index))
+		}
+		if ready, err := k.custodyReady(ctx, params, cp); !ready || err != nil {
+			return err
 		}
 		cp.Status = types.CHECKPOINT_STATUS_FINAL
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
@@ -279,13 +289,13 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 	}
 }
 
-// withhold ends a checkpoint whose auditors reported its start state unavailable: it is
-// WITHHELD, never final; the lease's later pending checkpoints build on it and are
-// rejected; and x/market closes the lease for non-performance (its provider is slashed
-// and jailed as for a missed checkpoint deadline) and refunds its pending pay.
-func (k Keeper) withhold(ctx sdk.Context, cp types.Checkpoint) error {
-	reason := fmt.Sprintf("%d of the %d auditors of checkpoint %d/%d could not fetch the state it starts from",
-		cp.UnavailableReports, cp.Auditors, cp.LeaseId, cp.Index)
+// withhold ends a checkpoint whose state was not handed out — its auditors reported its
+// start state unavailable, or too few storage holders proved its custody pieces by its
+// custody deadline: it is WITHHELD, never final; the lease's later pending checkpoints
+// build on it and are rejected; and x/market closes the lease for non-performance (its
+// provider is slashed and jailed as for a missed checkpoint deadline) and refunds its
+// pending pay.
+func (k Keeper) withhold(ctx sdk.Context, cp types.Checkpoint, reason string) error {
 	cp.Status = types.CHECKPOINT_STATUS_WITHHELD
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
 		return err

@@ -80,6 +80,9 @@ type Keeper struct {
 	AuditDrawQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
 	// FinalizationQueue: (height, lease, index) of checkpoints whose window closes at height.
 	FinalizationQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
+	// CustodyQueue: (height, lease, index) of checkpoints past their window that wait for
+	// their custody holders; looked at again at height (custody_recheck_blocks apart).
+	CustodyQueue collections.KeySet[collections.Triple[int64, uint64, uint64]]
 	// MoveDeadlines: (height, challenge) by which the party whose turn it is must move.
 	MoveDeadlines   collections.KeySet[collections.Pair[int64, uint64]]
 	NextChallengeID collections.Sequence
@@ -135,6 +138,8 @@ func NewKeeper(
 		Openings: collections.NewMap(sb, types.OpeningsKey, "openings",
 			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.BytesValue),
 		FinalizationQueue: collections.NewKeySet(sb, types.FinalizationQueueKey, "finalization_queue",
+			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
+		CustodyQueue: collections.NewKeySet(sb, types.CustodyQueueKey, "custody_queue",
 			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
 		MoveDeadlines: collections.NewKeySet(sb, types.MoveDeadlinesKey, "move_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),

@@ -1,6 +1,8 @@
 package keeper
 
 import (
+	"fmt"
+
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	v2 "github.com/depinchain/depinchain/x/verify/migrations/v2"
@@ -85,4 +87,22 @@ func (m Migrator) Migrate2to3(ctx sdk.Context) error {
 		m.keeper.Logger(ctx).Error("x/verify's phases 2–3 need a longer x/stakingext unbonding_blocks", "err", err)
 	}
 	return nil
+}
+
+// Migrate3to4 adds custody of checkpoint states: the two params it brings get their
+// defaults (stored params from version 3 have them zero, which Validate refuses), and
+// the custody queue (prefix 13) starts empty. No stored checkpoint changes: those of
+// version 3 have no custody_id and finalize as before.
+func (m Migrator) Migrate3to4(ctx sdk.Context) error {
+	params, err := m.keeper.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	defaults := types.DefaultParams()
+	params.CustodyGraceBlocks = defaults.CustodyGraceBlocks
+	params.CustodyRecheckBlocks = defaults.CustodyRecheckBlocks
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("x/verify params after the custody migration: %w", err)
+	}
+	return m.keeper.Params.Set(ctx, params)
 }

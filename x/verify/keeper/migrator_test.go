@@ -29,3 +29,21 @@ func TestMigrate2to3EndsGamesOverMLPCheckpoints(t *testing.T) {
 	require.Equal(t, before.Add(s.verifyParams().ChallengerBond.Amount), s.Balance(challenger), "the challenger's bond comes back")
 	require.Contains(t, s.resolvedEvent(mlpGame).Reason, "retired the MLP")
 }
+
+// The custody migration gives version-3 params (which have no custody params, so zero)
+// the custody defaults, and leaves the rest alone.
+func TestMigrate3to4SetsCustodyParams(t *testing.T) {
+	s := newScenario(t, 16, 8)
+	p := s.verifyParams()
+	p.CustodyGraceBlocks, p.CustodyRecheckBlocks = 0, 0
+	p.ChallengeWindow = 123
+	require.NoError(t, s.Verify.Params.Set(s.Ctx, p))
+
+	require.NoError(t, keeper.NewMigrator(s.Verify).Migrate3to4(s.Ctx))
+
+	got := s.verifyParams()
+	require.Equal(t, types.DefaultParams().CustodyGraceBlocks, got.CustodyGraceBlocks)
+	require.Equal(t, types.DefaultParams().CustodyRecheckBlocks, got.CustodyRecheckBlocks)
+	require.Equal(t, uint64(123), got.ChallengeWindow)
+	require.NoError(t, got.Validate())
+}

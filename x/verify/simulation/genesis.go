@@ -50,6 +50,7 @@ const (
 // admits the reference workload, so honest challengers can win.
 func RandomParams(r *rand.Rand, denom string) types.Params {
 	providerShare := r.Int63n(50)
+	grace := uint64(1 + r.Intn(200))
 	return types.Params{
 		ChallengeWindow:         uint64(2 + r.Intn(maxChallengeWindow-1)),
 		MoveTimeout:             uint64(2 + r.Intn(maxMoveTimeout-1)),
@@ -69,6 +70,8 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 		AuditFraudSlashFraction: math.LegacyNewDecWithPrec(1+r.Int63n(100), 2),
 		AuditMissSlashFraction:  math.LegacyNewDecWithPrec(1+r.Int63n(10), 2),
 		WithheldThreshold:       math.LegacyNewDecWithPrec(r.Int63n(100), 2),
+		CustodyGraceBlocks:      grace,
+		CustodyRecheckBlocks:    uint64(1 + r.Int63n(int64(grace))),
 	}
 }
 

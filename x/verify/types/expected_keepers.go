@@ -74,5 +74,11 @@ type DistributionKeeper interface {
 // front in x/shardregistry.
 type ShardKeeper interface {
 	GetDataset(ctx context.Context, id string) (shardtypes.Dataset, error)
+	// RegisterCustody registers a checkpoint's state as a custody object of
+	// erasure-coded pieces (it checks the data pieces' roots against info.StateRoot).
+	RegisterCustody(ctx context.Context, owner string, info shardtypes.CustodyInfo, stateSize uint64, dataPieces, parityPieces uint32, pieceRoots [][]byte) (shardtypes.Dataset, error)
+	// CustodyHolders is how many of a custody object's pieces have an active, proven
+	// holder, and how many its state needs to be rebuilt.
+	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }

@@ -33,3 +33,8 @@ var (
 var (
 	TileGamesKey = collections.NewPrefix(12)
 )
+
+// Prefixes added with consensus version 4 (custody of checkpoint states).
+var (
+	CustodyQueueKey = collections.NewPrefix(13)
+)

@@ -105,6 +105,10 @@ func DefaultParams() Params {
 		AuditFraudSlashFraction: math.LegacyNewDecWithPrec(50, 2),
 		AuditMissSlashFraction:  math.LegacyNewDecWithPrec(1, 2),
 		WithheldThreshold:       math.LegacyNewDecWithPrec(50, 2),
+		// Holders have about an hour after the window to fetch, claim and prove the
+		// pieces; it is looked at every ~minute meanwhile.
+		CustodyGraceBlocks:   600,
+		CustodyRecheckBlocks: 10,
 	}
 }
 
@@ -168,6 +172,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("audit_miss_slash_fraction must be in (0, 1], got %s", p.AuditMissSlashFraction)
 	case p.WithheldThreshold.IsNil() || p.WithheldThreshold.IsNegative() || p.WithheldThreshold.GTE(one):
 		return fmt.Errorf("withheld_threshold must be in [0, 1), got %s", p.WithheldThreshold)
+	case p.CustodyGraceBlocks == 0 || p.CustodyGraceBlocks > maxBlocksParam:
+		return fmt.Errorf("custody_grace_blocks must be in [1, %d], got %d", maxBlocksParam, p.CustodyGraceBlocks)
+	case p.CustodyRecheckBlocks == 0 || p.CustodyRecheckBlocks > p.CustodyGraceBlocks:
+		return fmt.Errorf("custody_recheck_blocks must be in [1, custody_grace_blocks %d], got %d", p.CustodyGraceBlocks, p.CustodyRecheckBlocks)
 	}
 	return nil
 }

@@ -42,7 +42,11 @@ func Migrate(ctx context.Context, params collections.Item[types.Params]) error {
 		// Version 2 draws auditors at the block after submission, inside the window.
 		p.ChallengeWindow = 2
 	}
-	if err := p.Validate(); err != nil {
+	// Params that later versions add (custody, version 4) are still zero here; their own
+	// migration fills them in, so the check gives them their defaults.
+	check := p
+	check.CustodyGraceBlocks, check.CustodyRecheckBlocks = d.CustodyGraceBlocks, d.CustodyRecheckBlocks
+	if err := check.Validate(); err != nil {
 		return fmt.Errorf("migrated params: %w", err)
 	}
 	return params.Set(ctx, p)

@@ -51,5 +51,7 @@ func TestMigrateFillsTheNewParams(t *testing.T) {
 	want.AuditFeePerStep = d.AuditFeePerStep
 	want.AuditFraudSlashFraction, want.AuditMissSlashFraction, want.WithheldThreshold = d.AuditFraudSlashFraction, d.AuditMissSlashFraction, d.WithheldThreshold
 	require.Equal(t, want.String(), got.String())
+	// The custody params come with version 4's own migration.
+	got.CustodyGraceBlocks, got.CustodyRecheckBlocks = d.CustodyGraceBlocks, d.CustodyRecheckBlocks
 	require.NoError(t, got.Validate())
 }

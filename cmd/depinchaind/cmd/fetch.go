@@ -1,0 +1,302 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cosmos/cosmos-sdk/client/flags"
+	"github.com/cosmos/cosmos-sdk/codec"
+	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+	"github.com/depinchain/depinchain/pkg/custody"
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/reqauth"
+	"github.com/depinchain/depinchain/provider/chain"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// fetchedStateFile and fetchedInfoFile are what `job fetch` writes into --out.
+const (
+	fetchedStateFile = "state"
+	fetchedInfoFile  = "checkpoint.json"
+)
+
+// ErrNotOwner: a fetch by a key that does not own the job.
+var ErrNotOwner = errors.New("only the job's owner may fetch its checkpoints")
+
+func jobFetchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fetch <job-id> --out DIR --from OWNER-KEY [--checkpoint STEP]",
+		Short: "Rebuild a job's final (or a retained) checkpoint from its custody holders, verify it and write it",
+		Long: `For a job whose spec has a custody section: finds the newest final checkpoint (or
+the one ending at --checkpoint STEP), downloads any k of its custody pieces in
+parallel from the storage holders that proved them on chain, checks every piece
+and the rebuilt state against the roots on chain, and writes DIR/state (the
+state file) and DIR/checkpoint.json. Only the job's owner may fetch (--from must
+be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("job id %q: %w", args[0], err)
+			}
+			f := cmd.Flags()
+			addr, _ := f.GetString(flagGRPCAddr)
+			from, _ := f.GetString(flags.FlagFrom)
+			backend, _ := f.GetString(flags.FlagKeyringBackend)
+			dir, _ := f.GetString(flags.FlagKeyringDir)
+			if dir == "" {
+				dir, _ = f.GetString(flags.FlagHome)
+			}
+			out, _ := f.GetString("out")
+			step, _ := f.GetUint64("checkpoint")
+			if from == "" {
+				return errors.New("--from: the job owner's key")
+			}
+			if out == "" {
+				return errors.New("--out: the folder to write the checkpoint into")
+			}
+			kr, err := chain.OpenKeyring(backend, dir, codec.NewProtoCodec(chain.NewEncodingConfig().InterfaceRegistry), os.Stdin)
+			if err != nil {
+				return err
+			}
+			rec, err := kr.Key(from)
+			if err != nil {
+				return fmt.Errorf("key %q: %w", from, err)
+			}
+			acc, err := rec.GetAddress()
+			if err != nil {
+				return err
+			}
+			src, conn, err := jobview.Dial(addr)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			chainID, _ := f.GetString(flags.FlagChainID)
+			if chainID == "" {
+				if chainID, err = src.NodeInfo(ctx); err != nil {
+					return fmt.Errorf("the node's chain id: %w", err)
+				}
+			}
+			// The holders serve pieces of checkpoint states only to signed requests of
+			// parties allowed to read them: the owner's key signs every download.
+			sign := func(msg []byte) ([]byte, []byte, error) {
+				sig, pk, err := kr.Sign(from, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
+				if err != nil {
+					return nil, nil, err
+				}
+				return sig, pk.Bytes(), nil
+			}
+			authorize := func(req *http.Request) error { return reqauth.Sign(req, chainID, acc.String(), sign, time.Now()) }
+			fe := jobFetch{
+				market: src.Market, verify: src.Verify, shards: shardtypes.NewQueryClient(conn),
+				fetcher: fetch.Fetcher{Endpoint: endpointOf(src.Staking), Authorize: authorize},
+				owner:   acc.String(), log: cmd.ErrOrStderr(),
+			}
+			if isatty.IsTerminal(os.Stderr.Fd()) {
+				fe.bar = true
+			}
+			return fe.run(ctx, id, step, out)
+		},
+	}
+	f := cmd.Flags()
+	f.String(flagGRPCAddr, "127.0.0.1:9090", "the node's gRPC endpoint (host:port)")
+	f.String(flags.FlagFrom, "", "the job owner's key (name)")
+	f.String(flags.FlagKeyringBackend, "os", "the keyring's backend (os|file|test)")
+	f.String(flags.FlagKeyringDir, "", "the keyring's folder (default: --home)")
+	f.String(flags.FlagChainID, "", "the chain id the requests are signed for (default: the node's)")
+	f.String("out", "", "the folder to write the checkpoint into")
+	f.Uint64("checkpoint", 0, "the step the wanted checkpoint ends at (default: the newest final one)")
+	return cmd
+}
+
+// endpointOf looks up a holder's registered public URL.
+func endpointOf(q stakingexttypes.QueryClient) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, holder string) (string, error) {
+		res, err := q.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: holder})
+		if err != nil {
+			return "", fmt.Errorf("provider %s: %w", holder, err)
+		}
+		return res.Provider.Endpoint, nil
+	}
+}
+
+// jobFetch is one `job fetch`.
+type jobFetch struct {
+	market  markettypes.QueryClient
+	verify  verifytypes.QueryClient
+	shards  fetch.ShardQuerier
+	fetcher fetch.Fetcher
+	owner   string
+	log     io.Writer
+	bar     bool
+}
+
+// FetchedCheckpoint is DIR/checkpoint.json.
+type FetchedCheckpoint struct {
+	JobID         uint64 `json:"job_id"`
+	LeaseID       uint64 `json:"lease_id"`
+	Index         uint64 `json:"index"`
+	StartStep     uint64 `json:"start_step"`
+	EndStep       uint64 `json:"end_step"`
+	StateRoot     string `json:"state_root"`
+	StateBytes    uint64 `json:"state_bytes"`
+	CustodyObject string `json:"custody_object"`
+	Holders       int    `json:"pieces_with_holders"`
+	DataPieces    uint32 `json:"data_pieces"`
+	ParityPieces  uint32 `json:"parity_pieces"`
+}
+
+func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) error {
+	jr, err := f.market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+	if err != nil {
+		return fmt.Errorf("job %d: %w", jobID, err)
+	}
+	job := jr.Job
+	if job.Owner != f.owner {
+		return fmt.Errorf("%w: job %d belongs to %s, and --from is %s", ErrNotOwner, jobID, job.Owner, f.owner)
+	}
+	if job.Spec.Custody == nil {
+		return fmt.Errorf("job %d has no custody section: its checkpoints are kept only by the providers that trained them", jobID)
+	}
+	cp, err := f.checkpoint(ctx, jobID, step)
+	if err != nil {
+		return err
+	}
+	obj, err := fetch.Locate(ctx, f.shards, cp.LeaseId, cp.Index)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(obj.Custody.StateRoot, cp.StateRoot) {
+		return fmt.Errorf("custody object %s holds state %x, checkpoint %d/%d has %x", obj.DatasetID, obj.Custody.StateRoot, cp.LeaseId, cp.Index, cp.StateRoot)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(out, ".state-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+
+	fmt.Fprintf(f.log, "checkpoint %d/%d of job %d (steps %d..%d): %d bytes in %d+%d pieces of %d bytes, %d pieces held\n",
+		cp.LeaseId, cp.Index, jobID, cp.StartStep, cp.EndStep, obj.Layout.StateSize, obj.Layout.DataPieces, obj.Layout.ParityPieces, obj.Layout.PieceSize, obj.Live())
+	fetcher := f.fetcher
+	if f.bar {
+		finish := f.progress(&fetcher, obj)
+		defer finish()
+	}
+	if err := fetcher.Rebuild(ctx, obj, tmp); err != nil {
+		return err
+	}
+	// The data pieces were each checked against their roots, whose tree the chain checked
+	// against state_root; hashing the file once more checks the rebuilt state as written.
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	root, _, err := merkle.ParallelStreamRoot(tmp, custody.ChunkSize, 0)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(root[:], cp.StateRoot) {
+		return fmt.Errorf("the rebuilt state's root %x is not checkpoint %d/%d's state_root %x", root[:], cp.LeaseId, cp.Index, cp.StateRoot)
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(out, fetchedStateFile)); err != nil {
+		return err
+	}
+	info := FetchedCheckpoint{
+		JobID: jobID, LeaseID: cp.LeaseId, Index: cp.Index, StartStep: cp.StartStep, EndStep: cp.EndStep,
+		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: obj.Layout.StateSize, CustodyObject: obj.DatasetID,
+		Holders: obj.Live(), DataPieces: obj.Layout.DataPieces, ParityPieces: obj.Layout.ParityPieces,
+	}
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, fetchedInfoFile), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", root[:], filepath.Join(out, fetchedStateFile))
+	return nil
+}
+
+// checkpoint is the job's checkpoint to fetch: the final one ending at step, or with
+// step 0 the final one that ends last.
+func (f *jobFetch) checkpoint(ctx context.Context, jobID, step uint64) (verifytypes.Checkpoint, error) {
+	leases, err := f.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		return verifytypes.Checkpoint{}, err
+	}
+	var best *verifytypes.Checkpoint
+	for _, l := range leases.Leases {
+		cps, err := f.verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: l.Id})
+		if err != nil {
+			return verifytypes.Checkpoint{}, err
+		}
+		for _, cp := range cps.Checkpoints {
+			if cp.Status != verifytypes.CHECKPOINT_STATUS_FINAL || cp.CustodyId == "" {
+				continue
+			}
+			if (step == 0 || cp.EndStep == step) && (best == nil || cp.EndStep > best.EndStep) {
+				best = &cp
+			}
+		}
+	}
+	if best == nil {
+		if step != 0 {
+			return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint in custody ending at step %d", jobID, step)
+		}
+		return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint in custody yet", jobID)
+	}
+	return *best, nil
+}
+
+// progress draws bars of bytes and pieces on stderr while the fetcher reads, and
+// returns what finishes them.
+func (f *jobFetch) progress(fetcher *fetch.Fetcher, obj fetch.Object) func() {
+	need := int64(0)
+	for i := range obj.Layout.DataPieces {
+		need += int64(obj.Layout.PieceBytes(i))
+	}
+	bytesBar := progressbar.NewOptions64(need, progressbar.OptionSetWriter(f.log), progressbar.OptionShowBytes(true),
+		progressbar.OptionSetDescription("bytes "), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond))
+	var mu sync.Mutex
+	pieces := 0
+	fetcher.Progress = func(n int64, done bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		bytesBar.Add64(n) //nolint:errcheck // drawing only
+		if done {
+			pieces++
+			bytesBar.Describe(fmt.Sprintf("pieces %d/%d ", pieces, obj.Layout.DataPieces))
+		}
+	}
+	return func() { bytesBar.Finish() } //nolint:errcheck // drawing only
+}

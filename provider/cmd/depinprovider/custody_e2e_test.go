@@ -1,0 +1,599 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sdkmath "cosmossdk.io/math"
+	"github.com/cosmos/cosmos-sdk/crypto/keys/secp256k1"
+	"github.com/cosmos/cosmos-sdk/types/bech32"
+
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/reqauth"
+	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/testutil/localnet"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// custodyJobYAML is a reference job whose checkpoint states are kept in custody, 2+1.
+const custodyJobYAML = `name: custody-lm
+gpu:
+  models: [H100-SXM5-80GB]
+  min_vram_gib: 80
+  per_worker: 1
+workload:
+  kind: reference
+total_steps: 64
+checkpoint_every: 16
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 2h
+bidding_window_blocks: 6
+checkpoint_deadline_blocks: 40
+audit:
+  auditors: 0
+custody:
+  data_pieces: 2
+  parity_pieces: 1
+  retain_checkpoints: 720h
+`
+
+// TestTrainerHostDestroyedResumesFromCustody is the promise "the job reopens from its
+// last final checkpoint" with the trainer's host gone for good, on real processes. Two
+// GPU providers bid (t1 cheaper, so it wins) and three storage providers (h1..h3,
+// storage_role.custody on, no GPUs priced) hold checkpoint pieces. t1 trains, commits
+// its first checkpoint with the roots of its 2+1 custody pieces; the holders fetch the
+// pieces from t1's public server, check them and claim them, and only then is the
+// checkpoint final. t1 is paused before its second submission, then its sidecar is
+// killed with SIGKILL and its whole home (work folder, pieces, database) deleted; it
+// never comes back. At its checkpoint deadline the lease closes for non-performance, the
+// job reopens, t2 wins it, rebuilds the start state from the holders' pieces (t1 cannot
+// serve anything), resumes at step 16 and completes the job, every checkpoint in custody.
+// The owner fetches the final state with `depinchaind job fetch`, which verifies it
+// against the chain's roots; a fetch by another key is refused. Nobody but t1 lost bond.
+func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and five real sidecars")
+	}
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	names := []string{"t1", "t2", "h1", "h2", "h3"}
+	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
+	for _, n := range names {
+		accounts[n] = 1_000_000_000_000
+	}
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home:      filepath.Join(dir, "chain"),
+		BlockTime: 500 * time.Millisecond,
+		Accounts:  accounts,
+		Genesis: func(state map[string]any) error {
+			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+			v := state["verify"].(map[string]any)["params"].(map[string]any)
+			v["challenge_window"], v["move_timeout"] = "10", "20"
+			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	market, verify := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
+	shards, staking := shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
+
+	sidecars := map[string]*sidecar.Provider{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var setupErr []error
+	for _, name := range names {
+		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		switch name {
+		case "t1":
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
+		case "t2":
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 2_000_000}
+		default:
+			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
+		}
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sidecar.Setup(ctx, node, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			sidecars[name] = p
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(setupErr...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		t.Cleanup(sidecars[name].Stop)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range names {
+			t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
+		}
+		t.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
+	})
+	errs := make([]error, len(names))
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sidecars[name].Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	bond := func(name string) sdkmath.Int {
+		t.Helper()
+		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: sidecars[name].Operator})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Provider.Bond.Amount
+	}
+	bondsBefore := map[string]sdkmath.Int{}
+	for _, name := range names {
+		bondsBefore[name] = bond(name)
+	}
+	waitFor := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for !cond() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				t.Fatalf("timed out after %s waiting until %s", timeout, what)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("%s at %s", what, since())
+	}
+	t.Logf("node and five sidecars up at %s", since())
+
+	// The job.
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(custodyJobYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	var jobID uint64
+	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
+
+	leases := func() []markettypes.Lease {
+		res, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Leases
+	}
+	checkpoints := func(lease uint64) []verifytypes.Checkpoint {
+		res, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Checkpoints
+	}
+	var first markettypes.Lease
+	waitFor("t1 leases the job", 2*time.Minute, func() bool {
+		ls := leases()
+		if len(ls) > 0 {
+			first = ls[0]
+		}
+		return len(ls) > 0
+	})
+	if first.Provider != sidecars["t1"].Operator {
+		t.Fatalf("the first lease went to %s, want t1 (the cheaper bid)", first.Provider)
+	}
+
+	// Checkpoint 0: committed with its custody roots, held by two of h1..h3 (never t1),
+	// final only then.
+	var cp0 verifytypes.Checkpoint
+	waitFor("t1's first checkpoint is final, its state in custody", 3*time.Minute, func() bool {
+		cps := checkpoints(first.Id)
+		if len(cps) == 0 {
+			return false
+		}
+		cp0 = cps[0]
+		return cp0.Status == verifytypes.CHECKPOINT_STATUS_FINAL
+	})
+	if cp0.CustodyId != shardtypes.CustodyDatasetID(first.Id, 0) {
+		t.Fatalf("checkpoint 0 custody id %q", cp0.CustodyId)
+	}
+	sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: cp0.CustodyId, Index: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Shard.Live < sh.Shard.MinLive {
+		t.Fatalf("final checkpoint with %d live pieces of the %d it needs", sh.Shard.Live, sh.Shard.MinLive)
+	}
+	for _, r := range sh.Replicas {
+		if r.Holder == sidecars["t1"].Operator {
+			t.Fatal("the trainer holds a piece of its own state")
+		}
+	}
+	t.Logf("checkpoint 0 (steps %d..%d) final with %d of %d pieces held", cp0.StartStep, cp0.EndStep, sh.Shard.Live, sh.Shard.Target)
+
+	// A holder serves its piece only to a signed request of someone allowed to read it.
+	held := sh.Replicas[0]
+	var holderName string
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if sidecars[n].Operator == held.Holder {
+			holderName = n
+		}
+	}
+	pieceURL := fmt.Sprintf("%s/pieces/%s/0/%d", sidecars[holderName].Public, cp0.CustodyId, held.Piece)
+	get := func(sign bool) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pieceURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sign {
+			key := secp256k1.GenPrivKey()
+			addr, _ := bech32.ConvertAndEncode("depin", key.PubKey().Address())
+			err := reqauth.Sign(req, node.ChainID, addr, func(msg []byte) ([]byte, []byte, error) {
+				sig, err := key.Sign(msg)
+				return sig, key.PubKey().Bytes(), err
+			}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := get(false); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
+		t.Fatalf("an unsigned request for a custody piece: %d %s", code, body)
+	}
+	if code, body := get(true); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
+		t.Fatalf("a request signed by an unbonded key: %d %s", code, body)
+	}
+
+	// The host is destroyed: SIGKILL, its whole home deleted, never restarted.
+	pauseCtx, stopWaiting := context.WithTimeout(ctx, 90*time.Second)
+	if err := sidecars["t1"].WaitLog(pauseCtx, daemon.PausedLogMsg); err != nil {
+		t.Logf("t1 did not pause before its second checkpoint: %v", err)
+	}
+	stopWaiting()
+	sidecars["t1"].Kill()
+	if err := os.RemoveAll(sidecars["t1"].Home); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("t1's host destroyed at %s", since())
+
+	var second markettypes.Lease
+	waitFor("the job reopens and t2 leases it from step 16", 3*time.Minute, func() bool {
+		for _, l := range leases() {
+			if l.Id != first.Id {
+				second = l
+				return true
+			}
+		}
+		return false
+	})
+	if second.Provider != sidecars["t2"].Operator || second.ResumeStep != cp0.EndStep || !bytes.Equal(second.ResumeHash, cp0.StateRoot) {
+		t.Fatalf("second lease %+v, want t2's resuming at step %d", second, cp0.EndStep)
+	}
+	res1, err := market.Lease(ctx, &markettypes.QueryLeaseRequest{LeaseId: first.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res1.Lease.CloseReason != markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE {
+		t.Fatalf("t1's lease closed %s", res1.Lease.CloseReason)
+	}
+	waitFor("t2 rebuilt its start state from custody", time.Minute, func() bool {
+		return sidecars["t2"].Logged("resume checkpoint rebuilt from custody")
+	})
+	waitFor("the job completes", 5*time.Minute, func() bool {
+		j, err := market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.Job.State == markettypes.JOB_STATE_COMPLETED
+	})
+	cps := checkpoints(second.Id)
+	last := cps[len(cps)-1]
+	if last.EndStep != 64 || last.Status != verifytypes.CHECKPOINT_STATUS_FINAL || last.CustodyId == "" {
+		t.Fatalf("last checkpoint %+v", last)
+	}
+
+	// The owner fetches the final model from the holders; it verifies against the chain.
+	out := filepath.Join(dir, "model")
+	fetchArgs := []string{"job", "fetch", fmt.Sprint(jobID), "--out", out, "--keyring-backend", "test", "--grpc-addr", node.GRPC}
+	if _, err := node.Exec(ctx, append(fetchArgs, "--from", "outsider")...); err == nil || !strings.Contains(err.Error(), "only the job's owner may fetch") {
+		t.Fatalf("a fetch by another key: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused fetch left %s behind: %v", out, err)
+	}
+	if _, err := node.Exec(ctx, append(fetchArgs, "--from", "owner")...); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(out, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root := exact.StateRoot(state); !bytes.Equal(root[:], last.StateRoot) {
+		t.Fatalf("fetched state root %x, the final checkpoint's %x", root[:], last.StateRoot)
+	}
+	if st, err := exact.Decode(state); err != nil || st.Step != 64 {
+		t.Fatalf("fetched state does not decode as the step-64 state: %v", err)
+	}
+	var info struct {
+		EndStep uint64 `json:"end_step"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "checkpoint.json"))
+	if err != nil || json.Unmarshal(data, &info) != nil || info.EndStep != 64 {
+		t.Fatalf("checkpoint.json: %v %s", err, data)
+	}
+
+	// job status shows each checkpoint's custody: pieces proven of k+m, and holders.
+	statusOut, err := node.Exec(ctx, "job", "status", fmt.Sprint(jobID), "-o", "json", "--grpc-addr", node.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct {
+		Custody []struct {
+			LeaseID uint64   `json:"lease_id"`
+			Proven  uint32   `json:"proven"`
+			Pieces  uint32   `json:"pieces"`
+			Needed  uint32   `json:"needed"`
+			Holders []string `json:"holders"`
+		} `json:"custody"`
+	}
+	if err := json.Unmarshal([]byte(statusOut), &status); err != nil {
+		t.Fatalf("job status: %v\n%s", err, statusOut)
+	}
+	if len(status.Custody) < 1+len(cps) {
+		t.Fatalf("job status lists custody of %d checkpoints, want at least %d:\n%s", len(status.Custody), 1+len(cps), statusOut)
+	}
+	for _, c := range status.Custody {
+		if c.LeaseID == second.Id && (c.Proven < c.Needed || c.Pieces != 3 || len(c.Holders) != int(c.Proven)) {
+			t.Fatalf("custody in job status: %+v", c)
+		}
+	}
+
+	// Nobody innocent lost bond.
+	for _, name := range names[1:] {
+		if got := bond(name); !got.Equal(bondsBefore[name]) {
+			t.Errorf("%s's bond went from %s to %s", name, bondsBefore[name], got)
+		}
+	}
+	t.Logf("done at %s; t1's bond %s → %s", since(), bondsBefore["t1"], bond("t1"))
+}
+
+// TestCustodyPiecesLostStillFetchableAndRepaired: a 2+2 job trained by t1 while five
+// storage providers (custody on, repair off) hold its checkpoints' pieces. After the job
+// completes, two holders of the final state lose their piece files: the owner still
+// fetches and verifies the model from the two pieces left (the lost holders answer 404
+// and are skipped), the two holders declare their faults, and providers without a piece
+// of that state rebuild the two pieces from k others and claim them, restoring 4 of 4.
+func TestCustodyPiecesLostStillFetchableAndRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	holders := []string{"h1", "h2", "h3", "h4", "h5"}
+	names := append([]string{"t1"}, holders...)
+	accounts := map[string]int64{"owner": 1_000_000_000_000}
+	for _, n := range names {
+		accounts[n] = 1_000_000_000_000
+	}
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home: filepath.Join(dir, "chain"), BlockTime: 500 * time.Millisecond, Accounts: accounts,
+		Genesis: func(state map[string]any) error {
+			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+			v := state["verify"].(map[string]any)["params"].(map[string]any)
+			v["challenge_window"], v["move_timeout"] = "10", "20"
+			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	market, verify, shards := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), shardtypes.NewQueryClient(conn)
+
+	sidecars := map[string]*sidecar.Provider{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var setupErr []error
+	for _, name := range names {
+		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		if name == "t1" {
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+		} else {
+			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
+		}
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sidecar.Setup(ctx, node, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			sidecars[name] = p
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(setupErr...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		t.Cleanup(sidecars[name].Stop)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range names {
+				t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
+			}
+		}
+	})
+	errs := make([]error, len(names))
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sidecars[name].Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for !cond() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				t.Fatalf("timed out after %s waiting until %s", timeout, what)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("%s at %s", what, since())
+	}
+
+	spec := strings.NewReplacer("total_steps: 64", "total_steps: 32", "parity_pieces: 1", "parity_pieces: 2").Replace(custodyJobYAML)
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	var jobID uint64
+	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
+	waitFor("the job completes", 4*time.Minute, func() bool {
+		j, err := market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+		return err == nil && j.Job.State == markettypes.JOB_STATE_COMPLETED
+	})
+	ls, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: ls.Leases[0].Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := cps.Checkpoints[len(cps.Checkpoints)-1]
+	shard := func() *shardtypes.QueryShardResponse {
+		sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: last.CustodyId, Index: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	waitFor("all 4 pieces of the final state are held", time.Minute, func() bool { return shard().Shard.Live == 4 })
+
+	// Two holders lose their piece files (their pieces folders stay).
+	byOperator := map[string]string{}
+	for _, n := range holders {
+		byOperator[sidecars[n].Operator] = n
+	}
+	var lost []string
+	for _, r := range shard().Replicas[:2] {
+		name := byOperator[r.Holder]
+		path := filepath.Join(sidecars[name].Home, "pieces", last.CustodyId, "pieces", fmt.Sprintf("s000000-p%03d.piece", r.Piece))
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		lost = append(lost, name)
+	}
+	t.Logf("%v lost their pieces of %s at %s", lost, last.CustodyId, since())
+
+	// Still fetchable: any 2 of the 4 rebuild it, and every piece and the state verify.
+	out := filepath.Join(dir, "model")
+	if _, err := node.Exec(ctx, "job", "fetch", fmt.Sprint(jobID), "--out", out, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(out, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root := exact.StateRoot(state); !bytes.Equal(root[:], last.StateRoot) {
+		t.Fatalf("fetched state root %x, the final checkpoint's %x", root[:], last.StateRoot)
+	}
+
+	// The losers declare their faults; others rebuild the pieces and restore the count.
+	waitFor("both faults declared", time.Minute, func() bool {
+		return sidecars[lost[0]].Logged("fault declared") && sidecars[lost[1]].Logged("fault declared")
+	})
+	waitFor("repair restores 4 of 4 pieces", 2*time.Minute, func() bool {
+		sh := shard()
+		active := 0
+		for _, r := range sh.Replicas {
+			if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
+				active++
+			}
+		}
+		return sh.Shard.Live == 4 && active == 4
+	})
+}

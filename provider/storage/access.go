@@ -1,0 +1,50 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/depinchain/depinchain/pkg/reqauth"
+	"github.com/depinchain/depinchain/x/shardregistry/types"
+)
+
+// PieceReaders decides who may read the pieces of a checkpoint state's custody object.
+type PieceReaders interface {
+	// MayRead returns nil when reader (a bech32 address that signed the request) may
+	// read the pieces of custody object datasetID, else an error that says why not.
+	MayRead(ctx context.Context, reader, datasetID string) error
+}
+
+// RestrictCustodyPieces wraps the piece handler: the pieces of checkpoint states
+// (custody objects, "ckpt-" ids) are served only to requests signed per pkg/reqauth by a
+// reader the chain allows (401 unsigned or badly signed, 403 not allowed); dataset
+// pieces stay public, as datasets are registered for anyone to train on.
+func RestrictCustodyPieces(next http.Handler, v *reqauth.Verifier, readers PieceReaders) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rest, _ := strings.CutPrefix(req.URL.Path, "/pieces/")
+		id, _, _ := strings.Cut(rest, "/")
+		if !types.IsCustodyDatasetID(id) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		reader, err := v.Verify(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if err := readers.MayRead(req.Context(), reader, id); err != nil {
+			status := http.StatusForbidden
+			if !errors.Is(err, ErrNotAReader) {
+				status = http.StatusServiceUnavailable // the chain could not be asked
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// ErrNotAReader: the signer may not read a custody object's pieces.
+var ErrNotAReader = errors.New("may not read the pieces of this checkpoint state")
