@@ -204,6 +204,20 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 			fmt.Fprintf(tw, "%d\t%d/%d\t%s\t%s\t%d\t%d-%d\t%s\n", d.ID, d.LeaseID, d.Checkpoint, d.Phase, orDash(d.ToMove), d.Rounds, d.Lo, d.Hi, d.Challenger)
 		}
 	}
+	if v.BiddingDeadline != 0 {
+		fmt.Fprintf(tw, "\nauction open until the end of height %d\n", v.BiddingDeadline)
+	}
+	if len(v.Bids) > 0 {
+		fmt.Fprintln(tw, "\nBID\tPROVIDER\tPRICE/GPU-HOUR\tGPUS\tCOMMITTED RATE\tPRICE/STEP\tRUNTIME\tAT")
+		for _, b := range v.Bids {
+			status := b.Status
+			if b.LeaseID != 0 {
+				status = fmt.Sprintf("%s: lease %d (worker %d)", b.Status, b.LeaseID, b.Worker)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d steps/h\t%s\t%s\theight %d\n", status, b.Provider, b.PricePerGPUHour, b.GPUs,
+				b.StepsPerHour, orDash(b.PricePerStep), orDash(b.Runtime), b.CreatedHeight)
+		}
+	}
 	fmt.Fprintln(tw, "\nLEASE\tWORKER\tPROVIDER\tSTATE\tFROM STEP\tCLAIMED TO\tCOMMITTED\tPRICE/STEP\tSTARTED AT\tPAID\tPENDING\tREFUNDED\tCLOSED")
 	for _, l := range v.Leases {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%d steps/h\t%s\theight %d\t%s\t%s\t%s\t%s\n", l.ID, l.Worker, l.Provider,
