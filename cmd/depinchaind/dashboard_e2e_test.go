@@ -437,6 +437,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	if v.State != "JOB_STATE_COMPLETED" || len(v.Workers) != 1 || v.Workers[0].Step != 48 || len(v.Loss) != 3 || v.Money.Paid != paid.String() {
 		t.Fatalf("job status JSON: %+v", v)
 	}
+	// Its auction is long over: the bid that won its lease, at the lease's committed rate.
+	if len(v.Bids) != 1 || v.Bids[0].Status != jobview.BidWon || v.Bids[0].LeaseID != leases.Leases[0].Id ||
+		v.Bids[0].StepsPerHour != leases.Leases[0].StepsPerHour || v.Bids[0].StepsPerHour == 0 {
+		t.Fatalf("job status JSON bids: %+v, lease %+v", v.Bids, leases.Leases[0])
+	}
 	for i, p := range v.Loss {
 		if p.Source != jobview.LossVerified || p.Step != uint64(16*(i+1)) || p.Nats <= 0 {
 			t.Fatalf("loss point %d: %+v", i, p)
@@ -449,7 +454,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("job status: %v\n%s", err, table)
 	}
-	for _, want := range []string{"JOB_STATE_COMPLETED", "48/48", "paid " + paid.String(), "(verified)", "FINAL", "COMPLETED"} {
+	for _, want := range []string{"JOB_STATE_COMPLETED", "48/48", "paid " + paid.String(), "(verified)", "FINAL", "COMPLETED", fmt.Sprintf("won: lease %d (worker 0)", leases.Leases[0].Id)} {
 		if !strings.Contains(table, want) {
 			t.Fatalf("job status table lacks %q:\n%s", want, table)
 		}

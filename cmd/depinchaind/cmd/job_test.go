@@ -61,7 +61,7 @@ func TestJobStatusTableShowsBids(t *testing.T) {
 	require.NoError(t, writeStatus(&b, sampleView()))
 	out := b.String()
 	require.Regexp(t, `(?m)^open +prov3 +300udpin +1 +240 steps/h +1\.25udpin +reference +height 66$`, out)
-	require.Regexp(t, `(?m)^won: lease 2 \(worker 0\) +prov1 +300udpin +1 +200 steps/h +1\.5udpin +- +height 12$`, out)
+	require.Regexp(t, `(?m)^won: lease 2 \(worker 0\) +prov1 +300udpin +1 +200 steps/h +1\.5udpin +- +leased at height 12$`, out)
 }
 
 func TestJobStatusWatchFrame(t *testing.T) {

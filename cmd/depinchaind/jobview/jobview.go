@@ -210,11 +210,13 @@ type Bid struct {
 	GPUs            uint32 `json:"gpus"`
 	// StepsPerHour is the throughput the bid commits to (x/market v4), and PricePerStep
 	// the price × GPUs ÷ steps_per_hour the auction ranks by.
-	StepsPerHour  uint64 `json:"steps_per_hour"`
-	PricePerStep  string `json:"price_per_step"`
-	Runtime       string `json:"runtime,omitempty"`
-	Status        string `json:"status"`
-	CreatedHeight int64  `json:"created_height,omitempty"`
+	StepsPerHour uint64 `json:"steps_per_hour"`
+	PricePerStep string `json:"price_per_step"`
+	Runtime      string `json:"runtime,omitempty"`
+	Status       string `json:"status"`
+	// CreatedHeight is the open bid's height; for a won bid, whose own height the
+	// chain no longer keeps, the lease's start height (the auction's close).
+	CreatedHeight int64 `json:"created_height,omitempty"`
 	// LeaseID and Worker are the lease a won bid became.
 	LeaseID uint64 `json:"lease_id,omitempty"`
 	Worker  uint32 `json:"worker"`

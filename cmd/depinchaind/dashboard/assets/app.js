@@ -118,7 +118,7 @@ async function jobPage(id) {
     `<h2>Bids</h2>${bidNote}` + table("bids", ["Provider", "Price/GPU-hour", "GPUs", "Committed rate", "Price/step", "Runtime", "Bid at", "Status"],
       v.bids.map((b) => `<tr data-bid="${esc(b.status)}:${esc(b.provider)}${b.lease_id ? ":" + b.lease_id : ""}" class="bid-${esc(b.status)}"><td>${provLink(b.provider)}</td>
         <td>${esc(b.price_per_gpu_hour)}</td><td>${b.gpus}</td><td class="bid-rate">${b.steps_per_hour} steps/h</td><td class="bid-price-per-step">${esc(b.price_per_step) || "-"}</td>
-        <td>${esc(b.runtime) || "-"}</td><td>height ${b.created_height}</td>
+        <td>${esc(b.runtime) || "-"}</td><td>${b.status === "won" ? "leased at " : ""}height ${b.created_height}</td>
         <td class="bid-status">${b.status === "won" ? `won: lease ${b.lease_id} (worker ${b.worker})` : "open"}</td></tr>`),
       v.state === "JOB_STATE_OPEN" ? "No bid yet." : "No bids: x/market keeps bids only while the auction is open.") +
     `<h2>Checkpoints</h2>` + table("checkpoints", ["Lease/index", "Worker", "Steps", "Status", "Challengeable until", "Claim", "Loss", "Source", "Provider"],
