@@ -77,7 +77,9 @@ func chromiumPath(t *testing.T) string {
 // transformer job whose page gains checkpoints and dispute moves without a
 // reload and ends with the right steps, money and one verified loss point
 // per checkpoint; a dispute in progress on it (another account challenges
-// its first checkpoint); a job that fails; the provider and network pages;
+// its first checkpoint); a job that fails, whose page, open before the job
+// exists, shows the sidecar's bid while its auction is open and then the bid
+// that won its lease, without a reload; the provider and network pages;
 // `job status` as JSON and as a table. Screenshots of each page go to the
 // artifact dir.
 //
@@ -435,6 +437,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	if v.State != "JOB_STATE_COMPLETED" || len(v.Workers) != 1 || v.Workers[0].Step != 48 || len(v.Loss) != 3 || v.Money.Paid != paid.String() {
 		t.Fatalf("job status JSON: %+v", v)
 	}
+	// Its auction is long over: the bid that won its lease, at the lease's committed rate.
+	if len(v.Bids) != 1 || v.Bids[0].Status != jobview.BidWon || v.Bids[0].LeaseID != leases.Leases[0].Id ||
+		v.Bids[0].StepsPerHour != leases.Leases[0].StepsPerHour || v.Bids[0].StepsPerHour == 0 {
+		t.Fatalf("job status JSON bids: %+v, lease %+v", v.Bids, leases.Leases[0])
+	}
 	for i, p := range v.Loss {
 		if p.Source != jobview.LossVerified || p.Step != uint64(16*(i+1)) || p.Nats <= 0 {
 			t.Fatalf("loss point %d: %+v", i, p)
@@ -447,7 +454,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("job status: %v\n%s", err, table)
 	}
-	for _, want := range []string{"JOB_STATE_COMPLETED", "48/48", "paid " + paid.String(), "(verified)", "FINAL", "COMPLETED"} {
+	for _, want := range []string{"JOB_STATE_COMPLETED", "48/48", "paid " + paid.String(), "(verified)", "FINAL", "COMPLETED", fmt.Sprintf("won: lease %d (worker 0)", leases.Leases[0].Id)} {
 		if !strings.Contains(table, want) {
 			t.Fatalf("job status table lacks %q:\n%s", want, table)
 		}
@@ -457,13 +464,65 @@ func TestDashboardInABrowser(t *testing.T) {
 	// 4. A job whose escrow cannot pay its lease's first checkpoint fails: 48 steps on 8
 	// GPUs at the table's 2000000 per GPU-hour cost 48 × 8 × 2000000 ÷ the committed rate,
 	// well over 1000udepin at any rate this host's Go trainer commits (under 700000 an hour).
+	// Its auction stays open 40 blocks, so the sidecar's bid is on chain (x/market
+	// deletes a job's bids when its auction closes) while the page, open on the job
+	// from before it existed, must show it without a reload; afterwards the page
+	// shows the bid that won the lease.
 	underfunded := strings.NewReplacer("dashboard-lm", "underfunded", "per_worker: 1", "per_worker: 8",
-		"checkpoint_every: 16", "checkpoint_every: 48").Replace(dashboardJobYAML)
+		"checkpoint_every: 16", "checkpoint_every: 48", "bidding_window_blocks: 4", "bidding_window_blocks: 40").Replace(dashboardJobYAML)
+	route(fmt.Sprintf("#/job/%d", jobID+1))
+	mark, err = chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark = Math.random()`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	failed := submitJob(t, ctx, node, underfunded, "1000udepin")
-	route(fmt.Sprintf("#/job/%d", failed))
-	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 60*time.Second)
+	if failed != jobID+1 {
+		t.Fatalf("the second job is %d, want %d", failed, jobID+1)
+	}
+	// The page's bid row, cell by cell, against the bid the chain holds.
+	bidDeadline := time.Now().Add(60 * time.Second)
+	var onChain markettypes.Bid
+	for {
+		bids, err := market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: failed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bids.Bids) == 1 {
+			b := bids.Bids[0]
+			runtime := b.Runtime
+			if runtime == "" {
+				runtime = "-"
+			}
+			want := fmt.Sprintf("open:%s|%s|%s|8|%d steps/h|%sudepin|%s|height %d|open", b.Provider, short(b.Provider), b.PricePerGpuHour,
+				b.StepsPerHour, strings.TrimRight(strings.TrimRight(markettypes.PricePerStep(b.PricePerGpuHour.Amount, 8, b.StepsPerHour).String(), "0"), "."),
+				runtime, b.CreatedHeight)
+			got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(r => r ? [r.dataset.bid, ...[...r.children].map(td => td.textContent)].join('|') : '')(document.querySelector('#bids tr.bid-open'))`))
+			if err == nil && got == want && b.StepsPerHour > 0 {
+				onChain = b
+				break
+			}
+			if time.Now().After(bidDeadline) {
+				t.Fatalf("the open bid: the page shows %q, the chain has %q", got, want)
+			}
+		} else if time.Now().After(bidDeadline) {
+			html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("#view")))
+			t.Fatalf("job %d has %d bids on chain; the page:\n%s", failed, len(bids.Bids), html)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if s := text("#auction"); !strings.Contains(s, "auction open") {
+		t.Fatalf("the open auction says %q", s)
+	}
+	t.Logf("bid on job %d: %s per GPU-hour at %d steps/h, shown live", failed, onChain.PricePerGpuHour, onChain.StepsPerHour)
+	shot("09-job-bids-open")
+	waitFor("the underfunded job failed", `document.getElementById('job-state')?.textContent === 'FAILED'`, 90*time.Second)
 	if s := text("#close-reason"); s == "" {
 		t.Fatal("a failed job shows no reason")
+	}
+	// The auction is over: no open bid, and the bid that won its lease.
+	waitFor("the winning bid", `!document.querySelector('#bids tr.bid-open') && document.querySelectorAll('#bids tr.bid-won').length === 1 && document.querySelector('#bids tr.bid-won .bid-rate').textContent === '`+fmt.Sprint(onChain.StepsPerHour)+` steps/h'`, 10*time.Second)
+	if same, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`window.loadMark`)); err != nil || same != mark {
+		t.Fatalf("the page was reloaded (mark %v, now %v, %v)", mark, same, err)
 	}
 	shot("04-job-failed")
 

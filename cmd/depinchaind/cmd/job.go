@@ -205,6 +205,20 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 		}
 	}
 	writeCustody(tw, v.Custody)
+	if v.BiddingDeadline != 0 {
+		fmt.Fprintf(tw, "\nauction open until the end of height %d\n", v.BiddingDeadline)
+	}
+	if len(v.Bids) > 0 {
+		fmt.Fprintln(tw, "\nBID\tPROVIDER\tPRICE/GPU-HOUR\tGPUS\tCOMMITTED RATE\tPRICE/STEP\tRUNTIME\tAT")
+		for _, b := range v.Bids {
+			status, at := b.Status, fmt.Sprintf("height %d", b.CreatedHeight)
+			if b.Status == jobview.BidWon {
+				status, at = fmt.Sprintf("%s: lease %d (worker %d)", b.Status, b.LeaseID, b.Worker), "leased at "+at
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d steps/h\t%s\t%s\t%s\n", status, b.Provider, b.PricePerGPUHour, b.GPUs,
+				b.StepsPerHour, orDash(b.PricePerStep), orDash(b.Runtime), at)
+		}
+	}
 	fmt.Fprintln(tw, "\nLEASE\tWORKER\tPROVIDER\tSTATE\tFROM STEP\tCLAIMED TO\tCOMMITTED\tPRICE/STEP\tSTARTED AT\tPAID\tPENDING\tREFUNDED\tCLOSED")
 	for _, l := range v.Leases {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%d steps/h\t%s\theight %d\t%s\t%s\t%s\t%s\n", l.ID, l.Worker, l.Provider,

@@ -26,6 +26,11 @@ func sampleView() *jobview.View {
 		Disputes: []jobview.Dispute{{ID: 1, LeaseID: 4, Phase: "GAME_TURN_PROVIDER", ToMove: "provider", Rounds: 3, Lo: 0, Hi: 80, Challenger: "ch1"}},
 		Leases: []jobview.Lease{{ID: 2, Worker: 0, Provider: "prov1", State: "LEASE_STATE_ACTIVE", Paid: "90udpin",
 			StepsPerHour: 200, PricePerStep: "1.5", ClaimedStep: 60, Pending: "10udpin", Refunded: "7"}},
+		BiddingDeadline: 70,
+		Bids: []jobview.Bid{
+			{Provider: "prov3", PricePerGPUHour: "300udpin", GPUs: 1, StepsPerHour: 240, PricePerStep: "1.25udpin", Runtime: "reference", Status: jobview.BidOpen, CreatedHeight: 66},
+			{Provider: "prov1", PricePerGPUHour: "300udpin", GPUs: 1, StepsPerHour: 200, PricePerStep: "1.5udpin", Status: jobview.BidWon, CreatedHeight: 12, LeaseID: 2},
+		},
 	}
 }
 
@@ -44,9 +49,19 @@ func TestJobStatusTable(t *testing.T) {
 		// Pay for work: the checkpointed rate against the committed one, the price per
 		// step and the worker's money.
 		"90 / 200 steps/h (45%)", "1.5", "200 steps/h",
+		// The auction: an open bid and the bid that won lease 2.
+		"auction open until the end of height 70",
 	} {
 		require.Contains(t, out, want)
 	}
+}
+
+func TestJobStatusTableShowsBids(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeStatus(&b, sampleView()))
+	out := b.String()
+	require.Regexp(t, `(?m)^open +prov3 +300udpin +1 +240 steps/h +1\.25udpin +reference +height 66$`, out)
+	require.Regexp(t, `(?m)^won: lease 2 \(worker 0\) +prov1 +300udpin +1 +200 steps/h +1\.5udpin +- +leased at height 12$`, out)
 }
 
 func TestJobStatusWatchFrame(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,10 +118,16 @@ type View struct {
 	Disputes    []Dispute    `json:"disputes"`
 	Loss        []LossPoint  `json:"loss"`
 	// Custody is who holds each checkpoint's state pieces (jobs with a custody section).
-	Custody      []Custody `json:"custody,omitempty"`
-	CreatedAt    int64     `json:"created_height"`
-	TimeDeadline time.Time `json:"time_deadline"`
-	AsOf         time.Time `json:"as_of"`
+	Custody []Custody `json:"custody,omitempty"`
+	// Bids are the auction's open bids while the job is OPEN (x/market deletes a job's
+	// bids when its auction closes), cheapest per step first, then the bids that won,
+	// one per lease, read from the leases: a lease keeps its winning bid's terms.
+	Bids []Bid `json:"bids"`
+	// BiddingDeadline is the height at whose end the open auction closes (0 when none is open).
+	BiddingDeadline int64     `json:"bidding_deadline,omitempty"`
+	CreatedAt       int64     `json:"created_height"`
+	TimeDeadline    time.Time `json:"time_deadline"`
+	AsOf            time.Time `json:"as_of"`
 }
 
 // Worker is one worker's progress.
@@ -197,6 +204,31 @@ type Lease struct {
 	Refunded string `json:"refunded"`
 }
 
+// Bid statuses: an open bid waits for the auction to close; a won bid is a lease's terms.
+const (
+	BidOpen = "open"
+	BidWon  = "won"
+)
+
+// Bid is one bid on the job: open, or the winning bid behind a lease.
+type Bid struct {
+	Provider        string `json:"provider"`
+	PricePerGPUHour string `json:"price_per_gpu_hour"`
+	GPUs            uint32 `json:"gpus"`
+	// StepsPerHour is the throughput the bid commits to (x/market v4), and PricePerStep
+	// the price × GPUs ÷ steps_per_hour the auction ranks by.
+	StepsPerHour uint64 `json:"steps_per_hour"`
+	PricePerStep string `json:"price_per_step"`
+	Runtime      string `json:"runtime,omitempty"`
+	Status       string `json:"status"`
+	// CreatedHeight is the open bid's height; for a won bid, whose own height the
+	// chain no longer keeps, the lease's start height (the auction's close).
+	CreatedHeight int64 `json:"created_height,omitempty"`
+	// LeaseID and Worker are the lease a won bid became.
+	LeaseID uint64 `json:"lease_id,omitempty"`
+	Worker  uint32 `json:"worker"`
+}
+
 // Checkpoint is one checkpoint with its finality and loss.
 type Checkpoint struct {
 	LeaseID           uint64     `json:"lease_id"`
@@ -262,7 +294,15 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 		Verifiable: kind == markettypes.WORKLOAD_KIND_REFERENCE || kind == markettypes.WORKLOAD_KIND_TRANSFORMER,
 		TotalSteps: job.Spec.TotalSteps, Interval: job.Spec.CheckpointInterval,
 		CreatedAt: job.CreatedHeight, TimeDeadline: job.TimeDeadline, AsOf: s.now(),
-		Leases: []Lease{}, Checkpoints: []Checkpoint{}, Disputes: []Dispute{}, Loss: []LossPoint{},
+		Leases: []Lease{}, Checkpoints: []Checkpoint{}, Disputes: []Dispute{}, Loss: []LossPoint{}, Bids: []Bid{},
+	}
+	if job.State == markettypes.JOB_STATE_OPEN {
+		v.BiddingDeadline = job.BiddingDeadline
+		bids, err := s.bids(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("bids on job %d: %w", id, err)
+		}
+		v.Bids = append(v.Bids, openBids(bids, job.Spec.Gpu.PerWorker)...)
 	}
 	esc, err := s.Market.Escrow(ctx, &markettypes.QueryEscrowRequest{JobId: id})
 	if err != nil {
@@ -286,6 +326,7 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 		paid, pending, refunded := leaseMoney(l)
 		sm.paid, sm.pending, sm.refunded = sm.paid.Add(paid), sm.pending.Add(pending), sm.refunded.Add(refunded)
 		v.Leases = append(v.Leases, leaseOf(l))
+		v.Bids = append(v.Bids, wonBid(l))
 		if l.State == markettypes.LEASE_STATE_ACTIVE {
 			active[l.Worker] = l
 		}
@@ -416,6 +457,44 @@ func leaseOf(l markettypes.Lease) Lease {
 	return out
 }
 
+// openBids is bids in the auction's order, cheapest per step first, then the earlier
+// bid (the chain also weighs reputation between bids of the same price per step).
+func openBids(bids []markettypes.Bid, gpus uint32) []Bid {
+	sort.SliceStable(bids, func(i, j int) bool {
+		a, b := bids[i], bids[j]
+		if markettypes.CheaperPerStep(a.PricePerGpuHour.Amount, a.StepsPerHour, b.PricePerGpuHour.Amount, b.StepsPerHour) {
+			return true
+		}
+		if markettypes.CheaperPerStep(b.PricePerGpuHour.Amount, b.StepsPerHour, a.PricePerGpuHour.Amount, a.StepsPerHour) {
+			return false
+		}
+		return a.Sequence < b.Sequence
+	})
+	out := make([]Bid, 0, len(bids))
+	for _, b := range bids {
+		out = append(out, Bid{Provider: b.Provider, PricePerGPUHour: b.PricePerGpuHour.String(), GPUs: gpus,
+			StepsPerHour: b.StepsPerHour, PricePerStep: pricePerStep(markettypes.PricePerStep(nz(b.PricePerGpuHour.Amount), gpus, b.StepsPerHour), b.PricePerGpuHour.Denom),
+			Runtime: b.Runtime, Status: BidOpen, CreatedHeight: b.CreatedHeight})
+	}
+	return out
+}
+
+// wonBid is the bid that became lease l, as the lease keeps it.
+func wonBid(l markettypes.Lease) Bid {
+	b := Bid{Provider: l.Provider, PricePerGPUHour: l.PricePerGpuHour.String(), GPUs: l.Gpus, StepsPerHour: l.StepsPerHour,
+		Runtime: l.Runtime, Status: BidWon, CreatedHeight: l.StartHeight, LeaseID: l.Id, Worker: l.Worker}
+	if !l.PricePerStep.IsNil() {
+		b.PricePerStep = pricePerStep(l.PricePerStep, l.PricePerGpuHour.Denom)
+	}
+	return b
+}
+
+// pricePerStep writes a per-step price in its denom, trimmed of trailing zeros.
+func pricePerStep(d sdkmath.LegacyDec, denom string) string {
+	s := strings.TrimRight(strings.TrimRight(d.String(), "0"), ".")
+	return s + denom
+}
+
 func (s *Source) checkpointOf(ctx context.Context, verifiable bool, cp verifytypes.Checkpoint) Checkpoint {
 	out := Checkpoint{LeaseID: cp.LeaseId, Index: cp.Index, Worker: cp.Worker, Provider: cp.Provider,
 		StartStep: cp.StartStep, EndStep: cp.EndStep, Status: cp.Status.String(),
@@ -518,6 +597,19 @@ func (s *Source) leases(ctx context.Context, req *markettypes.QueryLeasesRequest
 			return nil, err
 		}
 		out = append(out, resp.Leases...)
+		return resp.Pagination, nil
+	})
+	return out, err
+}
+
+func (s *Source) bids(ctx context.Context, job uint64) ([]markettypes.Bid, error) {
+	var out []markettypes.Bid
+	err := pages(func(p *query.PageRequest) (*query.PageResponse, error) {
+		resp, err := s.Market.Bids(ctx, &markettypes.QueryBidsRequest{JobId: job, Pagination: p})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.Bids...)
 		return resp.Pagination, nil
 	})
 	return out, err

@@ -28,6 +28,13 @@ type fakeChain struct {
 	leases      []markettypes.Lease
 	checkpoints map[uint64][]verifytypes.Checkpoint
 	challenges  map[uint64][]verifytypes.Challenge
+	bids        []markettypes.Bid
+	bidQueries  int
+}
+
+func (f market) Bids(_ context.Context, r *markettypes.QueryBidsRequest, _ ...grpc.CallOption) (*markettypes.QueryBidsResponse, error) {
+	f.bidQueries++
+	return &markettypes.QueryBidsResponse{Bids: f.bids}, nil
 }
 
 func (f market) Job(context.Context, *markettypes.QueryJobRequest, ...grpc.CallOption) (*markettypes.QueryJobResponse, error) {
@@ -177,4 +184,54 @@ func TestJobViewContainerLossIsSelfReported(t *testing.T) {
 	require.Equal(t, []LossPoint{{Step: 5, Nats: 2.25, Source: LossSelfReported}}, v.Loss)
 	require.Empty(t, v.Checkpoints[0].LossError)
 	require.Equal(t, "70", v.Money.Refunded)
+}
+
+// An open job shows its auction's bids cheapest per step first (not cheapest per
+// GPU-hour: the faster provider wins), ties to the earlier bid; a reopened job's
+// earlier lease shows as the bid that won it.
+func TestJobViewShowsOpenBidsAndTheBidsThatWon(t *testing.T) {
+	price := func(n int64) sdk.Coin { return sdk.NewInt64Coin("udpin", n) }
+	f := &fakeChain{
+		job: markettypes.Job{Id: 9, State: markettypes.JOB_STATE_OPEN, BiddingDeadline: 120, Deposited: coin(1000),
+			Spec: markettypes.JobSpec{Workers: 1, TotalSteps: 100, Gpu: markettypes.GPURequirement{PerWorker: 2},
+				Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_CONTAINER}}},
+		escrow: markettypes.QueryEscrowResponse{Deposited: coin(1000)},
+		leases: []markettypes.Lease{{Id: 5, JobId: 9, Worker: 0, Provider: "old", State: markettypes.LEASE_STATE_CLOSED,
+			PricePerGpuHour: price(300), Gpus: 2, StepsPerHour: 60, PricePerStep: markettypes.PricePerStep(sdkmath.NewInt(300), 2, 60),
+			Runtime: "container", StartHeight: 40}},
+		bids: []markettypes.Bid{
+			// 100 × 2 ÷ 40 = 5 per step
+			{JobId: 9, Provider: "slow-cheap", PricePerGpuHour: price(100), StepsPerHour: 40, Sequence: 1, CreatedHeight: 101, Runtime: "container"},
+			// 300 × 2 ÷ 200 = 3 per step, bid later
+			{JobId: 9, Provider: "fast-late", PricePerGpuHour: price(300), StepsPerHour: 200, Sequence: 3, CreatedHeight: 103},
+			// 150 × 2 ÷ 100 = 3 per step, bid earlier
+			{JobId: 9, Provider: "fast-early", PricePerGpuHour: price(150), StepsPerHour: 100, Sequence: 2, CreatedHeight: 102},
+		},
+	}
+	v, err := newSource(f).Job(context.Background(), 9)
+	require.NoError(t, err)
+	require.Equal(t, int64(120), v.BiddingDeadline)
+	require.Equal(t, []Bid{
+		{Provider: "fast-early", PricePerGPUHour: "150udpin", GPUs: 2, StepsPerHour: 100, PricePerStep: "3udpin", Status: BidOpen, CreatedHeight: 102},
+		{Provider: "fast-late", PricePerGPUHour: "300udpin", GPUs: 2, StepsPerHour: 200, PricePerStep: "3udpin", Status: BidOpen, CreatedHeight: 103},
+		{Provider: "slow-cheap", PricePerGPUHour: "100udpin", GPUs: 2, StepsPerHour: 40, PricePerStep: "5udpin", Runtime: "container", Status: BidOpen, CreatedHeight: 101},
+		{Provider: "old", PricePerGPUHour: "300udpin", GPUs: 2, StepsPerHour: 60, PricePerStep: "10udpin", Runtime: "container", Status: BidWon, CreatedHeight: 40, LeaseID: 5},
+	}, v.Bids)
+
+	// Once leased the auction is over and its bids are gone from the chain: the
+	// view does not ask for them and shows the winners only, with a fractional
+	// price per step written exactly.
+	f.job.State, f.job.BiddingDeadline = markettypes.JOB_STATE_LEASED, 0
+	f.leases = append(f.leases, markettypes.Lease{Id: 6, JobId: 9, Provider: "fast-early", State: markettypes.LEASE_STATE_ACTIVE,
+		PricePerGpuHour: price(150), Gpus: 2, StepsPerHour: 120, PricePerStep: markettypes.PricePerStep(sdkmath.NewInt(150), 2, 120)})
+	asked := f.bidQueries
+	require.Equal(t, 1, asked)
+	v, err = newSource(f).Job(context.Background(), 9)
+	require.NoError(t, err)
+	require.Equal(t, asked, f.bidQueries)
+	require.Zero(t, v.BiddingDeadline)
+	require.Len(t, v.Bids, 2)
+	require.Equal(t, BidWon, v.Bids[1].Status)
+	require.Equal(t, uint64(6), v.Bids[1].LeaseID)
+	require.Equal(t, "2.5udpin", v.Bids[1].PricePerStep)
 }

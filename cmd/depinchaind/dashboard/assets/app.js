@@ -113,7 +113,14 @@ async function jobPage(id) {
   const verified = v.loss.filter((p) => p.source === "verified").length;
   document.getElementById("loss-note").innerHTML = `<span id="loss-count" data-points="${v.loss.length}" data-verified="${verified}">${v.loss.length} points: ${verified} <span class="verified">verified</span>, ${v.loss.length - verified} <span class="self">self-reported</span></span>`;
   const rest = cfg.rest_addr ? (p) => ` <a href="${esc(cfg.rest_addr)}${p}">REST</a>` : () => "";
+  const bidNote = v.bidding_deadline ? `<div id="auction">auction open: closes at the end of height ${v.bidding_deadline}; bids ranked by price per step, cheapest first</div>` : "";
   document.getElementById("job-rest").innerHTML =
+    `<h2>Bids</h2>${bidNote}` + table("bids", ["Provider", "Price/GPU-hour", "GPUs", "Committed rate", "Price/step", "Runtime", "Bid at", "Status"],
+      v.bids.map((b) => `<tr data-bid="${esc(b.status)}:${esc(b.provider)}${b.lease_id ? ":" + b.lease_id : ""}" class="bid-${esc(b.status)}"><td>${provLink(b.provider)}</td>
+        <td>${esc(b.price_per_gpu_hour)}</td><td>${b.gpus}</td><td class="bid-rate">${b.steps_per_hour} steps/h</td><td class="bid-price-per-step">${esc(b.price_per_step) || "-"}</td>
+        <td>${esc(b.runtime) || "-"}</td><td>${b.status === "won" ? "leased at " : ""}height ${b.created_height}</td>
+        <td class="bid-status">${b.status === "won" ? `won: lease ${b.lease_id} (worker ${b.worker})` : "open"}</td></tr>`),
+      v.state === "JOB_STATE_OPEN" ? "No bid yet." : "No bids: x/market keeps bids only while the auction is open.") +
     `<h2>Checkpoints</h2>` + table("checkpoints", ["Lease/index", "Worker", "Steps", "Status", "Challengeable until", "Claim", "Loss", "Source", "Provider"],
       v.checkpoints.map((c) => `<tr data-checkpoint="${c.lease_id}/${c.index}"><td>${c.lease_id}/${c.index}${rest(`/depinchain/verify/v1/leases/${c.lease_id}/checkpoints/${c.index}`)}</td>
         <td>${c.worker}</td><td>${c.start_step}–${c.end_step}</td><td class="${c.final ? "verified" : ""}">${esc(strip(c.status, "CHECKPOINT_STATUS_"))}</td>
