@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/testutil/browser"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -204,6 +206,13 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	var jobID uint64
 	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
 
+	// The owner's dashboard, open on the job's page from before its first checkpoint:
+	// every custody row below appears and changes live, without a reload.
+	page := browser.Open(ctx, t)
+	page.Navigate(browser.StartDashboard(ctx, t, node, 500*time.Millisecond) + fmt.Sprintf("#/job/%d", jobID))
+	page.WaitFor("the job page loads", `document.getElementById('job-state') !== null`, 30*time.Second)
+	page.MarkLoad()
+
 	leases := func() []markettypes.Lease {
 		res, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil {
@@ -257,6 +266,16 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		}
 	}
 	t.Logf("checkpoint 0 (steps %d..%d) final with %d of %d pieces held", cp0.StartStep, cp0.EndStep, sh.Shard.Live, sh.Shard.Target)
+
+	// The page's custody of checkpoint 0 is the chain's: final, k+m = 3, each proven
+	// piece's holder listed.
+	cp0Row := fmt.Sprintf(`document.querySelector('#custody tr[data-custody="%d/0"]')`, first.Id)
+	page.WaitFor("the page shows checkpoint 0 final in custody", fmt.Sprintf(
+		`(r => r && r.dataset.final === "true" && r.dataset.pieces === "3" && r.dataset.needed === "2" && +r.dataset.proven >= 2 && r.querySelectorAll('.holders a').length === +r.dataset.proven)(%s)`, cp0Row), 30*time.Second)
+	page.Shot("custody-checkpoint-0-final")
+	if page.Reloaded() {
+		t.Fatal("the job page was reloaded; custody must be drawn live")
+	}
 
 	// A holder serves its piece only to a signed request of someone allowed to read it.
 	held := sh.Replicas[0]
@@ -401,6 +420,52 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 			t.Fatalf("custody in job status: %+v", c)
 		}
 	}
+
+	// The page, never reloaded, lists every checkpoint in custody across both leases,
+	// each as the chain has it: proven of k+m, final, one link per active holder.
+	chainCustody := func() string {
+		var rows []string
+		for _, l := range leases() {
+			for _, cp := range checkpoints(l.Id) {
+				if cp.CustodyId == "" {
+					continue
+				}
+				sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: cp.CustodyId, Index: 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				active := 0
+				for _, r := range sh.Replicas {
+					if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
+						active++
+					}
+				}
+				rows = append(rows, fmt.Sprintf("%d/%d:%d/%d:%t:%d", cp.LeaseId, cp.Index, sh.Shard.Live, sh.Shard.Target,
+					cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL, active))
+			}
+		}
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	pageCustody := func() string {
+		rows := strings.Fields(browser.Eval[string](page, `[...document.querySelectorAll('#custody tr[data-custody]')].map(r =>
+			r.dataset.custody + ":" + r.dataset.proven + "/" + r.dataset.pieces + ":" + r.dataset.final + ":" + r.querySelectorAll('.holders a').length).join(" ")`))
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	var want, got string
+	waitFor("the page's custody matches the chain's", 30*time.Second, func() bool {
+		want, got = chainCustody(), pageCustody()
+		return want == got
+	})
+	if n := len(strings.Fields(got)); n < 1+len(cps) {
+		t.Fatalf("the page shows custody of %d checkpoints, want at least %d: %s", n, 1+len(cps), got)
+	}
+	if page.Reloaded() {
+		t.Fatal("the job page was reloaded; custody must be drawn live")
+	}
+	page.Shot("custody-job-completed")
+	t.Logf("page custody: %s", got)
 
 	// Nobody innocent lost bond.
 	for _, name := range names[1:] {
