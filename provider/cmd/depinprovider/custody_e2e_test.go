@@ -273,6 +273,41 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	page.WaitFor("the page shows checkpoint 0 final in custody", fmt.Sprintf(
 		`(r => r && r.dataset.final === "true" && r.dataset.pieces === "3" && r.dataset.needed === "2" && +r.dataset.proven >= 2 && r.querySelectorAll('.holders a').length === +r.dataset.proven)(%s)`, cp0Row), 30*time.Second)
 	page.Shot("custody-checkpoint-0-final")
+	// chainCustody and pageCustody list each checkpoint in custody as the chain and as
+	// the page have it: proven/k+m, final, active holders (the page: holder links).
+	chainCustody := func() string {
+		var rows []string
+		for _, l := range leases() {
+			for _, cp := range checkpoints(l.Id) {
+				if cp.CustodyId == "" {
+					continue
+				}
+				sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: cp.CustodyId, Index: 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				active := 0
+				for _, r := range sh.Replicas {
+					if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
+						active++
+					}
+				}
+				rows = append(rows, fmt.Sprintf("%d/%d:%d/%d:%t:%d", cp.LeaseId, cp.Index, sh.Shard.Live, sh.Shard.Target,
+					cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL, active))
+			}
+		}
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	pageCustody := func() string {
+		rows := strings.Fields(browser.Eval[string](page, `[...document.querySelectorAll('#custody tr[data-custody]')].map(r =>
+			r.dataset.custody + ":" + r.dataset.proven + "/" + r.dataset.pieces + ":" + r.dataset.final + ":" + r.querySelectorAll('.holders a').length).join(" ")`))
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	waitFor("the page's custody matches the chain's at checkpoint 0", 30*time.Second, func() bool {
+		return chainCustody() == pageCustody()
+	})
 	if page.Reloaded() {
 		t.Fatal("the job page was reloaded; custody must be drawn live")
 	}
@@ -422,37 +457,7 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	}
 
 	// The page, never reloaded, lists every checkpoint in custody across both leases,
-	// each as the chain has it: proven of k+m, final, one link per active holder.
-	chainCustody := func() string {
-		var rows []string
-		for _, l := range leases() {
-			for _, cp := range checkpoints(l.Id) {
-				if cp.CustodyId == "" {
-					continue
-				}
-				sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: cp.CustodyId, Index: 0})
-				if err != nil {
-					t.Fatal(err)
-				}
-				active := 0
-				for _, r := range sh.Replicas {
-					if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
-						active++
-					}
-				}
-				rows = append(rows, fmt.Sprintf("%d/%d:%d/%d:%t:%d", cp.LeaseId, cp.Index, sh.Shard.Live, sh.Shard.Target,
-					cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL, active))
-			}
-		}
-		slices.Sort(rows)
-		return strings.Join(rows, " ")
-	}
-	pageCustody := func() string {
-		rows := strings.Fields(browser.Eval[string](page, `[...document.querySelectorAll('#custody tr[data-custody]')].map(r =>
-			r.dataset.custody + ":" + r.dataset.proven + "/" + r.dataset.pieces + ":" + r.dataset.final + ":" + r.querySelectorAll('.holders a').length).join(" ")`))
-		slices.Sort(rows)
-		return strings.Join(rows, " ")
-	}
+	// each as the chain has it.
 	var want, got string
 	waitFor("the page's custody matches the chain's", 30*time.Second, func() bool {
 		want, got = chainCustody(), pageCustody()
