@@ -59,7 +59,7 @@ custody:
 
 // TestTrainerHostDestroyedResumesFromCustody is the promise "the job reopens from its
 // last final checkpoint" with the trainer's host gone for good, on real processes. Two
-// GPU providers bid (t1 cheaper, so it wins) and three storage providers (h1..h3,
+// GPU providers (t1 bids alone and wins; t2 starts after) and three storage providers (h1..h3,
 // storage_role.custody on, no GPUs priced) hold checkpoint pieces. t1 trains, commits
 // its first checkpoint with the roots of its 2+1 custody pieces; the holders fetch the
 // pieces from t1's public server, check them and claim them, and only then is the
@@ -115,12 +115,19 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	var setupErr []error
 	for _, name := range names {
 		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		// The trainers commit the same configured rate (not one measured on a busy
+		// host, which the per-step auction would rank by) at the same price: t1 bids
+		// alone, t2 starts once t1 has the lease, and a reopened job takes no bid
+		// dearer per step than its leases'.
+		fixedRate := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
 		switch name {
 		case "t1":
 			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
 			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
+			opts.Set = fixedRate
 		case "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 2_000_000}
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+			opts.Set = fixedRate
 		default:
 			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
 		}
@@ -158,6 +165,9 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	})
 	errs := make([]error, len(names))
 	for i, name := range names {
+		if name == "t2" {
+			continue // started once t1 has the lease
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -236,7 +246,10 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		return len(ls) > 0
 	})
 	if first.Provider != sidecars["t1"].Operator {
-		t.Fatalf("the first lease went to %s, want t1 (the cheaper bid)", first.Provider)
+		t.Fatalf("the first lease went to %s, want t1 (the only bidder)", first.Provider)
+	}
+	if err := sidecars["t2"].Start(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	// Checkpoint 0: committed with its custody roots, held by two of h1..h3 (never t1),
