@@ -20,6 +20,9 @@ import (
 
 // garbageParity makes the scenario's trainer register (and hold) a parity piece that is
 // not the parity of its data: random bytes of the right length under their own root.
+// parityProofGas is the gas TestParityFaultOnFinalCheckpointConvicts pins.
+const parityProofGas = 206_666
+
 func (c *custodyScenario) garbageParity() uint32 {
 	p := c.layout.DataPieces
 	junk := bytes.Clone(c.pieces[p])
@@ -174,4 +177,41 @@ func TestParityFaultConvictsGarbageParity(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "already proven")
+}
+
+// Fraud is fraud: a checkpoint that went final with garbage parity (holders of its data
+// pieces sufficed) still convicts its trainer. The checkpoint stays final — its data
+// pieces are bound to its state root, so the state the job resumes from is right — and
+// is marked parity_fault_proven. It also pins the gas of a proof (per byte and per hash).
+func TestParityFaultOnFinalCheckpointConvicts(t *testing.T) {
+	c := newCustodyScenario(t)
+	p := c.garbageParity()
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	for j := range c.layout.DataPieces {
+		require.NoError(t, c.claim(c.registerProvider("holder-"+string(rune('a'+j)), 1), j))
+	}
+	c.advance(int(c.verifyParams().CustodyRecheckBlocks) + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, c.checkpoint(c.lease.Id, 0).Status)
+
+	prover := c.account("prover")
+	msg, err := fetch.ParityFault(prover.String(), c.object(), bytes.NewReader(c.state()), p, bytes.NewReader(c.pieces[p]))
+	require.NoError(t, err)
+	require.NotNil(t, msg)
+	gas, err := c.prove(msg)
+	require.NoError(t, err)
+	params := c.verifyParams()
+	floor := params.GasPerByte * uint64(len(msg.Data)+1) * custody.ChunkSize
+	require.Greater(t, gas, floor, "gas covers the column's bytes")
+	require.Equal(t, uint64(parityProofGas), gas, "gas of a parity fraud proof on the reference 2+1 custody object; update deliberately")
+
+	final := c.checkpoint(c.lease.Id, 0)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, final.Status)
+	require.True(t, final.ParityFaultProven)
+	require.Equal(t, stakingexttypes.PROVIDER_STATUS_TOMBSTONED, c.provider(c.prov).Status)
+	require.Equal(t, markettypes.LEASE_CLOSE_REASON_FRAUD, c.getLease(c.lease.Id).CloseReason)
+	events := typedEvents[*types.EventParityFaultProven](c.env)
+	require.Len(t, events, 1)
+	require.True(t, events[0].WasFinal)
+	c.requireInvariants()
 }
