@@ -182,7 +182,9 @@ func TestParityFaultConvictsGarbageParity(t *testing.T) {
 // Fraud is fraud: a checkpoint that went final with garbage parity (holders of its data
 // pieces sufficed) still convicts its trainer. The checkpoint stays final — its data
 // pieces are bound to its state root, so the state the job resumes from is right — and
-// is marked parity_fault_proven. It also pins the gas of a proof (per byte and per hash).
+// is marked parity_fault_proven. (Its lease had completed: the lease and the job stay
+// completed; a live lease would be closed for fraud by the same
+// OnCheckpointRejected call as in the pending case.) It also pins the gas of a proof (per byte and per hash).
 func TestParityFaultOnFinalCheckpointConvicts(t *testing.T) {
 	c := newCustodyScenario(t)
 	p := c.garbageParity()
@@ -209,7 +211,10 @@ func TestParityFaultOnFinalCheckpointConvicts(t *testing.T) {
 	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, final.Status)
 	require.True(t, final.ParityFaultProven)
 	require.Equal(t, stakingexttypes.PROVIDER_STATUS_TOMBSTONED, c.provider(c.prov).Status)
-	require.Equal(t, markettypes.LEASE_CLOSE_REASON_FRAUD, c.getLease(c.lease.Id).CloseReason)
+	// The checkpoint was the job's last: the lease had completed and the job with it; a
+	// conviction afterwards does not reopen or re-close them.
+	require.Equal(t, markettypes.LEASE_CLOSE_REASON_COMPLETED, c.getLease(c.lease.Id).CloseReason)
+	require.Equal(t, markettypes.JOB_STATE_COMPLETED, c.getJob(c.job.Id).State)
 	events := typedEvents[*types.EventParityFaultProven](c.env)
 	require.Len(t, events, 1)
 	require.True(t, events[0].WasFinal)
