@@ -22,8 +22,10 @@
 // checks it exhaustively over small sizes.)
 //
 // Parity pieces are Reed-Solomon (github.com/klauspost/reedsolomon) over the data pieces
-// zero-padded to the piece size; they are not bound by the root (a fraud proof would
-// check one column), so a rebuild always checks the data pieces it reconstructs.
+// zero-padded to the piece size; they are not bound by the root, so a rebuild always
+// checks the data pieces it reconstructs, and a parity piece that is not the parity of
+// the data is proven so by one column (ParityColumn, CheckParityFault: x/verify's
+// MsgProveParityFault convicts the trainer).
 package custody
 
 import (

@@ -238,7 +238,9 @@ report_unavailable = {{.Audits.ReportUnavailable}}
 # Hold pieces of datasets registered on chain and answer their storage
 # challenges before each deadline. With a hot key, the operator grants it
 # MsgClaimReplica, MsgSubmitStorageProof and MsgDeclareFault
-# (/depinchain.shardregistry.v1.*).
+# (/depinchain.shardregistry.v1.*), and MsgProveParityFault
+# (/depinchain.verify.v1.*: a custody repair that finds a trainer's parity wrong
+# proves it).
 enabled = {{.StorageRole.Enabled}}
 # Piece files, one folder per dataset id as 'depinchaind dataset build --out'
 # writes it: <pieces_dir>/<dataset id>/pieces/sSSSSSS-pPPP.piece.

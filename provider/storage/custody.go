@@ -69,7 +69,12 @@ func (r *Role) rebuildCustodyPiece(ctx context.Context, info *shardInfo, replica
 		return nil, err
 	}
 	if err := info.Check(target, piece.Bytes()); err != nil {
-		return nil, fmt.Errorf("rebuilt piece %d: %w", target, err)
+		err = fmt.Errorf("rebuilt piece %d: %w", target, err)
+		if target >= l.DataPieces {
+			// The data was checked against its roots: the registered parity is wrong.
+			err = errors.Join(err, r.proveParityFault(ctx, info, l, roots, replicas, target, state.data))
+		}
+		return nil, err
 	}
 	return piece.Bytes(), nil
 }

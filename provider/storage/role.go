@@ -54,6 +54,7 @@ import (
 	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // RequiredGrants are the messages the storage role sends on the operator's
@@ -62,6 +63,8 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&types.MsgClaimReplica{}),
 	sdk.MsgTypeURL(&types.MsgSubmitStorageProof{}),
 	sdk.MsgTypeURL(&types.MsgDeclareFault{}),
+	// A custody repair that finds a trainer's parity wrong proves it (parity.go).
+	sdk.MsgTypeURL(&verifytypes.MsgProveParityFault{}),
 }
 
 // Defaults of Options.

@@ -498,38 +498,58 @@ func (k Keeper) splitLostBond(ctx sdk.Context, params types.Params, cp types.Che
 	return nil
 }
 
-// convict handles a lost game: the provider committed fraud at cp. Its pending
-// checkpoints are rejected (the job resumes from its last final one, and x/market refunds
-// their pay); its bond and the unbondings it began since the commit are slashed, and so
-// are the bonds of the auditors that attested to cp; the pot pays the challenger's
-// reward, then the owner's compensation for the lost progress, then the community pool.
-// The provider is tombstoned. Other games on the rejected checkpoints end moot at their
-// next move or deadline.
+// convict handles a lost game: the provider committed fraud at cp (see punishFraud).
+// Other games on the rejected checkpoints end moot at their next move or deadline.
 func (k Keeper) convict(ctx sdk.Context, params types.Params, cp types.Checkpoint, ch types.Challenge, challenger, provider sdk.AccAddress,
 	reason string, event *types.EventChallengeResolved,
 ) error {
 	fraud := fmt.Sprintf("checkpoint %d/%d proven wrong by challenge %d: %s", cp.LeaseId, cp.Index, ch.Id, reason)
-	rejected, err := k.rejectPending(ctx, cp.LeaseId, fraud)
+	p, err := k.punishFraud(ctx, params, cp, challenger, provider, fraud, true)
 	if err != nil {
 		return err
+	}
+	event.Slashed, event.Reward, event.AuditorsSlashed = p.slashed, p.reward, p.auditors
+	event.OwnerCompensation, event.CommunityPool = p.compensation, p.communityPool
+	return keeperutil.Emit(ctx, event)
+}
+
+// fraudPayout is where a conviction's slash went.
+type fraudPayout struct {
+	slashed, reward, auditors, compensation, communityPool sdk.Coin
+}
+
+// punishFraud is a conviction: the provider committed fraud at cp, proven by
+// whistleblower (a challenger's won game, a parity fraud proof). Its pending checkpoints
+// are rejected (the job resumes from its last final one, and x/market closes the lease
+// and refunds their pay); its bond and the unbondings it began since cp's submission are
+// slashed, and (slashAuditors: the fraud is in what they attested to, the trace) so are
+// the bonds of the auditors that attested to cp; the pot pays the
+// whistleblower's reward, then the owner's compensation for the lost progress, then the
+// community pool. The provider is tombstoned.
+func (k Keeper) punishFraud(ctx sdk.Context, params types.Params, cp types.Checkpoint, whistleblower, provider sdk.AccAddress, fraud string, slashAuditors bool) (fraudPayout, error) {
+	rejected, err := k.rejectPending(ctx, cp.LeaseId, fraud)
+	if err != nil {
+		return fraudPayout{}, err
 	}
 	refund, err := k.marketKeeper.OnCheckpointRejected(ctx, cp.LeaseId)
 	if err != nil {
-		return err
+		return fraudPayout{}, err
 	}
 	slashed, err := k.providerKeeper.SlashInfraction(ctx, provider, params.FraudSlashFraction, cp.SubmittedHeight, fraud, types.ModuleName)
 	if err != nil {
-		return err
+		return fraudPayout{}, err
 	}
-	auditors, err := k.slashAttesters(ctx, params, cp, fraud)
-	if err != nil {
-		return err
+	auditors := sdk.NewCoin(slashed.Denom, math.ZeroInt())
+	if slashAuditors {
+		if auditors, err = k.slashAttesters(ctx, params, cp, fraud); err != nil {
+			return fraudPayout{}, err
+		}
 	}
 	pot := slashed.Add(auditors)
 	reward := sdk.NewCoin(pot.Denom, params.WhistleblowerShare.MulInt(pot.Amount).TruncateInt())
 	if reward.IsPositive() {
-		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, challenger, sdk.NewCoins(reward)); err != nil {
-			return err
+		if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, whistleblower, sdk.NewCoins(reward)); err != nil {
+			return fraudPayout{}, err
 		}
 	}
 	rest := pot.Sub(reward)
@@ -542,23 +562,21 @@ func (k Keeper) convict(ctx sdk.Context, params types.Params, cp types.Checkpoin
 		compensation = owed
 	}
 	if err := k.creditJob(ctx, cp.JobId, compensation, markettypes.CreditCompensation); err != nil {
-		return err
+		return fraudPayout{}, err
 	}
 	toPool := rest.Sub(compensation)
 	if err := k.fundCommunityPool(ctx, toPool); err != nil {
-		return err
+		return fraudPayout{}, err
 	}
 	if err := k.providerKeeper.Tombstone(ctx, provider, fraud); err != nil {
-		return err
+		return fraudPayout{}, err
 	}
 	for _, r := range rejected {
 		if err := k.settleAudits(ctx, r, r.Index == cp.Index); err != nil {
-			return err
+			return fraudPayout{}, err
 		}
 	}
-	event.Slashed, event.Reward, event.AuditorsSlashed = pot, reward, auditors
-	event.OwnerCompensation, event.CommunityPool = compensation, toPool
-	return keeperutil.Emit(ctx, event)
+	return fraudPayout{slashed: pot, reward: reward, auditors: auditors, compensation: compensation, communityPool: toPool}, nil
 }
 
 // coinAmount is a coin's amount, zero for an empty coin.

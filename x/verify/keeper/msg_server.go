@@ -182,3 +182,14 @@ func (s msgServer) ProveTile(ctx context.Context, msg *types.MsgProveTile) (*typ
 	}
 	return &types.MsgProveTileResponse{Outcome: outcome}, nil
 }
+
+func (s msgServer) ProveParityFault(ctx context.Context, msg *types.MsgProveParityFault) (*types.MsgProveParityFaultResponse, error) {
+	prover, err := keeperutil.ParseAddress(s.k.addressCodec, "prover", msg.Prover)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.k.proveParityFault(sdk.UnwrapSDKContext(ctx), prover, msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgProveParityFaultResponse{}, nil
+}

@@ -24,6 +24,7 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgOpenRecord{}, "depinchain/x/verify/MsgOpenRecord")
 	legacy.RegisterAminoMsg(cdc, &MsgRevealChunk{}, "depinchain/x/verify/MsgRevealChunk")
 	legacy.RegisterAminoMsg(cdc, &MsgProveTile{}, "depinchain/x/verify/MsgProveTile")
+	legacy.RegisterAminoMsg(cdc, &MsgProveParityFault{}, "depinchain/x/verify/MsgProveParityFault")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
 }
 
@@ -32,7 +33,7 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 	registry.RegisterImplementations((*sdk.Msg)(nil),
 		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
 		&MsgClaimTimeout{}, &MsgAttest{}, &MsgReportUnavailable{},
-		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{},
+		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{}, &MsgProveParityFault{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

@@ -39,4 +39,11 @@ var (
 	// ErrInvalidTileMove: a phase 2–3 move that does not check out (children that do not
 	// hash to the party's node, an opening that does not prove, a record of the wrong kind).
 	ErrInvalidTileMove = errors.Register(ModuleName, 32, "invalid operator or tile move")
+	// ErrInvalidParityProof: a MsgProveParityFault that proves nothing (no custody object,
+	// not a parity piece, a chunk out of range, an opening of the wrong length or that does
+	// not match its registered root).
+	ErrInvalidParityProof = errors.Register(ModuleName, 33, "invalid parity fraud proof")
+	// ErrParityConsistent: the opened parity chunk is the Reed-Solomon parity of the opened
+	// data chunks: the trainer's parity is right there.
+	ErrParityConsistent = errors.Register(ModuleName, 34, "the parity chunk is the parity of the data chunks")
 )

@@ -8,6 +8,8 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/custody"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -80,5 +82,8 @@ type ShardKeeper interface {
 	// CustodyHolders is how many of a custody object's pieces have an active, proven
 	// holder, and how many its state needs to be rebuilt.
 	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
+	// CustodyPieceRoots is a custody object's layout and registered piece roots (data
+	// pieces first), what a parity fraud proof is checked against.
+	CustodyPieceRoots(ctx context.Context, id string) (custody.Layout, []merkle.Hash, error)
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }

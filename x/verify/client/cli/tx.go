@@ -40,7 +40,7 @@ func NewTxCmd() *cobra.Command {
 		RunE:                       client.ValidateCmd,
 	}
 	cmd.AddCommand(submitCheckpointCmd(), challengeCmd(), revealCmd(), respondCmd(), stepCmd(), attestCmd(),
-		recordsCmd(), operatorCmd(), tileMoveCmd())
+		recordsCmd(), operatorCmd(), tileMoveCmd(), proveParityFaultCmd())
 	return cmd
 }
 
