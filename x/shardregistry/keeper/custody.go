@@ -5,6 +5,7 @@ import (
 
 	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
@@ -22,6 +23,32 @@ func (k Keeper) CheckCustodySpec(ctx context.Context, spec markettypes.CustodySp
 		return err
 	}
 	return params.CheckCustodySpec(spec)
+}
+
+// CustodyStorageBudget is what a job with this custody section reserves from its deposit
+// for its holders (x/market asks at MsgSubmitJob; see Params.CustodyStorageBudget).
+func (k Keeper) CustodyStorageBudget(ctx context.Context, spec markettypes.CustodySpec) (math.Int, error) {
+	params, err := k.Params.Get(ctx)
+	if err != nil {
+		return math.Int{}, err
+	}
+	return params.CustodyStorageBudget(spec), nil
+}
+
+// payCustodyHolder pays a custody piece's holder for a period it just proved: the fee per
+// piece and period, from the job's storage escrow through x/market. A holder that misses a
+// period is never here, so it gets nothing for it. A storage escrow that has run out pays
+// what is left (the owner's bound holds); the proof still counts.
+func (k Keeper) payCustodyHolder(ctx context.Context, params types.Params, d types.Dataset, holder string) error {
+	if d.Custody == nil || params.CustodyStorageFeePerPiecePeriod == 0 {
+		return nil
+	}
+	addr, err := k.addressCodec.StringToBytes(holder)
+	if err != nil {
+		return err
+	}
+	_, err = k.marketKeeper.PayStorage(ctx, d.Custody.JobId, addr, math.NewIntFromUint64(params.CustodyStorageFeePerPiecePeriod))
+	return err
 }
 
 // RegisterCustody registers a checkpoint's state as a custody object (x/verify, on
