@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"cosmossdk.io/math"
+
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/stretchr/testify/require"
 
@@ -219,4 +221,127 @@ func TestCustodyRetentionAboveParamRefused(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "custody.retain_checkpoints must be positive and at most 2160h0m0s")
+}
+
+// claimAs claims a piece and returns the replica's id.
+func (c *custodyScenario) claimAs(holder sdk.AccAddress, piece uint32) uint64 {
+	c.t.Helper()
+	res, err := shardkeeper.NewMsgServerImpl(c.ShardRegistry).ClaimReplica(c.Ctx, c.claimMsg(holder, piece))
+	require.NoError(c.t, err)
+	return res.ReplicaId
+}
+
+// proveCustody submits the proof of a custody replica's due challenge from its piece.
+func (c *custodyScenario) proveCustody(id uint64) {
+	c.t.Helper()
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+	require.NoError(c.t, err)
+	res, err := shardkeeper.NewQueryServerImpl(c.ShardRegistry).ChallengeSchedule(c.Ctx, &shardtypes.QueryChallengeScheduleRequest{ReplicaId: id})
+	require.NoError(c.t, err)
+	require.True(c.t, res.Challenge.Open)
+	proofs, err := manifest.Prove(c.pieces[r.Piece], custody.ChunkSize, res.Challenge.ChunkIndices)
+	require.NoError(c.t, err)
+	_, err = shardkeeper.NewMsgServerImpl(c.ShardRegistry).SubmitStorageProof(c.Ctx, &shardtypes.MsgSubmitStorageProof{
+		Holder: r.Holder, ReplicaId: id, Period: res.Challenge.Period, Proofs: proofs,
+	})
+	require.NoError(c.t, err)
+}
+
+// Storage is paid per proven period, from the storage escrow reserved at submit: a holder
+// that proves its piece earns the fee for the period, one that misses it earns nothing,
+// and the step escrow is never touched.
+func TestCustodyHoldersPaidPerProvenPeriod(t *testing.T) {
+	c := newCustodyScenario(t)
+	sp, err := c.ShardRegistry.Params.Get(c.Ctx)
+	require.NoError(t, err)
+	fee := sdk.NewCoin(c.job.Escrow.Denom, math.NewIntFromUint64(sp.CustodyStorageFeePerPiecePeriod))
+	require.True(t, fee.IsPositive(), "the default fee pays custody")
+	job := c.getJob(c.job.Id)
+	// The job was submitted under the default period (the scenario shortens it after).
+	require.Equal(t, shardtypes.DefaultParams().CustodyStorageBudget(*job.Spec.Custody), job.StorageEscrow.Amount, "the budget is reserved at submit")
+	require.True(t, job.StorageFees.IsZero())
+
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1) // seed blocks x/market holds the hash of
+	proving, missing := c.registerProvider("holder-a", 1), c.registerProvider("holder-b", 1)
+	provingID, missingID := c.claimAs(proving, 0), c.claimAs(missing, 1)
+	before := map[string]math.Int{}
+	for _, h := range []sdk.AccAddress{proving, missing} {
+		before[h.String()] = c.Balance(h)
+	}
+	stepEscrow := c.getJob(c.job.Id).Escrow
+
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, provingID)
+	require.NoError(t, err)
+	c.advanceTo(r.NextSeedHeight + 1)
+	c.proveCustody(provingID)
+	m, err := c.ShardRegistry.GetReplica(c.Ctx, missingID)
+	require.NoError(t, err)
+	c.advanceTo(max(m.NextDeadline, r.NextDeadline) + 1)
+
+	require.Equal(t, before[proving.String()].Add(fee.Amount).String(), c.Balance(proving).String(), "the holder that proved its period is paid the fee")
+	m, err = c.ShardRegistry.GetReplica(c.Ctx, missingID)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), m.TotalMisses)
+	require.True(t, c.Balance(missing).LTE(before[missing.String()]), "the holder that missed is not paid")
+	after := c.getJob(c.job.Id)
+	require.Equal(t, fee, after.StorageFees)
+	require.Equal(t, job.StorageEscrow.Sub(fee), after.StorageEscrow)
+	require.True(t, after.Escrow.Amount.LTE(stepEscrow.Amount), "storage never adds to the step escrow")
+	require.Equal(t, after.Deposited.Amount.String(), job.Escrow.Amount.Add(job.StorageEscrow.Amount).String(), "the deposit is the step escrow plus the storage escrow at submit")
+	paid := typedEvents[*markettypes.EventStorageFeePaid](c.env)
+	require.Len(t, paid, 1)
+	require.Equal(t, proving.String(), paid[0].Holder)
+	require.Equal(t, fee, paid[0].Amount)
+}
+
+// The storage escrow bounds what holders are paid: once it is spent a proof still counts
+// but pays nothing, so the owner never pays more than pieces × retention periods × fee.
+func TestCustodyStoragePayStopsAtTheBudget(t *testing.T) {
+	c := newCustodyScenario(t)
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holder := c.registerProvider("holder-a", 1)
+	id := c.claimAs(holder, 0)
+	job := c.getJob(c.job.Id)
+	budget := job.StorageEscrow
+	// A fee of two thirds of the budget: the first period is paid in full, the second
+	// gets what is left, the third nothing.
+	sp, err := c.ShardRegistry.Params.Get(c.Ctx)
+	require.NoError(t, err)
+	sp.CustodyStorageFeePerPiecePeriod = budget.Amount.Uint64() * 2 / 3
+	require.NoError(t, c.ShardRegistry.Params.Set(c.Ctx, sp))
+	before := c.Balance(holder)
+	for range 3 {
+		r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+		require.NoError(t, err)
+		c.advanceTo(r.NextSeedHeight + 1)
+		c.proveCustody(id)
+	}
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), r.ProofsAccepted-1, "the claim's proof and three periods'")
+	require.Equal(t, before.Add(budget.Amount).String(), c.Balance(holder).String(), "the whole budget, never more")
+	after := c.getJob(c.job.Id)
+	require.True(t, after.StorageEscrow.IsZero())
+	require.Equal(t, budget, after.StorageFees)
+	require.Len(t, typedEvents[*markettypes.EventStorageFeePaid](c.env), 2)
+	require.True(t, after.StorageFees.Amount.LTE(after.Deposited.Amount))
+}
+
+// A deposit that cannot cover the storage budget is refused at submission, naming both
+// amounts, and nothing changes.
+func TestCustodyDepositBelowStorageBudgetRefused(t *testing.T) {
+	e := newEnv(t)
+	spec := referenceSpec(8, 8)
+	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
+	sp, err := e.ShardRegistry.Params.Get(e.Ctx)
+	require.NoError(t, err)
+	sp.CustodyStorageFeePerPiecePeriod = uint64(jobDeposit) // 3 pieces × many periods × the deposit
+	require.NoError(t, e.ShardRegistry.Params.Set(e.Ctx, sp))
+	err = e.requireRejected(markettypes.ErrInvalidDeposit, func(ctx sdk.Context) error {
+		_, err := e.mmsg.SubmitJob(ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
+		return err
+	})
+	require.ErrorContains(t, err, "cannot cover the custody storage budget")
 }
