@@ -80,5 +80,10 @@ type ShardKeeper interface {
 	// CustodyHolders is how many of a custody object's pieces have an active, proven
 	// holder, and how many its state needs to be rebuilt.
 	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
+	// ReleaseCustodyNow ends a custody object's retention now (withheld or rejected
+	// checkpoint); ReleaseCustodyAfterRetention ends it the job's retain_checkpoints from
+	// now (a superseded final checkpoint, or the one that completed the job).
+	ReleaseCustodyNow(ctx context.Context, id string) error
+	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }
