@@ -299,6 +299,9 @@ func TestCustodyHoldersPaidPerProvenPeriod(t *testing.T) {
 // but pays nothing, so the owner never pays more than pieces × retention periods × fee.
 func TestCustodyStoragePayStopsAtTheBudget(t *testing.T) {
 	c := newCustodyScenario(t)
+	// A grace shorter than a storage period, so the holder is still active (has missed
+	// nothing) when the checkpoint is withheld.
+	c.setVerifyParams(func(p *types.Params) { p.CustodyGraceBlocks, p.CustodyRecheckBlocks = 20, 5 })
 	cp := c.submit()
 	c.advanceTo(cp.ChallengeDeadline + 1)
 	holder := c.registerProvider("holder-a", 1)
@@ -344,4 +347,81 @@ func TestCustodyDepositBelowStorageBudgetRefused(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "cannot cover the custody storage budget")
+}
+
+// requireShardInvariants checks x/shardregistry's invariants (collateral locks, deadline
+// and custody release indexes, durability) on the scenario's chain.
+func (c *custodyScenario) requireShardInvariants() {
+	c.t.Helper()
+	msg, broken := shardkeeper.AllInvariants(c.ShardRegistry, shardkeeper.StakingExtLocks(c.StakingExt.Locks))(c.Ctx)
+	require.False(c.t, broken, msg)
+}
+
+// requireReleased checks that a custody object is gone: no dataset, no replicas, its
+// holders' collateral unlocked, and one EventCustodyReleased naming how many replicas ended.
+func (c *custodyScenario) requireReleased(id string, replicas []uint64, holders []sdk.AccAddress) {
+	c.t.Helper()
+	_, err := c.ShardRegistry.GetDataset(c.Ctx, id)
+	require.ErrorIs(c.t, err, shardtypes.ErrDatasetNotFound)
+	for _, rid := range replicas {
+		_, err := c.ShardRegistry.GetReplica(c.Ctx, rid)
+		require.Error(c.t, err, "replica %d of a released object", rid)
+	}
+	for _, h := range holders {
+		require.True(c.t, c.provider(h).Locked.IsZero(), "holder %s still has %s locked", h, c.provider(h).Locked)
+	}
+	released := typedEvents[*shardtypes.EventCustodyReleased](c.env)
+	require.Len(c.t, released, 1)
+	require.Equal(c.t, id, released[0].DatasetId)
+	require.Equal(c.t, uint32(len(replicas)), released[0].ReplicasReleased)
+	c.requireShardInvariants()
+}
+
+// The checkpoint that completes the job is kept retain_checkpoints after it, then
+// released: its holders' collateral is unlocked, their challenges stop, and the object's
+// records leave state.
+func TestCustodyOfTheLastCheckpointReleasedAfterRetention(t *testing.T) {
+	c := newCustodyScenario(t)
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holders := []sdk.AccAddress{c.registerProvider("holder-a", 1), c.registerProvider("holder-b", 1)}
+	ids := []uint64{c.claimAs(holders[0], 0), c.claimAs(holders[1], c.layout.Pieces()-1)}
+	c.advance(int(c.verifyParams().CustodyRecheckBlocks) + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, c.checkpoint(c.lease.Id, 0).Status)
+	require.Equal(t, markettypes.JOB_STATE_COMPLETED, c.getJob(c.job.Id).State)
+	d, err := c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err)
+	releaseAt := time.Unix(0, d.Custody.ReleaseAtUnixNanos)
+	require.WithinDuration(t, c.Ctx.BlockTime().Add(720*time.Hour), releaseAt, time.Minute, "kept retain_checkpoints after the job's last checkpoint")
+	for _, h := range holders {
+		require.True(t, c.provider(h).Locked.IsPositive())
+	}
+	c.requireShardInvariants()
+
+	// An hour before the end of the retention it is still held.
+	c.NextBlock(t, releaseAt.Sub(c.Ctx.BlockTime())-time.Hour)
+	c.nextBlock()
+	_, err = c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err, "held until its retention ends")
+	c.NextBlock(t, 2*time.Hour)
+	c.nextBlock()
+	c.requireReleased(cp.CustodyId, ids, holders)
+}
+
+// The object of a withheld checkpoint is released at once: nobody resumes from it, so its
+// holders stop being challenged (and paid) and get their collateral back.
+func TestCustodyOfAWithheldCheckpointReleasedAtOnce(t *testing.T) {
+	c := newCustodyScenario(t)
+	// A grace shorter than a storage period, so the holder is still active (has missed
+	// nothing) when the checkpoint is withheld.
+	c.setVerifyParams(func(p *types.Params) { p.CustodyGraceBlocks, p.CustodyRecheckBlocks = 20, 5 })
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holder := c.registerProvider("holder-a", 1)
+	id := c.claimAs(holder, 0)
+	require.True(t, c.provider(holder).Locked.IsPositive())
+	c.advanceTo(cp.CustodyDeadline + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_WITHHELD, c.checkpoint(c.lease.Id, 0).Status, "1 holder of %d needed", c.layout.DataPieces)
+	c.advance(2)
+	c.requireReleased(cp.CustodyId, []uint64{id}, []sdk.AccAddress{holder})
 }
