@@ -299,9 +299,6 @@ func TestCustodyHoldersPaidPerProvenPeriod(t *testing.T) {
 // but pays nothing, so the owner never pays more than pieces × retention periods × fee.
 func TestCustodyStoragePayStopsAtTheBudget(t *testing.T) {
 	c := newCustodyScenario(t)
-	// A grace shorter than a storage period, so the holder is still active (has missed
-	// nothing) when the checkpoint is withheld.
-	c.setVerifyParams(func(p *types.Params) { p.CustodyGraceBlocks, p.CustodyRecheckBlocks = 20, 5 })
 	cp := c.submit()
 	c.advanceTo(cp.ChallengeDeadline + 1)
 	holder := c.registerProvider("holder-a", 1)
