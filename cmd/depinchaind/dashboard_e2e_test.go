@@ -25,6 +25,7 @@ import (
 	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/provider/trainer"
+	"github.com/depinchain/depinchain/testutil/browser"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -47,31 +48,6 @@ max_duration: 2h
 bidding_window_blocks: 4
 `
 
-// artifactDir is where screenshots go: $ARTIFACTS when set, else the
-// test's temp dir.
-func artifactDir(t *testing.T) string {
-	if d := os.Getenv("ARTIFACTS"); d != "" {
-		d = filepath.Join(d, t.Name())
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	return t.TempDir()
-}
-
-func chromiumPath(t *testing.T) string {
-	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	t.Skip("no Chromium: scripts/deps.sh installs Debian's chromium")
-	return ""
-}
-
 // TestDashboardInABrowser: a real node, a real sidecar, the real
 // `depinchaind dashboard` and headless Chromium. The empty job list; a
 // transformer job whose page gains checkpoints and dispute moves without a
@@ -91,7 +67,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node, sidecar, dashboard and browser")
 	}
-	chrome := chromiumPath(t)
+	chrome := browser.Chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -152,7 +128,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
-	shots := artifactDir(t)
+	shots := browser.ArtifactDir(t)
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))

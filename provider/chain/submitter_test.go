@@ -55,8 +55,9 @@ func newSubmitter(t *testing.T, hotKey, operator string, logs *syncBuffer) *Subm
 	return s
 }
 
+// bid commits 1000 steps an hour, enough for the test jobs to finish within their max_duration.
 func bid(operator string, jobID uint64, price int64) *markettypes.MsgPlaceBid {
-	return &markettypes.MsgPlaceBid{Provider: operator, JobId: jobID, PricePerGpuHour: sdk.NewInt64Coin("udepin", price)}
+	return &markettypes.MsgPlaceBid{Provider: operator, JobId: jobID, PricePerGpuHour: sdk.NewInt64Coin("udepin", price), StepsPerHour: 1000}
 }
 
 func hasEvent(events []abci.Event, eventType string) bool {

@@ -34,7 +34,11 @@ type VerificationRecord struct {
 	ChallengeID uint64 `json:"challenge_id,omitempty"`
 	// Outcome is the challenge's outcome once resolved.
 	Outcome string `json:"outcome,omitempty"`
-	Height  int64  `json:"height"`
+	// DeferredBehind is the verifier's open challenge of an earlier checkpoint of
+	// the lease that a mismatch of this one waits behind instead of opening a
+	// second game: a conviction there rejects this checkpoint too. 0 when none.
+	DeferredBehind uint64 `json:"deferred_behind,omitempty"`
+	Height         int64  `json:"height"`
 }
 
 // PutVerification stores (or replaces) a verification record.

@@ -44,7 +44,13 @@ func (r *Role) HandleEvent(_ context.Context, tx *db.Tx, ev chain.Event) (func()
 		default:
 			return nil, nil
 		}
-		return func() { r.resolved(e.ChallengeId, side, e.Outcome) }, r.challengeResolved(tx, e)
+		recheck, err := r.challengeResolved(tx, e)
+		return func() {
+			r.resolved(e.ChallengeId, side, e.Outcome)
+			for _, ref := range recheck {
+				r.enqueueCheck(ref)
+			}
+		}, err
 	case *verifytypes.EventHashRevealed:
 		// A reveal does not announce a turn for every game waiting on it (x/verify
 		// keeps that one write): the verifier's open game on the checkpoint is now its
@@ -81,21 +87,39 @@ func (r *Role) resolved(challengeID uint64, side dispute.Side, outcome verifytyp
 }
 
 // challengeResolved logs the end of a game the operator played and records
-// the outcome of the verifier's own challenges.
-func (r *Role) challengeResolved(tx *db.Tx, e *verifytypes.EventChallengeResolved) error {
+// the outcome of the verifier's own challenges. It returns the later
+// checkpoints of the lease whose challenge waited behind one that did not
+// convict: they are checked again.
+func (r *Role) challengeResolved(tx *db.Tx, e *verifytypes.EventChallengeResolved) ([]checkpoint.Ref, error) {
 	switch r.opts.Operator {
 	case e.Challenger:
 		r.log.Info("our challenge resolved", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex,
 			"outcome", e.Outcome.String(), "reason", e.Reason, "reward", e.Reward.String(), "slashed", e.Slashed.String())
 		rec, ok, err := tx.Verification(e.LeaseId, e.CheckpointIndex)
 		if err != nil || !ok {
-			return err
+			return nil, err
 		}
 		rec.Outcome = e.Outcome.String()
-		return tx.PutVerification(rec)
+		if err := tx.PutVerification(rec); err != nil {
+			return nil, err
+		}
+		if e.Outcome == verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON {
+			return nil, nil // the lease is closed and its later checkpoints rejected
+		}
+		all, err := tx.Verifications()
+		if err != nil {
+			return nil, err
+		}
+		var recheck []checkpoint.Ref
+		for _, v := range all {
+			if v.DeferredBehind == e.ChallengeId {
+				recheck = append(recheck, checkpoint.Ref{LeaseID: v.LeaseID, Index: v.Index})
+			}
+		}
+		return recheck, nil
 	case e.Provider:
 		r.log.Info("challenge resolved", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex,
 			"outcome", e.Outcome.String(), "reason", e.Reason)
 	}
-	return nil
+	return nil, nil
 }

@@ -1,7 +1,8 @@
 // Package disputes is the provider sidecar's disputes role: it plays
 // x/verify's verification game wherever the operator is a party, and in
 // verifier mode re-executes other providers' reference checkpoints and
-// challenges those it finds wrong.
+// challenges those it finds wrong: the earliest wrong checkpoint of a lease,
+// one game per lease (verify.go), as a conviction rejects the later ones too.
 //
 // As a defender, the role opens the hashes of the trace the operator
 // committed for a challenged checkpoint; as a challenger, those of its own

@@ -374,3 +374,59 @@ func TestAuditOfACheckpoint(t *testing.T) {
 		t.Fatalf("recorded %+v", rec)
 	}
 }
+
+// Several wrong checkpoints of one lease make one game, on the earliest: its
+// conviction closes the lease and rejects the later ones, and a second game
+// would only race it (whichever ends first leaves the other moot). A later
+// mismatch waits behind the open game and is checked again if that game does
+// not convict; another lease's wrong checkpoint gets its own game.
+func TestVerifierChallengesOnlyTheEarliestWrongCheckpointOfALease(t *testing.T) {
+	h := newHarness(t, true)
+	h.chain.Jobs[1] = referenceJob()
+	cp, _ := honestCheckpoint(t, other)
+	lie := merkle.Hash{0xab}
+	cp.FinalHash = lie[:]
+	wrong := func(lease, index uint64) checkpoint.Ref {
+		c := cp
+		c.LeaseId, c.Index = lease, index
+		h.chain.Cps[[2]uint64{lease, index}] = c
+		return checkpoint.Ref{LeaseID: lease, Index: index}
+	}
+	check := func(ref checkpoint.Ref) db.VerificationRecord {
+		t.Helper()
+		if err := h.role.verifyCheckpoint(context.Background(), ref); err != nil {
+			t.Fatal(err)
+		}
+		return h.verification(t, ref.LeaseID, ref.Index)
+	}
+	challenges := func() int { return len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) }
+
+	if rec := check(wrong(1, 1)); rec.ChallengeID != 1 || challenges() != 1 {
+		t.Fatalf("the first wrong checkpoint: %+v, %d challenges", rec, challenges())
+	}
+	later := wrong(1, 2)
+	rec := check(later)
+	if rec.Result != db.VerificationMismatched || rec.ChallengeID != 0 || rec.DeferredBehind != 1 || challenges() != 1 || h.role.Status().Games != 1 {
+		t.Fatalf("a later wrong checkpoint of the lease: %+v, %d challenges, %d games queued", rec, challenges(), h.role.Status().Games)
+	}
+	if rec := check(wrong(2, 0)); rec.ChallengeID != 2 || challenges() != 2 {
+		t.Fatalf("another lease's wrong checkpoint: %+v, %d challenges", rec, challenges())
+	}
+
+	// The first game ends without a conviction (the verifier lost it): the
+	// checkpoint that waited is queued and, checked again, challenged.
+	ch := h.chain.ChallengeBy[1]
+	ch.Outcome = verifytypes.CHALLENGE_OUTCOME_PROVIDER_WON
+	h.chain.ChallengeBy[1] = ch
+	checksBefore := h.role.Status().Checks
+	for _, act := range roletest.Deliver(t, h.db, h.role, chain.Event{Message: &verifytypes.EventChallengeResolved{
+		ChallengeId: 1, LeaseId: 1, CheckpointIndex: 1, Challenger: operator, Provider: other, Outcome: ch.Outcome}}) {
+		act()
+	}
+	if got := h.role.Status().Checks; got != checksBefore+1 {
+		t.Fatalf("%d checks queued after the first game was lost, want %d", got, checksBefore+1)
+	}
+	if rec := check(later); rec.ChallengeID != 3 || rec.DeferredBehind != 0 || challenges() != 3 {
+		t.Fatalf("the checkpoint that waited, checked again: %+v, %d challenges", rec, challenges())
+	}
+}

@@ -58,7 +58,7 @@ func (r *Role) verifyCheckpoint(ctx context.Context, ref checkpoint.Ref) error {
 	var done bool
 	if err := r.opts.DB.View(func(tx *db.Tx) error {
 		rec, ok, err := tx.Verification(ref.LeaseID, ref.Index)
-		done = ok && rec.Result != db.VerificationFailed && rec.Result != db.VerificationUnavailable
+		done = ok && rec.Result != db.VerificationFailed && rec.Result != db.VerificationUnavailable && rec.DeferredBehind == 0
 		return err
 	}); err != nil || done {
 		return err
@@ -153,6 +153,21 @@ func (r *Role) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, 
 		rec.Detail += fmt.Sprintf("; too late to challenge (window ended at %d)", cp.ChallengeDeadline)
 		return nil
 	}
+	behind, err := r.openChallengeBefore(ctx, cp.LeaseId, cp.Index)
+	if err != nil {
+		return err
+	}
+	if behind != nil {
+		// One game per lease: the earliest wrong checkpoint convicts the provider,
+		// which closes the lease and rejects this one with it. A second game would
+		// only race the first (whichever ends first leaves the other moot) and
+		// lock a second bond. If that game does not convict, its end queues this
+		// checkpoint again (HandleEvent).
+		rec.DeferredBehind = behind.ChallengeID
+		rec.Detail += fmt.Sprintf("; not challenged while challenge %d of checkpoint %d of this lease is open: its conviction rejects this one too",
+			behind.ChallengeID, behind.Index)
+		return nil
+	}
 	msg, err := dispute.Challenge(r.opts.Operator, cp, exec.Trace)
 	if err != nil {
 		return err
@@ -172,6 +187,35 @@ func (r *Role) checkReexecution(ctx context.Context, cp verifytypes.Checkpoint, 
 	r.log.Warn("challenge opened", "challenge", id, "lease", cp.LeaseId, "index", cp.Index, "provider", cp.Provider, "detail", rec.Detail)
 	r.enqueueGame(id)
 	return nil
+}
+
+// openChallengeBefore returns the verification record of an earlier checkpoint of
+// lease whose challenge by this verifier is still open on chain, or nil.
+func (r *Role) openChallengeBefore(ctx context.Context, lease, index uint64) (*db.VerificationRecord, error) {
+	var earlier []db.VerificationRecord
+	if err := r.opts.DB.View(func(tx *db.Tx) error {
+		all, err := tx.Verifications()
+		for _, v := range all {
+			if v.LeaseID == lease && v.Index < index && v.ChallengeID != 0 && v.Outcome == "" {
+				earlier = append(earlier, v)
+			}
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for _, v := range earlier {
+		// The chain, not the record: the record learns the outcome only when the
+		// follower reaches the resolving block.
+		res, err := r.opts.Chain.Challenge(ctx, &verifytypes.QueryChallengeRequest{ChallengeId: v.ChallengeID})
+		if err != nil {
+			return nil, fmt.Errorf("reading challenge %d: %w", v.ChallengeID, err)
+		}
+		if res.Challenge.Outcome == verifytypes.CHALLENGE_OUTCOME_UNSPECIFIED {
+			return &v, nil
+		}
+	}
+	return nil, nil
 }
 
 // challengeIDOf reads the id of the challenge a MsgChallenge opened.

@@ -91,7 +91,7 @@ func (r *Role) leaseClosed(tx *db.Tx, height int64, e *markettypes.EventLeaseClo
 }
 
 func (r *Role) checkpointFinalized(tx *db.Tx, e *verifytypes.EventCheckpointFinalized) (func(), error) {
-	ok, err := setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointFinalized)
+	ok, err := r.setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointFinalized)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (r *Role) checkpointFinalized(tx *db.Tx, e *verifytypes.EventCheckpointFina
 }
 
 func (r *Role) checkpointRejected(tx *db.Tx, e *verifytypes.EventCheckpointRejected) (func(), error) {
-	ok, err := setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointRejected)
+	ok, err := r.setCheckpointStatus(tx, e.LeaseId, e.Index, db.CheckpointRejected)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (r *Role) challengeOpened(tx *db.Tx, e *verifytypes.EventChallengeOpened) (
 	if e.Provider != r.opts.Operator {
 		return nil, nil
 	}
-	if _, err := setCheckpointStatus(tx, e.LeaseId, e.CheckpointIndex, db.CheckpointChallenged); err != nil {
+	if _, err := r.setCheckpointStatus(tx, e.LeaseId, e.CheckpointIndex, db.CheckpointChallenged); err != nil {
 		return nil, err
 	}
 	r.log.Warn("checkpoint challenged", "challenge", e.ChallengeId, "lease", e.LeaseId, "index", e.CheckpointIndex, "challenger", e.Challenger)
@@ -129,11 +129,22 @@ func (r *Role) challengeOpened(tx *db.Tx, e *verifytypes.EventChallengeOpened) (
 }
 
 // setCheckpointStatus updates one of the provider's checkpoint records; ok is
-// false for checkpoints of other providers.
-func setCheckpointStatus(tx *db.Tx, leaseID, index uint64, status db.CheckpointStatus) (ok bool, err error) {
+// false when there is none: a checkpoint of another provider, or one of the
+// operator's not recorded yet, whose status recordCheckpoint applies.
+func (r *Role) setCheckpointStatus(tx *db.Tx, leaseID, index uint64, status db.CheckpointStatus) (ok bool, err error) {
 	cp, ok, err := tx.Checkpoint(leaseID, index)
-	if err != nil || !ok {
+	if err != nil {
 		return false, err
+	}
+	if !ok {
+		// Only the operator's leases have records.
+		if _, ours, err := tx.Lease(leaseID); err != nil || !ours {
+			return false, err
+		}
+		r.unrecordedMu.Lock()
+		r.unrecorded[checkpoint.Ref{LeaseID: leaseID, Index: index}] = status
+		r.unrecordedMu.Unlock()
+		return false, nil
 	}
 	cp.Status = status
 	return true, tx.PutCheckpoint(cp)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -48,12 +49,20 @@ func (r *Role) newLeaseRecord(tx *db.Tx, leaseID, jobID uint64, worker, want uin
 // recordCheckpoint stores a checkpoint record and the lease's newest
 // checkpoint step.
 func (r *Role) recordCheckpoint(cp db.CheckpointRecord) error {
-	return r.opts.DB.Update(func(tx *db.Tx) error {
+	ref := checkpoint.Ref{LeaseID: cp.LeaseID, Index: cp.Index}
+	err := r.opts.DB.Update(func(tx *db.Tx) error {
 		if prev, ok, err := tx.Checkpoint(cp.LeaseID, cp.Index); err != nil {
 			return err
 		} else if ok && prev.Status != db.CheckpointSubmitted {
 			// The follower got there first (e.g. finalized during a restart).
 			cp.Status = prev.Status
+		}
+		r.unrecordedMu.Lock()
+		status, seen := r.unrecorded[ref]
+		r.unrecordedMu.Unlock()
+		if seen {
+			// The follower got there before the record: challenged, or rejected.
+			cp.Status = status
 		}
 		if err := tx.PutCheckpoint(cp); err != nil {
 			return err
@@ -65,6 +74,12 @@ func (r *Role) recordCheckpoint(cp db.CheckpointRecord) error {
 		l.LastCheckpointStep = max(l.LastCheckpointStep, cp.EndStep)
 		return tx.PutLease(l)
 	})
+	if err == nil {
+		r.unrecordedMu.Lock()
+		delete(r.unrecorded, ref)
+		r.unrecordedMu.Unlock()
+	}
+	return err
 }
 
 func checkpointStatus(s verifytypes.CheckpointStatus) db.CheckpointStatus {

@@ -138,6 +138,13 @@ type Role struct {
 	mu       sync.Mutex
 	runs     map[uint64]*leaseRun
 	progress map[uint64]uint64 // lease → step the trainer last reported
+	// unrecorded are the statuses the follower saw for the operator's
+	// checkpoints before their record was written (a challenge a block after
+	// the submission can reach the follower before the submitter records it);
+	// recordCheckpoint applies them. Both sides run in database write
+	// transactions, which bbolt serializes, so none is lost between them.
+	unrecordedMu sync.Mutex
+	unrecorded   map[checkpoint.Ref]db.CheckpointStatus
 }
 
 // New checks opts and prepares a Role (and its runtimes); no trainer runs
@@ -162,6 +169,7 @@ func New(opts Options) (*Role, error) {
 		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes},
 		withdraw: rolekit.NewQueue[struct{}](1),
 		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
+		unrecorded: map[checkpoint.Ref]db.CheckpointStatus{},
 	}
 	var err error
 	if r.runtimes, err = newRuntimes(opts.Runtimes, opts.WorkDir, r.onTrainingProgress); err != nil {

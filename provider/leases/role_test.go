@@ -447,3 +447,32 @@ func TestInitWeightsAreCheckedAgainstTheSpec(t *testing.T) {
 		t.Fatalf("weights importing to another root: %v", err)
 	}
 }
+
+// A challenge opened a block after the submission can reach the follower
+// before the submitter records the checkpoint: the record still says
+// challenged (a restart marks it disputed in the catalog from that).
+func TestAChallengeSeenBeforeTheRecordIsKept(t *testing.T) {
+	h := newHarness(t, Hooks{})
+	h.won(t, 4, 4)
+	submit := h.role.opts.Submit
+	h.role.opts.Submit = func(ctx context.Context, msg sdk.Msg) (*chain.TxResult, error) {
+		res, err := submit(ctx, msg)
+		if m, ok := msg.(*verifytypes.MsgSubmitCheckpoint); ok && err == nil {
+			h.handle(t, chain.Event{Height: res.Height + 1, Message: &verifytypes.EventChallengeOpened{
+				ChallengeId: 7, LeaseId: m.LeaseId, CheckpointIndex: m.Index, Provider: m.Provider, Challenger: "depin1other"}})
+		}
+		return res, err
+	}
+	if err := h.role.serve(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cps := h.checkpoints(t)
+	if len(cps) != 1 || cps[0].Status != db.CheckpointChallenged {
+		t.Fatalf("checkpoint records %+v: want checkpoint 0 challenged", cps)
+	}
+	// Another provider's checkpoint is not remembered.
+	h.handle(t, chain.Event{Message: &verifytypes.EventCheckpointRejected{LeaseId: 9, Index: 0}})
+	if len(h.role.unrecorded) != 0 {
+		t.Fatalf("statuses kept for checkpoints without records: %v", h.role.unrecorded)
+	}
+}

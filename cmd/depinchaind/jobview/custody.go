@@ -9,6 +9,7 @@ import (
 
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // Custody is the custody of one checkpoint's state: its pieces' holders on chain.
@@ -23,6 +24,12 @@ type Custody struct {
 	Pieces  uint32   `json:"pieces"`
 	Needed  uint32   `json:"needed"`
 	Holders []string `json:"holders"`
+	// Final is the checkpoint's finality; WaitsOnCustody says a pending checkpoint
+	// cannot be final yet for want of proven pieces (Proven < Needed), whatever its
+	// challenge window; it is withheld if still short at CustodyDeadline.
+	Final           bool  `json:"final"`
+	WaitsOnCustody  bool  `json:"waits_on_custody"`
+	CustodyDeadline int64 `json:"custody_deadline"`
 }
 
 // custody reads the custody object of every checkpoint of a job with a custody section.
@@ -41,7 +48,8 @@ func (s *Source) custody(ctx context.Context, job markettypes.Job, cps []Checkpo
 			return nil, fmt.Errorf("custody of checkpoint %d/%d: %w", cp.LeaseID, cp.Index, err)
 		}
 		c := Custody{LeaseID: cp.LeaseID, Index: cp.Index, Object: id, Proven: res.Shard.Live, Pieces: res.Shard.Target,
-			Needed: res.Shard.MinLive, Holders: []string{}}
+			Needed: res.Shard.MinLive, Holders: []string{}, Final: cp.Final, CustodyDeadline: cp.CustodyDeadline}
+		c.WaitsOnCustody = cp.Status == verifytypes.CHECKPOINT_STATUS_PENDING.String() && c.Proven < c.Needed
 		for _, r := range res.Replicas {
 			if r.Status == shardregistrytypes.REPLICA_STATUS_ACTIVE {
 				c.Holders = append(c.Holders, r.Holder)

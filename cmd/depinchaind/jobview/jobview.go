@@ -237,21 +237,24 @@ type Bid struct {
 
 // Checkpoint is one checkpoint with its finality and loss.
 type Checkpoint struct {
-	LeaseID           uint64     `json:"lease_id"`
-	Index             uint64     `json:"index"`
-	Worker            uint32     `json:"worker"`
-	Provider          string     `json:"provider"`
-	StartStep         uint64     `json:"start_step"`
-	EndStep           uint64     `json:"end_step"`
-	Status            string     `json:"status"`
-	Final             bool       `json:"final"`
-	SubmittedHeight   int64      `json:"submitted_height"`
-	ChallengeDeadline int64      `json:"challenge_deadline"`
-	Claim             string     `json:"claim"`
-	StateRoot         string     `json:"state_root"`
-	URI               string     `json:"uri"`
-	OpenChallenges    uint32     `json:"open_challenges"`
-	Loss              *LossPoint `json:"loss,omitempty"`
+	LeaseID           uint64 `json:"lease_id"`
+	Index             uint64 `json:"index"`
+	Worker            uint32 `json:"worker"`
+	Provider          string `json:"provider"`
+	StartStep         uint64 `json:"start_step"`
+	EndStep           uint64 `json:"end_step"`
+	Status            string `json:"status"`
+	Final             bool   `json:"final"`
+	SubmittedHeight   int64  `json:"submitted_height"`
+	ChallengeDeadline int64  `json:"challenge_deadline"`
+	// CustodyDeadline (custody jobs) is the height by which k pieces must be proven,
+	// else the checkpoint is withheld.
+	CustodyDeadline int64      `json:"custody_deadline,omitempty"`
+	Claim           string     `json:"claim"`
+	StateRoot       string     `json:"state_root"`
+	URI             string     `json:"uri"`
+	OpenChallenges  uint32     `json:"open_challenges"`
+	Loss            *LossPoint `json:"loss,omitempty"`
 	// LossError says why a verifiable checkpoint's loss is not verified.
 	LossError string `json:"loss_error,omitempty"`
 }
@@ -507,7 +510,7 @@ func (s *Source) checkpointOf(ctx context.Context, verifiable bool, cp verifytyp
 	out := Checkpoint{LeaseID: cp.LeaseId, Index: cp.Index, Worker: cp.Worker, Provider: cp.Provider,
 		StartStep: cp.StartStep, EndStep: cp.EndStep, Status: cp.Status.String(),
 		Final:           cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL,
-		SubmittedHeight: cp.SubmittedHeight, ChallengeDeadline: cp.ChallengeDeadline,
+		SubmittedHeight: cp.SubmittedHeight, ChallengeDeadline: cp.ChallengeDeadline, CustodyDeadline: cp.CustodyDeadline,
 		Claim: cp.Claim.String(), StateRoot: fmt.Sprintf("%x", cp.StateRoot), URI: cp.Uri, OpenChallenges: cp.OpenChallenges}
 	if verifiable {
 		h, err := s.verifiedHeader(ctx, cp)

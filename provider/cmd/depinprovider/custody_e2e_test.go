@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/daemon"
+	"github.com/depinchain/depinchain/testutil/browser"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -58,7 +60,7 @@ custody:
 
 // TestTrainerHostDestroyedResumesFromCustody is the promise "the job reopens from its
 // last final checkpoint" with the trainer's host gone for good, on real processes. Two
-// GPU providers bid (t1 cheaper, so it wins) and three storage providers (h1..h3,
+// GPU providers (t1 bids alone and wins; t2 starts after) and three storage providers (h1..h3,
 // storage_role.custody on, no GPUs priced) hold checkpoint pieces. t1 trains, commits
 // its first checkpoint with the roots of its 2+1 custody pieces; the holders fetch the
 // pieces from t1's public server, check them and claim them, and only then is the
@@ -114,12 +116,19 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	var setupErr []error
 	for _, name := range names {
 		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		// The trainers commit the same configured rate (not one measured on a busy
+		// host, which the per-step auction would rank by) at the same price: t1 bids
+		// alone, t2 starts once t1 has the lease, and a reopened job takes no bid
+		// dearer per step than its leases'.
+		fixedRate := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
 		switch name {
 		case "t1":
 			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
 			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
+			opts.Set = fixedRate
 		case "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 2_000_000}
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+			opts.Set = fixedRate
 		default:
 			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
 		}
@@ -157,6 +166,9 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	})
 	errs := make([]error, len(names))
 	for i, name := range names {
+		if name == "t2" {
+			continue // started once t1 has the lease
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -205,6 +217,13 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	var jobID uint64
 	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
 
+	// The owner's dashboard, open on the job's page from before its first checkpoint:
+	// every custody row below appears and changes live, without a reload.
+	page := browser.Open(ctx, t)
+	page.Navigate(browser.StartDashboard(ctx, t, node, 500*time.Millisecond) + fmt.Sprintf("#/job/%d", jobID))
+	page.WaitFor("the job page loads", `document.getElementById('job-state') !== null`, 30*time.Second)
+	page.MarkLoad()
+
 	leases := func() []markettypes.Lease {
 		res, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 		if err != nil {
@@ -228,7 +247,10 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		return len(ls) > 0
 	})
 	if first.Provider != sidecars["t1"].Operator {
-		t.Fatalf("the first lease went to %s, want t1 (the cheaper bid)", first.Provider)
+		t.Fatalf("the first lease went to %s, want t1 (the only bidder)", first.Provider)
+	}
+	if err := sidecars["t2"].Start(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	// Checkpoint 0: committed with its custody roots, held by two of h1..h3 (never t1),
@@ -258,6 +280,51 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		}
 	}
 	t.Logf("checkpoint 0 (steps %d..%d) final with %d of %d pieces held", cp0.StartStep, cp0.EndStep, sh.Shard.Live, sh.Shard.Target)
+
+	// The page's custody of checkpoint 0 is the chain's: final, k+m = 3, each proven
+	// piece's holder listed.
+	cp0Row := fmt.Sprintf(`document.querySelector('#custody tr[data-custody="%d/0"]')`, first.Id)
+	page.WaitFor("the page shows checkpoint 0 final in custody", fmt.Sprintf(
+		`(r => r && r.dataset.final === "true" && r.dataset.pieces === "3" && r.dataset.needed === "2" && +r.dataset.proven >= 2 && r.querySelectorAll('.holders a').length === +r.dataset.proven)(%s)`, cp0Row), 30*time.Second)
+	page.Shot("custody-checkpoint-0-final")
+	// chainCustody and pageCustody list each checkpoint in custody as the chain and as
+	// the page have it: proven/k+m, final, active holders (the page: holder links).
+	chainCustody := func() string {
+		var rows []string
+		for _, l := range leases() {
+			for _, cp := range checkpoints(l.Id) {
+				if cp.CustodyId == "" {
+					continue
+				}
+				sh, err := shards.Shard(ctx, &shardtypes.QueryShardRequest{DatasetId: cp.CustodyId, Index: 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				active := 0
+				for _, r := range sh.Replicas {
+					if r.Status == shardtypes.REPLICA_STATUS_ACTIVE {
+						active++
+					}
+				}
+				rows = append(rows, fmt.Sprintf("%d/%d:%d/%d:%t:%d", cp.LeaseId, cp.Index, sh.Shard.Live, sh.Shard.Target,
+					cp.Status == verifytypes.CHECKPOINT_STATUS_FINAL, active))
+			}
+		}
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	pageCustody := func() string {
+		rows := strings.Fields(browser.Eval[string](page, `[...document.querySelectorAll('#custody tr[data-custody]')].map(r =>
+			r.dataset.custody + ":" + r.dataset.proven + "/" + r.dataset.pieces + ":" + r.dataset.final + ":" + r.querySelectorAll('.holders a').length).join(" ")`))
+		slices.Sort(rows)
+		return strings.Join(rows, " ")
+	}
+	waitFor("the page's custody matches the chain's at checkpoint 0", 30*time.Second, func() bool {
+		return chainCustody() == pageCustody()
+	})
+	if page.Reloaded() {
+		t.Fatal("the job page was reloaded; custody must be drawn live")
+	}
 
 	// A holder serves its piece only to a signed request of someone allowed to read it.
 	held := sh.Replicas[0]
@@ -413,6 +480,22 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 			t.Fatalf("custody in job status: %+v", c)
 		}
 	}
+
+	// The page, never reloaded, lists every checkpoint in custody across both leases,
+	// each as the chain has it.
+	var want, got string
+	waitFor("the page's custody matches the chain's", 30*time.Second, func() bool {
+		want, got = chainCustody(), pageCustody()
+		return want == got
+	})
+	if n := len(strings.Fields(got)); n < 1+len(cps) {
+		t.Fatalf("the page shows custody of %d checkpoints, want at least %d: %s", n, 1+len(cps), got)
+	}
+	if page.Reloaded() {
+		t.Fatal("the job page was reloaded; custody must be drawn live")
+	}
+	page.Shot("custody-job-completed")
+	t.Logf("page custody: %s", got)
 
 	// Nobody innocent lost bond.
 	for _, name := range names[1:] {

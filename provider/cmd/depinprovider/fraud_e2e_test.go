@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
+	"github.com/depinchain/depinchain/provider/bidding"
 	"github.com/depinchain/depinchain/provider/daemon"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
@@ -79,10 +81,19 @@ func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 		t.Cleanup(p.Stop)
 		return p
 	}
-	// The cheater undercuts the honest provider, so it wins the first auction.
+	// The replacement lease may cost no more per step than the first auction
+	// accepted (the job's cap), so the cheater and the honest provider ask the
+	// same price and commit the same rate: one Go trainer speed, measured here,
+	// not by each sidecar (two measurements differ). The cheater wins the first
+	// auction because the honest provider starts only once it holds the lease.
+	speed, err := bidding.MeasureGoTrainer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRate := map[string]string{"throughput.go_trainer_macs_per_second": fmt.Sprintf("%.1f", speed)}
 	f.cheater = setup("cheater", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
-		StartArgs: []string{"--cheat-fabricate-from-step", "40"}})
-	f.honest = setup("honest", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 2_000_000}})
+		StartArgs: []string{"--cheat-fabricate-from-step", "40"}, Set: sameRate})
+	f.honest = setup("honest", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, Set: sameRate})
 	f.verifier = setup("verifier", sidecar.Options{Prices: map[string]uint64{}, Set: verifierConfig})
 	f.provider = f.honest
 	return f
@@ -100,7 +111,8 @@ func (f *fraudNet) balance(addr string) int64 {
 // TestVerifierCatchesACheater is the fraud story with real processes and
 // nobody at the keyboard: a job lands on a provider that fabricates its
 // trace from step 40; the verifier re-executes each checkpoint, challenges
-// the wrong one and plays the bisection to the one-step proof; the cheater,
+// the earliest wrong one (and no later one of the lease: one game per lease)
+// and plays the bisection to the one-step proof; the cheater,
 // whose sidecar defends what it committed, loses: it is slashed and
 // tombstoned, the verifier is rewarded, the owner refunded, and the job
 // resumes on the honest provider from the last final checkpoint and is paid.
@@ -111,13 +123,18 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	if err := f.verifier.StartWith(f.ctx, "--pause-before-move", "2"); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*sidecar.Provider{f.cheater, f.honest} {
-		if err := p.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := f.cheater.Start(f.ctx); err != nil {
+		t.Fatal(err)
 	}
 	verifierBefore := f.balance(f.verifier.Operator)
 	jobID := f.submitJob(referenceJobYAML, "500000000udepin")
+	f.eventually("the cheater leasing the job", 2*time.Minute, func() bool {
+		leases := f.leasesOf(jobID)
+		return len(leases) == 1 && leases[0].Provider == f.cheater.Operator
+	})
+	if err := f.honest.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// The verifier is killed there, with its game under way, and started
 	// again: it picks the game up from the chain and finishes it.
@@ -149,8 +166,9 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	if ch.Outcome != verifytypes.CHALLENGE_OUTCOME_CHALLENGER_WON || ch.Challenger != f.verifier.Operator || ch.Provider != f.cheater.Operator {
 		t.Fatalf("challenge %+v: want the verifier to win against the cheater", ch)
 	}
-	if ch.Lo != cheatStep-1 || ch.Hi != cheatStep {
-		t.Fatalf("the game converged on [%d, %d], want the first fabricated step [%d, %d]", ch.Lo, ch.Hi, cheatStep-1, cheatStep)
+	if ch.Lo != cheatStep-1 || ch.Hi != cheatStep || ch.CheckpointIndex != 2 {
+		t.Fatalf("the game on checkpoint %d converged on [%d, %d], want checkpoint 2's first fabricated step [%d, %d]",
+			ch.CheckpointIndex, ch.Lo, ch.Hi, cheatStep-1, cheatStep)
 	}
 	prov, err := f.providers.Provider(f.ctx, &stakingexttypes.QueryProviderRequest{Operator: f.cheater.Operator})
 	if err != nil {
@@ -195,22 +213,23 @@ func TestVerifierCatchesACheater(t *testing.T) {
 			Result      string `json:"result"`
 			ChallengeID string `json:"challenge_id"`
 			Outcome     string `json:"outcome"`
+			Detail      string `json:"detail"`
 		} `json:"verifications"`
 	}
 	if err := f.verifier.REST(f.ctx, "/v1/verifications", &vs); err != nil {
 		t.Fatal(err)
 	}
 	// The cheater's checkpoint 2 commits made-up weights (their root is its
-	// final hash), and its trainer goes on from the honest state: a later
-	// checkpoint the verifier reaches before the lease closes starts from
-	// the made-up state on chain, mismatches too, and its challenge ends
-	// moot when the first one closes the lease.
+	// final hash), and its trainer goes on from the honest state: checkpoint 3,
+	// if the verifier reaches it before the lease closes, starts from the
+	// made-up state on chain and mismatches too, but it is not challenged while
+	// the game on checkpoint 2 is open: that conviction rejects it too.
 	results := map[string]string{}
 	for _, v := range vs.Verifications {
 		results[v.Index] = v.Result
 		first := v.Index == "2" && v.ChallengeID == "1" && v.Outcome == "CHALLENGE_OUTCOME_CHALLENGER_WON"
-		later := v.Index == "3" && v.Outcome == "CHALLENGE_OUTCOME_MOOT"
-		if v.Result == "mismatched" && !first && !later {
+		waited := v.Index == "3" && (v.ChallengeID == "" || v.ChallengeID == "0") && strings.Contains(v.Detail, "not challenged while challenge 1 of checkpoint 2")
+		if v.Result == "mismatched" && !first && !waited {
 			t.Errorf("mismatch record %+v", v)
 		}
 	}
@@ -227,9 +246,11 @@ func TestVerifierCatchesACheater(t *testing.T) {
 	if err := f.verifier.REST(f.ctx, "/v1/disputes", &ds); err != nil {
 		t.Fatal(err)
 	}
-	if len(ds.Disputes) < 1 || len(ds.Disputes) > 2 || ds.Disputes[0].Role != "challenger" || ds.Disputes[0].Outcome != "CHALLENGER_WON" ||
-		(len(ds.Disputes) == 2 && ds.Disputes[1].Outcome != "MOOT") {
-		t.Errorf("verifier disputes %+v", ds)
+	if len(ds.Disputes) != 1 || ds.Disputes[0].Role != "challenger" || ds.Disputes[0].Outcome != "CHALLENGER_WON" {
+		t.Errorf("verifier disputes %+v: want the one game it won", ds)
+	}
+	if res, err := f.verify.Challenge(f.ctx, &verifytypes.QueryChallengeRequest{ChallengeId: 2}); err == nil {
+		t.Errorf("a second challenge exists: %+v", res.Challenge)
 	}
 	var metrics string
 	if err := f.verifier.REST(f.ctx, "/metrics", &metrics); err != nil {

@@ -127,6 +127,7 @@ async function jobPage(id) {
         <td>height ${c.challenge_deadline}</td><td>${esc(c.claim)}</td><td>${c.loss ? c.loss.nats.toFixed(4) : "-"}</td>
         <td>${c.loss ? `<span class="${c.loss.source === "verified" ? "verified" : "self"}">${c.loss.source}</span>` : "-"}${c.loss_error ? ` <span title="${esc(c.loss_error)}">(why not verified?)</span>` : ""}</td>
         <td>${provLink(c.provider)}</td></tr>`), "No checkpoint yet.") +
+    (v.custody ? custodyTable(v.custody) : "") +
     `<h2>Disputes</h2>` + table("disputes", ["Challenge", "Checkpoint", "Phase", "To move", "Rounds", "Range", "Deadline", "Challenger", "Reason"],
       v.disputes.map((d) => `<tr data-dispute="${d.id}"><td>${d.id}</td><td>${d.lease_id}/${d.checkpoint}</td><td>${esc(strip(d.phase, /^(GAME_TURN_|CHALLENGE_OUTCOME_)/))}</td>
         <td class="to-move">${d.to_move ? `${esc(d.to_move)} ${esc(short(d.to_move === "provider" ? d.provider : d.challenger))}` : "-"}</td><td>${d.rounds}</td><td>${d.lo}–${d.hi}</td><td>${d.outcome ? "-" : "height " + d.deadline}</td><td>${esc(short(d.challenger))}</td><td>${esc(d.reason)}</td></tr>`), "No disputes.") +
@@ -134,6 +135,21 @@ async function jobPage(id) {
       v.leases.map((l) => `<tr data-lease="${l.id}"><td>${l.id}</td><td>${l.worker}</td><td>${provLink(l.provider)}</td><td>${esc(strip(l.state, "LEASE_STATE_"))}</td>
         <td>${l.resume_step}</td><td>height ${l.start_height}</td><td>${esc(l.price_per_gpu_hour)}</td><td>${l.gpus}</td><td>${esc(l.paid)}</td><td>${esc(l.pending)}</td>
         <td>${esc(strip(l.close_reason, "LEASE_CLOSE_REASON_")) || "-"}</td></tr>`), "No lease yet.");
+}
+
+// custodyTable: who holds each checkpoint's state pieces, and whether the
+// checkpoint's finality waits on them (it needs k of the k+m pieces proven).
+function custodyTable(custody) {
+  const finality = (c) => c.final ? `<span class="verified">final</span>`
+    : c.waits_on_custody ? `<span class="self">waits on custody: ${c.needed - c.proven} more proven piece${c.needed - c.proven === 1 ? "" : "s"} (withheld if short at height ${c.custody_deadline})</span>`
+    : "not final; custody enough";
+  return `<h2>Custody</h2>` + table("custody", ["Lease/index", "Object", "Pieces proven", "Rebuildable", "Finality", "Holders"],
+    custody.map((c) => `<tr data-custody="${c.lease_id}/${c.index}" data-proven="${c.proven}" data-pieces="${c.pieces}" data-needed="${c.needed}" data-final="${c.final}" data-waits="${c.waits_on_custody}">
+      <td>${c.lease_id}/${c.index}</td><td><code>${esc(c.object)}</code></td>
+      <td class="pieces-proven"><span class="bar pieces"><div style="width:${c.pieces ? (100 * c.proven) / c.pieces : 0}%"></div></span> ${c.proven} of ${c.pieces} (k=${c.needed}, m=${c.pieces - c.needed})</td>
+      <td class="${c.proven >= c.needed ? "verified" : "bad"}">${c.proven >= c.needed ? "yes" : `no (needs ${c.needed})`}</td>
+      <td class="custody-finality">${finality(c)}</td>
+      <td class="holders">${c.holders.length ? c.holders.map(provLink).join(" ") : "-"}</td></tr>`), "No checkpoint in custody yet.");
 }
 
 async function providerPage(op) {
