@@ -40,7 +40,8 @@ func (k Keeper) EndBlocker(ctx context.Context) (int, error) {
 		}
 		write()
 	}
-	// Custody objects whose retention ended, within the same cap.
+	// Custody objects whose retention ended: at most max_deadlines_per_block releases, a
+	// cap of their own.
 	released, err := k.releaseDueCustody(sdkCtx, int(params.MaxDeadlinesPerBlock))
 	if err != nil {
 		return 0, err
