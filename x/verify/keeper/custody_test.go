@@ -422,3 +422,74 @@ func TestCustodyOfAWithheldCheckpointReleasedAtOnce(t *testing.T) {
 	c.advance(2)
 	c.requireReleased(cp.CustodyId, []uint64{id}, []sdk.AccAddress{holder})
 }
+
+// A final checkpoint superseded by the next final checkpoint of its lease is kept
+// retain_checkpoints from then; the job's last one likewise once it completes the job.
+func TestCustodyOfASupersededCheckpointKeptForTheRetention(t *testing.T) {
+	e := newEnv(t)
+	prov := e.registerProvider("provider", 8)
+	spec := referenceSpec(16, 8)
+	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
+	job, lease := e.leaseJob(prov, spec)
+	sp, err := e.ShardRegistry.Params.Get(e.Ctx)
+	require.NoError(t, err)
+	sp.PeriodBlocks, sp.ProofWindowBlocks = 40, 10
+	require.NoError(t, e.ShardRegistry.Params.Set(e.Ctx, sp))
+	s := &scenario{env: e, prov: prov, job: job, lease: lease, run: computeRun(t, job, 16)}
+	holders := []sdk.AccAddress{e.registerProvider("holder-a", 1), e.registerProvider("holder-b", 1)}
+	finalize := func(index, from, to uint64) types.Checkpoint {
+		state := s.run.stateAt(t, to).Encode()
+		l, err := custody.NewLayout(uint64(len(state)), 2, 1)
+		require.NoError(t, err)
+		outs := make([]*bytes.Buffer, l.Pieces())
+		ws := make([]io.Writer, l.Pieces())
+		for i := range outs {
+			outs[i] = new(bytes.Buffer)
+			ws[i] = outs[i]
+		}
+		roots, err := custody.Encode(bytes.NewReader(state), l, ws, 1)
+		require.NoError(t, err)
+		var pieces [][]byte
+		for _, b := range outs {
+			pieces = append(pieces, b.Bytes())
+		}
+		m := checkpointMsg(s.honest(from, to), lease.Id, index)
+		m.StateSize, m.PieceRoots = l.StateSize, merkle.HashesToBytes(roots)
+		_, err = s.deliver(func(ctx sdk.Context) error { _, err := s.msg.SubmitCheckpoint(ctx, m); return err })
+		require.NoError(t, err)
+		cp := s.checkpoint(lease.Id, index)
+		s.advanceTo(cp.ChallengeDeadline + 1)
+		for i, h := range holders {
+			piece := uint32(0)
+			if i == 1 {
+				piece = l.Pieces() - 1
+			}
+			res, err := shardkeeper.NewQueryServerImpl(s.ShardRegistry).ClaimChallenge(s.Ctx, &shardtypes.QueryClaimChallengeRequest{
+				DatasetId: cp.CustodyId, Shard: 0, Piece: piece, Holder: h.String(),
+			})
+			require.NoError(t, err)
+			proofs, err := manifest.Prove(pieces[piece], custody.ChunkSize, res.Challenge.ChunkIndices)
+			require.NoError(t, err)
+			_, err = shardkeeper.NewMsgServerImpl(s.ShardRegistry).ClaimReplica(s.Ctx, &shardtypes.MsgClaimReplica{
+				Holder: h.String(), DatasetId: cp.CustodyId, Shard: 0, Piece: piece, Period: res.Challenge.Period, Proofs: proofs,
+			})
+			require.NoError(t, err)
+		}
+		s.advance(int(s.verifyParams().CustodyRecheckBlocks) + 1)
+		cp = s.checkpoint(lease.Id, index)
+		require.Equal(t, types.CHECKPOINT_STATUS_FINAL, cp.Status)
+		return cp
+	}
+	releaseAt := func(id string) int64 {
+		d, err := s.ShardRegistry.GetDataset(s.Ctx, id)
+		require.NoError(t, err)
+		return d.Custody.ReleaseAtUnixNanos
+	}
+	first := finalize(0, 0, 8)
+	require.Zero(t, releaseAt(first.CustodyId), "the lease's latest final checkpoint is kept: a replacement may resume from it")
+	second := finalize(1, 8, 16)
+	require.WithinDuration(t, s.Ctx.BlockTime().Add(720*time.Hour), time.Unix(0, releaseAt(first.CustodyId)), time.Minute, "superseded: kept for the retention")
+	require.WithinDuration(t, s.Ctx.BlockTime().Add(720*time.Hour), time.Unix(0, releaseAt(second.CustodyId)), time.Minute, "completed the job: kept for the retention")
+	msg, broken := shardkeeper.AllInvariants(s.ShardRegistry, shardkeeper.StakingExtLocks(s.StakingExt.Locks))(s.Ctx)
+	require.False(t, broken, msg)
+}
