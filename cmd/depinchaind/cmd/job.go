@@ -174,8 +174,8 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 		fmt.Fprintf(tw, "closed:\t%s\n", v.CloseReason)
 	}
 	m := v.Money
-	fmt.Fprintf(tw, "\nmoney (%s)\tdeposited %s\tescrowed %s\tpending %s\tpaid %s\taudit fees %s\trefunded %s\n",
-		m.Denom, m.Deposited, m.Escrowed, m.Pending, m.Paid, m.AuditFees, m.Refunded)
+	fmt.Fprintf(tw, "\nmoney (%s)\tdeposited %s\tescrowed %s\tpending %s\tpaid %s\taudit fees %s\tstorage paid %s (escrowed %s)\trefunded %s\n",
+		m.Denom, m.Deposited, m.Escrowed, m.Pending, m.Paid, m.AuditFees, m.StoragePaid, m.StorageEscrowed, m.Refunded)
 	fmt.Fprintln(tw, "\nWORKER\tSTEP\tRATE\tCHECKPOINTED\tCHECKPOINTED / COMMITTED RATE\tPRICE/STEP\tPAID\tPENDING\tREFUNDED\tETA\tLEASE\tPROVIDER\tNEXT CHECKPOINT BY\tLATEST LOSS")
 	for _, w := range v.Workers {
 		deadline := "-"

@@ -175,8 +175,14 @@ type Money struct {
 	Paid         string `json:"paid"`
 	AuditFees    string `json:"audit_fees"`
 	Compensation string `json:"compensation"`
+	// StorageEscrowed is the custody storage budget not yet paid to holders (kept
+	// after the job closes: the final checkpoint is retained); StoragePaid is what
+	// custody holders were paid for proven periods.
+	StorageEscrowed string `json:"storage_escrowed"`
+	StoragePaid     string `json:"storage_paid"`
 	// Refunded is what went back to the owner when the job closed: the
-	// deposit less everything paid, pending, or spent on audits.
+	// deposit less everything paid, pending, spent on audits or storage, or still
+	// held for storage.
 	Refunded string `json:"refunded"`
 }
 
@@ -414,9 +420,11 @@ func money(job markettypes.Job, esc *markettypes.QueryEscrowResponse) Money {
 	fees := nz(esc.AuditFees.Amount)
 	m := Money{Denom: denom, Deposited: dep.String(), Escrowed: unspent.String(), Pending: pending.String(),
 		Paid: paid.String(), AuditFees: fees.String(), Compensation: nz(esc.Compensation.Amount).String(), Refunded: "0"}
+	storageEscrow, storagePaid := nz(job.StorageEscrow.Amount), nz(job.StorageFees.Amount)
+	m.StorageEscrowed, m.StoragePaid = storageEscrow.String(), storagePaid.String()
 	switch job.State {
 	case markettypes.JOB_STATE_COMPLETED, markettypes.JOB_STATE_CANCELLED, markettypes.JOB_STATE_EXPIRED, markettypes.JOB_STATE_FAILED:
-		if r := dep.Sub(paid).Sub(pending).Sub(fees).Sub(unspent); r.IsPositive() {
+		if r := dep.Sub(paid).Sub(pending).Sub(fees).Sub(unspent).Sub(storageEscrow).Sub(storagePaid); r.IsPositive() {
 			m.Refunded = r.String()
 		}
 	}

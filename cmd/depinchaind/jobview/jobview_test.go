@@ -139,7 +139,7 @@ func TestJobViewAssemblesAReopenedJob(t *testing.T) {
 
 	require.Len(t, v.Leases, 2)
 	require.Equal(t, "LEASE_CLOSE_REASON_NON_PERFORMANCE", v.Leases[0].CloseReason)
-	require.Equal(t, Money{Denom: "udpin", Deposited: "1000", Escrowed: "900", Pending: "10", Paid: "20", AuditFees: "3", Compensation: "0", Refunded: "0"}, v.Money)
+	require.Equal(t, Money{Denom: "udpin", Deposited: "1000", Escrowed: "900", Pending: "10", Paid: "20", AuditFees: "3", Compensation: "0", StorageEscrowed: "0", StoragePaid: "0", Refunded: "0"}, v.Money)
 	require.Len(t, v.Checkpoints, 3)
 	require.Equal(t, []LossPoint{{Step: 10, Nats: 4, Source: LossVerified}, {Step: 20, Nats: 3, Source: LossVerified}, {Step: 30, Nats: 9.5, Source: LossSelfReported}}, v.Loss)
 	require.Contains(t, v.Checkpoints[2].LossError, "verification failed")
@@ -184,6 +184,14 @@ func TestJobViewContainerLossIsSelfReported(t *testing.T) {
 	require.Equal(t, []LossPoint{{Step: 5, Nats: 2.25, Source: LossSelfReported}}, v.Loss)
 	require.Empty(t, v.Checkpoints[0].LossError)
 	require.Equal(t, "70", v.Money.Refunded)
+
+	// Storage paid to custody holders, and what is still reserved for them, is not refunded.
+	f.job.StorageFees, f.job.StorageEscrow = coin(12), coin(8)
+	v, err = newSource(f).Job(context.Background(), 8)
+	require.NoError(t, err)
+	require.Equal(t, "12", v.Money.StoragePaid)
+	require.Equal(t, "8", v.Money.StorageEscrowed)
+	require.Equal(t, "50", v.Money.Refunded)
 }
 
 // An open job shows its auction's bids cheapest per step first (not cheapest per

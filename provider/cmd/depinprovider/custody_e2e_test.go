@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -456,9 +457,20 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 			Needed  uint32   `json:"needed"`
 			Holders []string `json:"holders"`
 		} `json:"custody"`
+		Money struct {
+			StoragePaid     string `json:"storage_paid"`
+			StorageEscrowed string `json:"storage_escrowed"`
+		} `json:"money"`
 	}
 	if err := json.Unmarshal([]byte(statusOut), &status); err != nil {
 		t.Fatalf("job status: %v\n%s", err, statusOut)
+	}
+	// The holders were paid per proven period from the job's storage escrow, the budget
+	// reserved at submit: 3 pieces × ceil(720h / 16 blocks of ≥ 1 s) × 1udepin.
+	storagePaid, _ := strconv.ParseUint(status.Money.StoragePaid, 10, 64)
+	storageLeft, _ := strconv.ParseUint(status.Money.StorageEscrowed, 10, 64)
+	if budget := uint64(3 * ((720*3600 + 15) / 16)); storagePaid == 0 || storagePaid+storageLeft != budget {
+		t.Fatalf("storage paid %d + escrowed %d, want a positive payment out of the budget %d", storagePaid, storageLeft, budget)
 	}
 	if len(status.Custody) < 1+len(cps) {
 		t.Fatalf("job status lists custody of %d checkpoints, want at least %d:\n%s", len(status.Custody), 1+len(cps), statusOut)

@@ -18,7 +18,7 @@ type Invariant func(ctx context.Context) (string, bool)
 // AllInvariants bundles every market invariant.
 func AllInvariants(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
-		for _, inv := range []Invariant{ModuleBalanceInvariant(k), LeaseBalancesInvariant(k), DeadlineIndexInvariant(k)} {
+		for _, inv := range []Invariant{ModuleBalanceInvariant(k), LeaseBalancesInvariant(k), DeadlineIndexInvariant(k), StorageInvariant(k)} {
 			if msg, broken := inv(ctx); broken {
 				return msg, true
 			}
@@ -38,6 +38,9 @@ func ModuleBalanceInvariant(k Keeper) Invariant {
 		backed := math.ZeroInt()
 		if err := k.Jobs.Walk(ctx, nil, func(_ uint64, j types.Job) (bool, error) {
 			backed = backed.Add(j.Escrow.Amount)
+			if !j.StorageEscrow.Amount.IsNil() {
+				backed = backed.Add(j.StorageEscrow.Amount)
+			}
 			return false, nil
 		}); err != nil {
 			return err.Error(), true
@@ -50,9 +53,31 @@ func ModuleBalanceInvariant(k Keeper) Invariant {
 		}
 		balance := k.bankKeeper.GetBalance(ctx, k.moduleAddress(), params.Denom)
 		if !balance.Amount.Equal(backed) {
-			return fmt.Sprintf("market: module balance %s != escrows + pending + withdrawable %s%s", balance, backed, params.Denom), true
+			return fmt.Sprintf("market: module balance %s != escrows + storage escrows + pending + withdrawable %s%s", balance, backed, params.Denom), true
 		}
 		return "", false
+	}
+}
+
+// StorageInvariant: a job's storage fees paid plus its storage escrow left never exceed
+// its deposit (holders are only ever paid out of the budget reserved from it), and both
+// are non-negative in the escrow's denom.
+func StorageInvariant(k Keeper) Invariant {
+	return func(ctx context.Context) (string, bool) {
+		msg := ""
+		err := k.Jobs.Walk(ctx, nil, func(id uint64, j types.Job) (bool, error) {
+			escrow, paid := coinOrZero(j.StorageEscrow, j.Escrow.Denom), coinOrZero(j.StorageFees, j.Escrow.Denom)
+			if escrow.Denom != j.Escrow.Denom || paid.Denom != j.Escrow.Denom || escrow.IsNegative() || paid.IsNegative() ||
+				escrow.Amount.Add(paid.Amount).GT(j.Deposited.Amount) {
+				msg = fmt.Sprintf("market: job %d storage fees paid %s + storage escrow %s exceed its deposit %s", id, paid, escrow, j.Deposited)
+				return true, nil
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err.Error(), true
+		}
+		return msg, msg != ""
 	}
 }
 

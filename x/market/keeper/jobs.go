@@ -25,12 +25,33 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err := k.checkAdjudicable(ctx, msg.Spec); err != nil {
 		return types.Job{}, err
 	}
+	storageBudget := math.ZeroInt()
 	if msg.Spec.Custody != nil && k.custodyPolicy != nil {
 		if err := k.custodyPolicy.CheckCustodySpec(ctx, *msg.Spec.Custody); err != nil {
 			return types.Job{}, err
 		}
+		if storageBudget, err = k.custodyPolicy.CustodyStorageBudget(ctx, *msg.Spec.Custody); err != nil {
+			return types.Job{}, err
+		}
 	}
 	if err := validateDeposit(msg.Deposit, params); err != nil {
+		return types.Job{}, err
+	}
+	zero := sdk.NewCoin(params.Denom, math.ZeroInt())
+	job := types.Job{
+		Owner:              msg.Owner,
+		Spec:               msg.Spec.WithAuditDefault(),
+		CreatedHeight:      ctx.BlockHeight(),
+		Escrow:             msg.Deposit,
+		Deposited:          msg.Deposit,
+		AuditFees:          zero,
+		Compensation:       zero,
+		CapPricePerGpuHour: zero,
+		StorageEscrow:      zero,
+		StorageFees:        zero,
+	}
+	// Checked before any coin moves, so a refused job changes nothing.
+	if err := reserveStorage(&job, storageBudget); err != nil {
 		return types.Job{}, err
 	}
 	if err := k.bankKeeper.SendCoinsFromAccountToModule(ctx, owner, types.ModuleName, sdk.NewCoins(msg.Deposit)); err != nil {
@@ -40,19 +61,8 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err != nil {
 		return types.Job{}, err
 	}
-	zero := sdk.NewCoin(params.Denom, math.ZeroInt())
-	job := types.Job{
-		Id:                 id,
-		Owner:              msg.Owner,
-		Spec:               msg.Spec.WithAuditDefault(),
-		CreatedHeight:      ctx.BlockHeight(),
-		Seed:               k.jobSeed(ctx, id),
-		Escrow:             msg.Deposit,
-		Deposited:          msg.Deposit,
-		AuditFees:          zero,
-		Compensation:       zero,
-		CapPricePerGpuHour: zero,
-	}
+	job.Id = id
+	job.Seed = k.jobSeed(ctx, id)
 	if err := k.openAuction(ctx, &job, nil); err != nil {
 		return types.Job{}, err
 	}

@@ -49,7 +49,9 @@ type ProviderKeeper interface {
 }
 
 // CustodyPolicy is x/shardregistry's check of a job spec's custody section against its
-// params (piece counts, the retention bound).
+// params (piece counts, the retention bound) and the storage budget the job reserves for
+// its holders from the deposit.
 type CustodyPolicy interface {
 	CheckCustodySpec(ctx context.Context, spec CustodySpec) error
+	CustodyStorageBudget(ctx context.Context, spec CustodySpec) (math.Int, error)
 }

@@ -31,8 +31,10 @@ func (gs GenesisState) Validate() error {
 		if j.Escrow.Denom != denom || j.Escrow.IsNegative() || j.Deposited.Denom != denom {
 			return fmt.Errorf("job %d: escrow and deposited must be non-negative %s", j.Id, denom)
 		}
-		// Jobs from before audits existed have neither field (empty denom).
-		for name, c := range map[string]sdk.Coin{"audit_fees": j.AuditFees, "compensation": j.Compensation} {
+		// Jobs from before audits (or storage pay) existed have none of these fields (empty denom).
+		for name, c := range map[string]sdk.Coin{
+			"audit_fees": j.AuditFees, "compensation": j.Compensation, "storage_escrow": j.StorageEscrow, "storage_fees": j.StorageFees,
+		} {
 			if c.Denom != "" && (c.Denom != denom || c.Amount.IsNil() || c.IsNegative()) {
 				return fmt.Errorf("job %d: %s must be a non-negative %s amount, got %s", j.Id, name, denom, c)
 			}

@@ -40,7 +40,13 @@ func (k Keeper) EndBlocker(ctx context.Context) (int, error) {
 		}
 		write()
 	}
-	return len(due), nil
+	// Custody objects whose retention ended: at most max_deadlines_per_block releases, a
+	// cap of their own.
+	released, err := k.releaseDueCustody(sdkCtx, int(params.MaxDeadlinesPerBlock))
+	if err != nil {
+		return 0, err
+	}
+	return len(due) + released, nil
 }
 
 // dueDeadlines collects up to limit deadline entries at or before height.

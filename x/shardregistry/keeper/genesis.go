@@ -9,7 +9,8 @@ import (
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
-// InitGenesis loads the registry. The deadline index and the durability bookkeeping
+// InitGenesis loads the registry. The deadline index, the custody release index (from
+// each custody object's release_at_unix_nanos) and the durability bookkeeping
 // (shard holders, piece holder counts, open slots, under-replicated shards) are derived
 // data: they are rebuilt from the datasets and active replicas, not imported.
 func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
@@ -22,6 +23,11 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			return err
 		}
 		datasets[d.Id] = d
+		if d.Custody != nil && d.Custody.ReleaseAtUnixNanos != 0 {
+			if err := k.CustodyReleases.Set(ctx, collections.Join(d.Custody.ReleaseAtUnixNanos, d.Id)); err != nil {
+				return err
+			}
+		}
 	}
 	// collections.Triple holds pointers, so the map is keyed by a plain struct.
 	type pieceRef struct {

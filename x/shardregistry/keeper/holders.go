@@ -272,5 +272,8 @@ func (k Keeper) submitStorageProof(ctx sdk.Context, msg *types.MsgSubmitStorageP
 	if err := k.Replicas.Set(ctx, r.Id, r); err != nil {
 		return types.Replica{}, 0, err
 	}
+	if err := k.payCustodyHolder(ctx, params, d, r.Holder); err != nil {
+		return types.Replica{}, 0, err
+	}
 	return r, proven, nil
 }

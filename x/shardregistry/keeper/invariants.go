@@ -49,7 +49,7 @@ func (l lockMap) CollateralLock(ctx context.Context, operator sdk.AccAddress, re
 // AllInvariants bundles every x/shardregistry invariant.
 func AllInvariants(k Keeper, locks LockReader) Invariant {
 	return func(ctx context.Context) (string, bool) {
-		for _, inv := range []Invariant{CollateralInvariant(k, locks), DeadlineIndexInvariant(k), DurabilityInvariant(k)} {
+		for _, inv := range []Invariant{CollateralInvariant(k, locks), DeadlineIndexInvariant(k), DurabilityInvariant(k), CustodyReleaseIndexInvariant(k)} {
 			if msg, broken := inv(ctx); broken {
 				return msg, true
 			}
@@ -86,6 +86,43 @@ func CollateralInvariant(k Keeper, locks LockReader) Invariant {
 			return err.Error(), true
 		}
 		return msg, msg != ""
+	}
+}
+
+// CustodyReleaseIndexInvariant: every custody release entry points to a custody object
+// scheduled at that time, and every scheduled object has exactly its entry.
+func CustodyReleaseIndexInvariant(k Keeper) Invariant {
+	return func(ctx context.Context) (string, bool) {
+		var msg string
+		entries := 0
+		err := k.CustodyReleases.Walk(ctx, nil, func(key collections.Pair[int64, string]) (bool, error) {
+			entries++
+			d, err := k.GetDataset(ctx, key.K2())
+			if err != nil || d.Custody == nil || d.Custody.ReleaseAtUnixNanos != key.K1() {
+				msg = fmt.Sprintf("shardregistry: custody release entry (%d, %q) has no custody object scheduled then", key.K1(), key.K2())
+				return true, nil
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err.Error(), true
+		}
+		if msg != "" {
+			return msg, true
+		}
+		scheduled := 0
+		if err := k.Datasets.Walk(ctx, nil, func(_ string, d types.Dataset) (bool, error) {
+			if d.Custody != nil && d.Custody.ReleaseAtUnixNanos != 0 {
+				scheduled++
+			}
+			return false, nil
+		}); err != nil {
+			return err.Error(), true
+		}
+		if scheduled != entries {
+			return fmt.Sprintf("shardregistry: %d custody objects are scheduled for release but the index has %d entries", scheduled, entries), true
+		}
+		return "", false
 	}
 }
 

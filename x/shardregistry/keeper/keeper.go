@@ -79,6 +79,8 @@ type Keeper struct {
 	PieceHolders    collections.Map[collections.Triple[string, uint32, uint32], uint32]
 	OpenSlots       collections.KeySet[collections.Triple[string, uint32, uint32]]
 	UnderReplicated collections.KeySet[collections.Pair[string, uint32]]
+	// CustodyReleases orders custody objects by the end of their retention: (unix nanos, dataset id).
+	CustodyReleases collections.KeySet[collections.Pair[int64, string]]
 
 	// Read-only views of index prefixes as plain key sets, for query pagination
 	// (query.CollectionPaginate needs raw iteration, which indexes.Multi does not offer).
@@ -140,6 +142,8 @@ func NewKeeper(
 			collections.TripleKeyCodec(collections.StringKey, collections.Uint32Key, collections.Uint32Key)),
 		UnderReplicated: collections.NewKeySet(sb, types.UnderReplicatedKey, "under_replicated",
 			collections.PairKeyCodec(collections.StringKey, collections.Uint32Key)),
+		CustodyReleases: collections.NewKeySet(sb, types.CustodyReleasesKey, "custody_releases",
+			collections.PairKeyCodec(collections.Int64Key, collections.StringKey)),
 	}
 	schema, err := sb.Build()
 	if err != nil {

@@ -17,7 +17,7 @@ type Migrator struct {
 // NewMigrator returns the migrator of a keeper's store.
 func NewMigrator(k Keeper) Migrator { return Migrator{keeper: k} }
 
-// Migrate1to2 adds custody objects: the custody params get their defaults (version 1
+// Migrate1to2 adds custody objects: the custody params (bounds and the storage fee) get their defaults (version 1
 // params have them zero, which Validate refuses). Stored datasets have no custody record
 // and keep their layout, so nothing else changes.
 func (m Migrator) Migrate1to2(ctx sdk.Context) error {
@@ -28,6 +28,7 @@ func (m Migrator) Migrate1to2(ctx sdk.Context) error {
 	defaults := types.DefaultParams()
 	params.CustodyMaxRetentionSeconds = defaults.CustodyMaxRetentionSeconds
 	params.CustodyMaxStateSize = defaults.CustodyMaxStateSize
+	params.CustodyStorageFeePerPiecePeriod = defaults.CustodyStorageFeePerPiecePeriod
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("x/shardregistry params after the custody migration: %w", err)
 	}

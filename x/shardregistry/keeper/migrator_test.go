@@ -15,7 +15,7 @@ func TestMigrate1to2SetsCustodyParams(t *testing.T) {
 	e := newEnv(t)
 	p, err := e.ShardRegistry.Params.Get(e.Ctx)
 	require.NoError(t, err)
-	p.CustodyMaxRetentionSeconds, p.CustodyMaxStateSize = 0, 0
+	p.CustodyMaxRetentionSeconds, p.CustodyMaxStateSize, p.CustodyStorageFeePerPiecePeriod = 0, 0, 0
 	p.PeriodBlocks = 77
 	require.Error(t, p.Validate())
 	require.NoError(t, e.ShardRegistry.Params.Set(e.Ctx, p))
@@ -26,6 +26,7 @@ func TestMigrate1to2SetsCustodyParams(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, types.DefaultParams().CustodyMaxRetentionSeconds, got.CustodyMaxRetentionSeconds)
 	require.Equal(t, types.DefaultParams().CustodyMaxStateSize, got.CustodyMaxStateSize)
+	require.Equal(t, types.DefaultParams().CustodyStorageFeePerPiecePeriod, got.CustodyStorageFeePerPiecePeriod)
 	require.Equal(t, uint64(77), got.PeriodBlocks)
 	require.NoError(t, got.Validate())
 }

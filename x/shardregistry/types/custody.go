@@ -6,6 +6,7 @@ import (
 	"time"
 
 	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/math"
 
 	"github.com/depinchain/depinchain/pkg/custody"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -90,6 +91,27 @@ func ValidateCustody(p Params, d Dataset, shards []Shard) error {
 		return fail("manifest_root does not match its shard")
 	}
 	return nil
+}
+
+// CustodyRetentionPeriods is how many challenge periods the storage budget pays for a
+// retention of retain: ceil(retain in seconds / period_blocks), which counts blocks of at
+// least one second each — an upper bound on the periods that fit in retain.
+func (p Params) CustodyRetentionPeriods(retain time.Duration) uint64 {
+	secs := uint64(retain / time.Second)
+	if retain%time.Second != 0 {
+		secs++
+	}
+	return (secs + p.PeriodBlocks - 1) / p.PeriodBlocks
+}
+
+// CustodyStorageBudget is what a job with this custody section reserves from its deposit
+// for its holders at submit: (data + parity pieces) × retention periods × fee per piece
+// and period. Holders are paid from it per proven period until it runs out, so it bounds
+// the owner's storage cost.
+func (p Params) CustodyStorageBudget(spec markettypes.CustodySpec) math.Int {
+	pieces := math.NewIntFromUint64(uint64(spec.DataPieces) + uint64(spec.ParityPieces))
+	return pieces.Mul(math.NewIntFromUint64(p.CustodyRetentionPeriods(spec.RetainCheckpoints))).
+		Mul(math.NewIntFromUint64(p.CustodyStorageFeePerPiecePeriod))
 }
 
 // CheckCustodySpec checks a job spec's custody section against params: a piece count the

@@ -20,9 +20,12 @@ type ProviderKeeper interface {
 	Slash(ctx context.Context, operator sdk.AccAddress, fraction math.LegacyDec, reason string, beneficiary sdk.AccAddress, beneficiaryShare math.LegacyDec) (sdk.Coin, error)
 }
 
-// MarketKeeper gives the randomness beacon (block hashes x/market stored itself) and the
-// jobs whose workers are assigned shards.
+// MarketKeeper gives the randomness beacon (block hashes x/market stored itself), the
+// jobs whose workers are assigned shards, and the storage pay of custody holders.
 type MarketKeeper interface {
 	BlockHash(ctx context.Context, height int64) ([]byte, error)
 	GetJob(ctx context.Context, id uint64) (markettypes.Job, error)
+	// PayStorage pays a custody holder for one proven period, from the job's storage
+	// escrow (never its step escrow), at most what is left of it; it returns what it paid.
+	PayStorage(ctx context.Context, jobID uint64, holder sdk.AccAddress, amount math.Int) (sdk.Coin, error)
 }

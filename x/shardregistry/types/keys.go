@@ -31,6 +31,7 @@ var (
 	PieceHoldersKey      = collections.NewPrefix(11)
 	OpenSlotsKey         = collections.NewPrefix(12)
 	UnderReplicatedKey   = collections.NewPrefix(13)
+	CustodyReleasesKey   = collections.NewPrefix(14)
 )
 
 // ReplicaCollateralRef names the stakingext collateral lock of a replica, so that it is

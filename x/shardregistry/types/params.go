@@ -50,6 +50,9 @@ func DefaultParams() Params {
 		MaxShardSize:               1 << 30,
 		CustodyMaxRetentionSeconds: 90 * 24 * 3600,
 		CustodyMaxStateSize:        64 << 30,
+		// One unit per piece and period: 720h of 4+2 at 600 one-second blocks a period is
+		// 6 × 4320 = 25920 units, small beside a job's pay.
+		CustodyStorageFeePerPiecePeriod: 1,
 	}
 }
 

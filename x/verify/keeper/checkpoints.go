@@ -274,6 +274,9 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
 			return err
 		}
+		if err := k.retainCustodyOnFinal(ctx, cp); err != nil {
+			return err
+		}
 		if err := k.settleAudits(ctx, cp, false); err != nil {
 			return err
 		}
@@ -299,6 +302,11 @@ func (k Keeper) withhold(ctx sdk.Context, cp types.Checkpoint, reason string) er
 	cp.Status = types.CHECKPOINT_STATUS_WITHHELD
 	if err := k.saveCheckpoint(ctx, cp); err != nil {
 		return err
+	}
+	if cp.CustodyId != "" {
+		if err := k.shardKeeper.ReleaseCustodyNow(ctx, cp.CustodyId); err != nil {
+			return err
+		}
 	}
 	if err := keeperutil.Emit(ctx, &types.EventCheckpointWithheld{
 		LeaseId: cp.LeaseId, Index: cp.Index, Reports: cp.UnavailableReports, Auditors: cp.Auditors,
@@ -350,6 +358,11 @@ func (k Keeper) rejectPending(ctx sdk.Context, leaseID uint64, reason string) ([
 		pending[i].Status = types.CHECKPOINT_STATUS_REJECTED
 		if err := k.saveCheckpoint(ctx, pending[i]); err != nil {
 			return nil, err
+		}
+		if pending[i].CustodyId != "" {
+			if err := k.shardKeeper.ReleaseCustodyNow(ctx, pending[i].CustodyId); err != nil {
+				return nil, err
+			}
 		}
 		if err := keeperutil.Emit(ctx, &types.EventCheckpointRejected{LeaseId: leaseID, Index: pending[i].Index, Reason: reason}); err != nil {
 			return nil, err

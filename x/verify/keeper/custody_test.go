@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"cosmossdk.io/math"
+
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	"github.com/stretchr/testify/require"
 
@@ -219,4 +221,275 @@ func TestCustodyRetentionAboveParamRefused(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "custody.retain_checkpoints must be positive and at most 2160h0m0s")
+}
+
+// claimAs claims a piece and returns the replica's id.
+func (c *custodyScenario) claimAs(holder sdk.AccAddress, piece uint32) uint64 {
+	c.t.Helper()
+	res, err := shardkeeper.NewMsgServerImpl(c.ShardRegistry).ClaimReplica(c.Ctx, c.claimMsg(holder, piece))
+	require.NoError(c.t, err)
+	return res.ReplicaId
+}
+
+// proveCustody submits the proof of a custody replica's due challenge from its piece.
+func (c *custodyScenario) proveCustody(id uint64) {
+	c.t.Helper()
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+	require.NoError(c.t, err)
+	res, err := shardkeeper.NewQueryServerImpl(c.ShardRegistry).ChallengeSchedule(c.Ctx, &shardtypes.QueryChallengeScheduleRequest{ReplicaId: id})
+	require.NoError(c.t, err)
+	require.True(c.t, res.Challenge.Open)
+	proofs, err := manifest.Prove(c.pieces[r.Piece], custody.ChunkSize, res.Challenge.ChunkIndices)
+	require.NoError(c.t, err)
+	_, err = shardkeeper.NewMsgServerImpl(c.ShardRegistry).SubmitStorageProof(c.Ctx, &shardtypes.MsgSubmitStorageProof{
+		Holder: r.Holder, ReplicaId: id, Period: res.Challenge.Period, Proofs: proofs,
+	})
+	require.NoError(c.t, err)
+}
+
+// Storage is paid per proven period, from the storage escrow reserved at submit: a holder
+// that proves its piece earns the fee for the period, one that misses it earns nothing,
+// and the step escrow is never touched.
+func TestCustodyHoldersPaidPerProvenPeriod(t *testing.T) {
+	c := newCustodyScenario(t)
+	sp, err := c.ShardRegistry.Params.Get(c.Ctx)
+	require.NoError(t, err)
+	fee := sdk.NewCoin(c.job.Escrow.Denom, math.NewIntFromUint64(sp.CustodyStorageFeePerPiecePeriod))
+	require.True(t, fee.IsPositive(), "the default fee pays custody")
+	job := c.getJob(c.job.Id)
+	// The job was submitted under the default period (the scenario shortens it after).
+	require.Equal(t, shardtypes.DefaultParams().CustodyStorageBudget(*job.Spec.Custody), job.StorageEscrow.Amount, "the budget is reserved at submit")
+	require.True(t, job.StorageFees.IsZero())
+
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1) // seed blocks x/market holds the hash of
+	proving, missing := c.registerProvider("holder-a", 1), c.registerProvider("holder-b", 1)
+	provingID, missingID := c.claimAs(proving, 0), c.claimAs(missing, 1)
+	before := map[string]math.Int{}
+	for _, h := range []sdk.AccAddress{proving, missing} {
+		before[h.String()] = c.Balance(h)
+	}
+	stepEscrow := c.getJob(c.job.Id).Escrow
+
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, provingID)
+	require.NoError(t, err)
+	c.advanceTo(r.NextSeedHeight + 1)
+	c.proveCustody(provingID)
+	m, err := c.ShardRegistry.GetReplica(c.Ctx, missingID)
+	require.NoError(t, err)
+	c.advanceTo(max(m.NextDeadline, r.NextDeadline) + 1)
+
+	require.Equal(t, before[proving.String()].Add(fee.Amount).String(), c.Balance(proving).String(), "the holder that proved its period is paid the fee")
+	m, err = c.ShardRegistry.GetReplica(c.Ctx, missingID)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), m.TotalMisses)
+	require.True(t, c.Balance(missing).LTE(before[missing.String()]), "the holder that missed is not paid")
+	after := c.getJob(c.job.Id)
+	require.Equal(t, fee, after.StorageFees)
+	require.Equal(t, job.StorageEscrow.Sub(fee), after.StorageEscrow)
+	require.True(t, after.Escrow.Amount.LTE(stepEscrow.Amount), "storage never adds to the step escrow")
+	require.Equal(t, after.Deposited.Amount.String(), job.Escrow.Amount.Add(job.StorageEscrow.Amount).String(), "the deposit is the step escrow plus the storage escrow at submit")
+	paid := typedEvents[*markettypes.EventStorageFeePaid](c.env)
+	require.Len(t, paid, 1)
+	require.Equal(t, proving.String(), paid[0].Holder)
+	require.Equal(t, fee, paid[0].Amount)
+}
+
+// The storage escrow bounds what holders are paid: once it is spent a proof still counts
+// but pays nothing, so the owner never pays more than pieces × retention periods × fee.
+func TestCustodyStoragePayStopsAtTheBudget(t *testing.T) {
+	c := newCustodyScenario(t)
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holder := c.registerProvider("holder-a", 1)
+	id := c.claimAs(holder, 0)
+	job := c.getJob(c.job.Id)
+	budget := job.StorageEscrow
+	// A fee of two thirds of the budget: the first period is paid in full, the second
+	// gets what is left, the third nothing.
+	sp, err := c.ShardRegistry.Params.Get(c.Ctx)
+	require.NoError(t, err)
+	sp.CustodyStorageFeePerPiecePeriod = budget.Amount.Uint64() * 2 / 3
+	require.NoError(t, c.ShardRegistry.Params.Set(c.Ctx, sp))
+	before := c.Balance(holder)
+	for range 3 {
+		r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+		require.NoError(t, err)
+		c.advanceTo(r.NextSeedHeight + 1)
+		c.proveCustody(id)
+	}
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), r.ProofsAccepted-1, "the claim's proof and three periods'")
+	require.Equal(t, before.Add(budget.Amount).String(), c.Balance(holder).String(), "the whole budget, never more")
+	after := c.getJob(c.job.Id)
+	require.True(t, after.StorageEscrow.IsZero())
+	require.Equal(t, budget, after.StorageFees)
+	require.Len(t, typedEvents[*markettypes.EventStorageFeePaid](c.env), 2)
+	require.True(t, after.StorageFees.Amount.LTE(after.Deposited.Amount))
+}
+
+// A deposit that cannot cover the storage budget is refused at submission, naming both
+// amounts, and nothing changes.
+func TestCustodyDepositBelowStorageBudgetRefused(t *testing.T) {
+	e := newEnv(t)
+	spec := referenceSpec(8, 8)
+	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
+	sp, err := e.ShardRegistry.Params.Get(e.Ctx)
+	require.NoError(t, err)
+	sp.CustodyStorageFeePerPiecePeriod = uint64(jobDeposit) // 3 pieces × many periods × the deposit
+	require.NoError(t, e.ShardRegistry.Params.Set(e.Ctx, sp))
+	err = e.requireRejected(markettypes.ErrInvalidDeposit, func(ctx sdk.Context) error {
+		_, err := e.mmsg.SubmitJob(ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
+		return err
+	})
+	require.ErrorContains(t, err, "cannot cover the custody storage budget")
+}
+
+// requireShardInvariants checks x/shardregistry's invariants (collateral locks, deadline
+// and custody release indexes, durability) on the scenario's chain.
+func (c *custodyScenario) requireShardInvariants() {
+	c.t.Helper()
+	msg, broken := shardkeeper.AllInvariants(c.ShardRegistry, shardkeeper.StakingExtLocks(c.StakingExt.Locks))(c.Ctx)
+	require.False(c.t, broken, msg)
+}
+
+// requireReleased checks that a custody object is gone: no dataset, no replicas, its
+// holders' collateral unlocked, and one EventCustodyReleased naming how many replicas ended.
+func (c *custodyScenario) requireReleased(id string, replicas []uint64, holders []sdk.AccAddress) {
+	c.t.Helper()
+	_, err := c.ShardRegistry.GetDataset(c.Ctx, id)
+	require.ErrorIs(c.t, err, shardtypes.ErrDatasetNotFound)
+	for _, rid := range replicas {
+		_, err := c.ShardRegistry.GetReplica(c.Ctx, rid)
+		require.Error(c.t, err, "replica %d of a released object", rid)
+	}
+	for _, h := range holders {
+		require.True(c.t, c.provider(h).Locked.IsZero(), "holder %s still has %s locked", h, c.provider(h).Locked)
+	}
+	released := typedEvents[*shardtypes.EventCustodyReleased](c.env)
+	require.Len(c.t, released, 1)
+	require.Equal(c.t, id, released[0].DatasetId)
+	require.Equal(c.t, uint32(len(replicas)), released[0].ReplicasReleased)
+	c.requireShardInvariants()
+}
+
+// The checkpoint that completes the job is kept retain_checkpoints after it, then
+// released: its holders' collateral is unlocked, their challenges stop, and the object's
+// records leave state.
+func TestCustodyOfTheLastCheckpointReleasedAfterRetention(t *testing.T) {
+	c := newCustodyScenario(t)
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holders := []sdk.AccAddress{c.registerProvider("holder-a", 1), c.registerProvider("holder-b", 1)}
+	ids := []uint64{c.claimAs(holders[0], 0), c.claimAs(holders[1], c.layout.Pieces()-1)}
+	c.advance(int(c.verifyParams().CustodyRecheckBlocks) + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, c.checkpoint(c.lease.Id, 0).Status)
+	require.Equal(t, markettypes.JOB_STATE_COMPLETED, c.getJob(c.job.Id).State)
+	d, err := c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err)
+	releaseAt := time.Unix(0, d.Custody.ReleaseAtUnixNanos)
+	require.WithinDuration(t, c.Ctx.BlockTime().Add(720*time.Hour), releaseAt, time.Minute, "kept retain_checkpoints after the job's last checkpoint")
+	for _, h := range holders {
+		require.True(t, c.provider(h).Locked.IsPositive())
+	}
+	c.requireShardInvariants()
+
+	// An hour before the end of the retention it is still held.
+	c.NextBlock(t, releaseAt.Sub(c.Ctx.BlockTime())-time.Hour)
+	c.nextBlock()
+	_, err = c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err, "held until its retention ends")
+	c.NextBlock(t, 2*time.Hour)
+	c.nextBlock()
+	c.requireReleased(cp.CustodyId, ids, holders)
+}
+
+// The object of a withheld checkpoint is released at once: nobody resumes from it, so its
+// holders stop being challenged (and paid) and get their collateral back.
+func TestCustodyOfAWithheldCheckpointReleasedAtOnce(t *testing.T) {
+	c := newCustodyScenario(t)
+	// A grace shorter than a storage period, so the holder is still active (has missed
+	// nothing) when the checkpoint is withheld.
+	c.setVerifyParams(func(p *types.Params) { p.CustodyGraceBlocks, p.CustodyRecheckBlocks = 20, 5 })
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holder := c.registerProvider("holder-a", 1)
+	id := c.claimAs(holder, 0)
+	require.True(t, c.provider(holder).Locked.IsPositive())
+	c.advanceTo(cp.CustodyDeadline + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_WITHHELD, c.checkpoint(c.lease.Id, 0).Status, "1 holder of %d needed", c.layout.DataPieces)
+	c.advance(2)
+	c.requireReleased(cp.CustodyId, []uint64{id}, []sdk.AccAddress{holder})
+}
+
+// A final checkpoint superseded by the next final checkpoint of its lease is kept
+// retain_checkpoints from then; the job's last one likewise once it completes the job.
+func TestCustodyOfASupersededCheckpointKeptForTheRetention(t *testing.T) {
+	e := newEnv(t)
+	prov := e.registerProvider("provider", 8)
+	spec := referenceSpec(16, 8)
+	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
+	job, lease := e.leaseJob(prov, spec)
+	sp, err := e.ShardRegistry.Params.Get(e.Ctx)
+	require.NoError(t, err)
+	sp.PeriodBlocks, sp.ProofWindowBlocks = 40, 10
+	require.NoError(t, e.ShardRegistry.Params.Set(e.Ctx, sp))
+	s := &scenario{env: e, prov: prov, job: job, lease: lease, run: computeRun(t, job, 16)}
+	holders := []sdk.AccAddress{e.registerProvider("holder-a", 1), e.registerProvider("holder-b", 1)}
+	finalize := func(index, from, to uint64) types.Checkpoint {
+		state := s.run.stateAt(t, to).Encode()
+		l, err := custody.NewLayout(uint64(len(state)), 2, 1)
+		require.NoError(t, err)
+		outs := make([]*bytes.Buffer, l.Pieces())
+		ws := make([]io.Writer, l.Pieces())
+		for i := range outs {
+			outs[i] = new(bytes.Buffer)
+			ws[i] = outs[i]
+		}
+		roots, err := custody.Encode(bytes.NewReader(state), l, ws, 1)
+		require.NoError(t, err)
+		var pieces [][]byte
+		for _, b := range outs {
+			pieces = append(pieces, b.Bytes())
+		}
+		m := checkpointMsg(s.honest(from, to), lease.Id, index)
+		m.StateSize, m.PieceRoots = l.StateSize, merkle.HashesToBytes(roots)
+		_, err = s.deliver(func(ctx sdk.Context) error { _, err := s.msg.SubmitCheckpoint(ctx, m); return err })
+		require.NoError(t, err)
+		cp := s.checkpoint(lease.Id, index)
+		s.advanceTo(cp.ChallengeDeadline + 1)
+		for i, h := range holders {
+			piece := uint32(0)
+			if i == 1 {
+				piece = l.Pieces() - 1
+			}
+			res, err := shardkeeper.NewQueryServerImpl(s.ShardRegistry).ClaimChallenge(s.Ctx, &shardtypes.QueryClaimChallengeRequest{
+				DatasetId: cp.CustodyId, Shard: 0, Piece: piece, Holder: h.String(),
+			})
+			require.NoError(t, err)
+			proofs, err := manifest.Prove(pieces[piece], custody.ChunkSize, res.Challenge.ChunkIndices)
+			require.NoError(t, err)
+			_, err = shardkeeper.NewMsgServerImpl(s.ShardRegistry).ClaimReplica(s.Ctx, &shardtypes.MsgClaimReplica{
+				Holder: h.String(), DatasetId: cp.CustodyId, Shard: 0, Piece: piece, Period: res.Challenge.Period, Proofs: proofs,
+			})
+			require.NoError(t, err)
+		}
+		s.advance(int(s.verifyParams().CustodyRecheckBlocks) + 1)
+		cp = s.checkpoint(lease.Id, index)
+		require.Equal(t, types.CHECKPOINT_STATUS_FINAL, cp.Status)
+		return cp
+	}
+	releaseAt := func(id string) int64 {
+		d, err := s.ShardRegistry.GetDataset(s.Ctx, id)
+		require.NoError(t, err)
+		return d.Custody.ReleaseAtUnixNanos
+	}
+	first := finalize(0, 0, 8)
+	require.Zero(t, releaseAt(first.CustodyId), "the lease's latest final checkpoint is kept: a replacement may resume from it")
+	second := finalize(1, 8, 16)
+	require.WithinDuration(t, s.Ctx.BlockTime().Add(720*time.Hour), time.Unix(0, releaseAt(first.CustodyId)), time.Minute, "superseded: kept for the retention")
+	require.WithinDuration(t, s.Ctx.BlockTime().Add(720*time.Hour), time.Unix(0, releaseAt(second.CustodyId)), time.Minute, "completed the job: kept for the retention")
+	msg, broken := shardkeeper.AllInvariants(s.ShardRegistry, shardkeeper.StakingExtLocks(s.StakingExt.Locks))(s.Ctx)
+	require.False(t, broken, msg)
 }

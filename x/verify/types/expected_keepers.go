@@ -85,5 +85,10 @@ type ShardKeeper interface {
 	// CustodyPieceRoots is a custody object's layout and registered piece roots (data
 	// pieces first), what a parity fraud proof is checked against.
 	CustodyPieceRoots(ctx context.Context, id string) (custody.Layout, []merkle.Hash, error)
+	// ReleaseCustodyNow ends a custody object's retention now (withheld or rejected
+	// checkpoint); ReleaseCustodyAfterRetention ends it the job's retain_checkpoints from
+	// now (a superseded final checkpoint, or the one that completed the job).
+	ReleaseCustodyNow(ctx context.Context, id string) error
+	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }
