@@ -18,11 +18,12 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// garbageParity makes the scenario's trainer register (and hold) a parity piece that is
-// not the parity of its data: random bytes of the right length under their own root.
-// parityProofGas is the gas TestParityFaultOnFinalCheckpointConvicts pins.
-const parityProofGas = 206_666
+// parityProofGas is the gas TestParityFaultOnFinalCheckpointConvicts pins (206,666 before
+// the storage escrow fields made the job x/market reads longer).
+const parityProofGas = 207_944
 
+// garbageParity makes the scenario's trainer register (and hold) a parity piece that is
+// not the parity of its data: made-up bytes of the right length under their own root.
 func (c *custodyScenario) garbageParity() uint32 {
 	p := c.layout.DataPieces
 	junk := bytes.Clone(c.pieces[p])
