@@ -90,6 +90,8 @@ func TestContainerJobPullsImageFromRegistryAndTrainsOnDataset(t *testing.T) {
 		"runtimes.memlock_unlimited": "false",
 		"runtimes.docker_config":     fmt.Sprintf("%q", filepath.Join(t.TempDir(), "absent-config.json")),
 		"runtimes.registries":        fmt.Sprintf("[{host = %q, username = %q, password = %q}]", reg.Host, ociregistry.Username, ociregistry.Password),
+		// A container job's bid commits the operator's stated rate (x/market v4).
+		"throughput.container_steps_per_hour": "3600",
 	}})
 	if _, err := engine.ImageInspect(t.Context(), imageID); err == nil {
 		t.Fatal("the engine has the image before the sidecar starts")
