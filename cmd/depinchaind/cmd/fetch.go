@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/cosmos/cosmos-sdk/client/flags"
-	"github.com/cosmos/cosmos-sdk/codec"
-	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -26,7 +24,6 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/reqauth"
-	"github.com/depinchain/depinchain/provider/chain"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -61,11 +58,6 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			f := cmd.Flags()
 			addr, _ := f.GetString(flagGRPCAddr)
 			from, _ := f.GetString(flags.FlagFrom)
-			backend, _ := f.GetString(flags.FlagKeyringBackend)
-			dir, _ := f.GetString(flags.FlagKeyringDir)
-			if dir == "" {
-				dir, _ = f.GetString(flags.FlagHome)
-			}
 			out, _ := f.GetString("out")
 			step, _ := f.GetUint64("checkpoint")
 			if from == "" {
@@ -74,15 +66,7 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			if out == "" {
 				return errors.New("--out: the folder to write the checkpoint into")
 			}
-			kr, err := chain.OpenKeyring(backend, dir, codec.NewProtoCodec(chain.NewEncodingConfig().InterfaceRegistry), os.Stdin)
-			if err != nil {
-				return err
-			}
-			rec, err := kr.Key(from)
-			if err != nil {
-				return fmt.Errorf("key %q: %w", from, err)
-			}
-			acc, err := rec.GetAddress()
+			signer, err := keyringSigner(f, from)
 			if err != nil {
 				return err
 			}
@@ -95,26 +79,19 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			chainID, _ := f.GetString(flags.FlagChainID)
-			if chainID == "" {
-				if chainID, err = src.NodeInfo(ctx); err != nil {
-					return fmt.Errorf("the node's chain id: %w", err)
-				}
+			chainID, err := signedChainID(ctx, f, src)
+			if err != nil {
+				return err
 			}
 			// The holders serve pieces of checkpoint states only to signed requests of
 			// parties allowed to read them: the owner's key signs every download.
-			sign := func(msg []byte) ([]byte, []byte, error) {
-				sig, pk, err := kr.Sign(from, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
-				if err != nil {
-					return nil, nil, err
-				}
-				return sig, pk.Bytes(), nil
+			authorize := func(req *http.Request) error {
+				return reqauth.Sign(req, chainID, signer.address, signer.sign, time.Now())
 			}
-			authorize := func(req *http.Request) error { return reqauth.Sign(req, chainID, acc.String(), sign, time.Now()) }
 			fe := jobFetch{
 				market: src.Market, verify: src.Verify, shards: shardtypes.NewQueryClient(conn),
 				fetcher: fetch.Fetcher{Endpoint: endpointOf(src.Staking), Authorize: authorize},
-				owner:   acc.String(), log: cmd.ErrOrStderr(),
+				owner:   signer.address, log: cmd.ErrOrStderr(),
 			}
 			if isatty.IsTerminal(os.Stderr.Fd()) {
 				fe.bar = true

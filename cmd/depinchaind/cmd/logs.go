@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cosmos/cosmos-sdk/client/flags"
-	"github.com/cosmos/cosmos-sdk/codec"
-	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
 	"github.com/spf13/cobra"
 
 	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
-	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/logs"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -42,11 +38,6 @@ repeats a line.`,
 			f := cmd.Flags()
 			addr, _ := f.GetString(flagGRPCAddr)
 			from, _ := f.GetString(flags.FlagFrom)
-			backend, _ := f.GetString(flags.FlagKeyringBackend)
-			dir, _ := f.GetString(flags.FlagKeyringDir)
-			if dir == "" {
-				dir, _ = cmd.Flags().GetString(flags.FlagHome)
-			}
 			follow, _ := f.GetBool("follow")
 			every, _ := f.GetDuration("interval")
 			stream, _ := f.GetString("stream")
@@ -62,33 +53,15 @@ repeats a line.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			chainID, _ := f.GetString(flags.FlagChainID)
-			if chainID == "" {
-				if chainID, err = src.NodeInfo(ctx); err != nil {
-					return fmt.Errorf("the node's chain id: %w", err)
-				}
-			}
-			enc := chain.NewEncodingConfig()
-			kr, err := chain.OpenKeyring(backend, dir, codec.NewProtoCodec(enc.InterfaceRegistry), os.Stdin)
+			chainID, err := signedChainID(ctx, f, src)
 			if err != nil {
 				return err
 			}
-			rec, err := kr.Key(from)
-			if err != nil {
-				return fmt.Errorf("key %q: %w", from, err)
-			}
-			acc, err := rec.GetAddress()
+			signer, err := keyringSigner(f, from)
 			if err != nil {
 				return err
 			}
-			sign := func(msg []byte) ([]byte, []byte, error) {
-				sig, pk, err := kr.Sign(from, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
-				if err != nil {
-					return nil, nil, err
-				}
-				return sig, pk.Bytes(), nil
-			}
-			t := &tailer{src: src, chainID: chainID, reader: acc.String(), sign: sign, stream: stream,
+			t := &tailer{src: src, chainID: chainID, reader: signer.address, sign: signer.sign, stream: stream,
 				out: cmd.OutOrStdout(), warn: cmd.ErrOrStderr(), offsets: map[uint64]int64{}}
 			return t.run(ctx, id, follow, every)
 		},
