@@ -228,3 +228,71 @@ func TestRebuildCatchesBadPieces(t *testing.T) {
 		t.Fatalf("3 of 6: %v", err)
 	}
 }
+
+// TestRebuildPieceEveryIndex repairs every piece of 4+2 layouts spanning several blocks
+// (the last data piece short) from every choice of other pieces available, byte for byte.
+func TestRebuildPieceEveryIndex(t *testing.T) {
+	for _, size := range []int{ChunkSize + 1, 3*BlockSize + 5*ChunkSize + 11, 9 * BlockSize} {
+		state := randomState(uint64(size)+9, size)
+		l, _ := NewLayout(uint64(size), 4, 2)
+		roots, pieces := encodeToMemory(t, state, l)
+		n := int(l.Pieces())
+		for target := range n {
+			for other := range n {
+				// The target is lost; with room for it, one other piece is too.
+				if n-2 < int(l.DataPieces) && other != target {
+					continue
+				}
+				var out memAt
+				if err := RebuildPiece(l, roots, readers(pieces, target, other), uint32(target), &out); err != nil {
+					t.Fatalf("size %d, piece %d without %d: %v", size, target, other, err)
+				}
+				if !bytes.Equal(out.b, pieces[target]) {
+					t.Fatalf("size %d, piece %d without %d: rebuilt bytes differ", size, target, other)
+				}
+			}
+		}
+	}
+}
+
+func TestRebuildPieceCatchesBadPieces(t *testing.T) {
+	state := randomState(4, 3*BlockSize+77)
+	l, _ := NewLayout(uint64(len(state)), 4, 2) // 4 data pieces of 1 MiB (the last short), parity 4 and 5
+	roots, pieces := encodeToMemory(t, state, l)
+	var out memAt
+	var pe *PieceError
+
+	// A piece read with a flipped byte is named.
+	bad := append([][]byte(nil), pieces...)
+	bad[2] = append([]byte(nil), pieces[2]...)
+	bad[2][5] ^= 1
+	if err := RebuildPiece(l, roots, readers(bad), 0, &out); !errors.As(err, &pe) || pe.Index != 2 || !errors.Is(err, ErrRootMismatch) {
+		t.Fatalf("flipped byte in piece 2: %v", err)
+	}
+	// The trainer registered parity piece 5 that is not the parity of its state (its root
+	// is the garbage's): rebuilding it from the true data is ErrWrongParity...
+	forged := append([]byte(nil), pieces[5]...)
+	forged[len(forged)-1] ^= 1
+	forgedRoots := append([]merkle.Hash(nil), roots...)
+	forgedRoots[5] = merkle.RootOfBytes(forged, ChunkSize)
+	withForged := append([][]byte(nil), pieces...)
+	withForged[5] = forged
+	if err := RebuildPiece(l, forgedRoots, readers(withForged), 5, &out); !errors.Is(err, ErrWrongParity) || errors.Is(err, ErrRootMismatch) {
+		t.Fatalf("repairing the forged parity piece: %v", err)
+	}
+	// ...while a data piece rebuilt through it is off its root, nobody's piece named.
+	if err := RebuildPiece(l, forgedRoots, readers(withForged, 4), 1, &out); !errors.Is(err, ErrRootMismatch) || errors.As(err, &pe) {
+		t.Fatalf("data piece 1 through the forged parity: %v", err)
+	}
+	// And so is a parity target rebuilt through it (data piece 0 reconstructed).
+	if err := RebuildPiece(l, forgedRoots, readers(withForged, 0), 4, &out); !errors.Is(err, ErrRootMismatch) || errors.Is(err, ErrWrongParity) {
+		t.Fatalf("parity piece 4 through the forged parity: %v", err)
+	}
+	// Too few pieces; a target out of range.
+	if err := RebuildPiece(l, roots, readers(pieces, 0, 1, 2), 0, &out); !errors.Is(err, ErrNotEnoughPieces) {
+		t.Fatalf("3 of 6 with piece 0 the target: %v", err)
+	}
+	if err := RebuildPiece(l, roots, readers(pieces), 6, &out); !errors.Is(err, ErrInvalidLayout) {
+		t.Fatalf("piece 6 of 6: %v", err)
+	}
+}

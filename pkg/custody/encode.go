@@ -159,91 +159,135 @@ func Encode(state io.ReaderAt, l Layout, out []io.Writer, workers int) ([]merkle
 // reconstructed data piece that does not match its root (a parity piece that is not the
 // parity of the data) fails it with ErrRootMismatch.
 func Rebuild(l Layout, roots []merkle.Hash, pieces []io.Reader, out io.WriterAt) error {
-	if err := l.Validate(); err != nil {
-		return err
-	}
-	if len(roots) != int(l.Pieces()) || len(pieces) != int(l.Pieces()) {
-		return fmt.Errorf("%w: %d roots and %d piece readers for %d pieces", ErrInvalidLayout, len(roots), len(pieces), l.Pieces())
-	}
-	// Read the first DataPieces available pieces, data pieces first (they need no decoding).
-	var use []uint32
-	for i, p := range pieces {
-		if p != nil && len(use) < int(l.DataPieces) {
-			use = append(use, uint32(i))
-		}
-	}
-	if len(use) < int(l.DataPieces) {
-		return fmt.Errorf("%w: %d of the %d pieces are available, %d+%d Reed-Solomon needs %d",
-			ErrNotEnoughPieces, len(use), l.Pieces(), l.DataPieces, l.ParityPieces, l.DataPieces)
-	}
-	enc, err := newEncoder(l)
+	c, err := newColumns(l, roots, pieces, l.Pieces())
 	if err != nil {
 		return err
 	}
-	blockCap := l.blockSize()
-	bufs := make([][]byte, l.Pieces())
-	for i := range bufs {
-		bufs[i] = make([]byte, blockCap)
-	}
-	inputs := newPieceHashers(l.Pieces(), 0)
 	outputs := newPieceHashers(l.DataPieces, 0)
-	shards := make([][]byte, l.Pieces())
-	read := make([][]byte, l.Pieces())
-	errs := make([]error, len(use))
-	for off := uint64(0); off < l.PieceSize; off += blockCap {
-		b := min(blockCap, l.PieceSize-off)
-		for i := range shards {
-			shards[i] = bufs[i][:0] // missing: ReconstructData fills it in place
-			read[i] = nil
-		}
-		var wg sync.WaitGroup
-		for u, i := range use {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := bufs[i][:b]
-				n := l.blockLen(i, off, b)
-				if _, err := io.ReadFull(pieces[i], s[:n]); err != nil {
-					errs[u] = &PieceError{Index: i, Err: fmt.Errorf("reading bytes %d–%d: %w", off, off+uint64(n), err)}
-					return
-				}
-				clear(s[n:])
-				shards[i] = s
-				if n > 0 {
-					read[i] = s[:n]
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+	written := make([][]byte, l.DataPieces)
+	for off := uint64(0); off < l.PieceSize; off += c.block {
+		b, err := c.next(off)
+		if err != nil {
 			return err
 		}
-		inputs.add(read)
-		if err := enc.ReconstructData(shards); err != nil {
+		if err := c.enc.ReconstructData(c.shards); err != nil {
 			return err
 		}
-		written := make([][]byte, l.DataPieces)
 		for j := range l.DataPieces {
+			written[j] = nil
 			n := l.blockLen(j, off, b)
 			if n == 0 {
 				continue
 			}
-			written[j] = shards[j][:n]
+			written[j] = c.shards[j][:n]
 			if _, err := out.WriteAt(written[j], int64(uint64(j)*l.PieceSize+off)); err != nil {
 				return fmt.Errorf("custody: writing the state at %d: %w", uint64(j)*l.PieceSize+off, err)
 			}
 		}
 		outputs.add(written)
 	}
-	for _, i := range use {
-		if got := inputs.root(i); got != roots[i] {
-			return &PieceError{Index: i, Err: fmt.Errorf("%w: root %x, registered %x", ErrRootMismatch, got[:], roots[i][:])}
-		}
+	if err := c.checkInputs(); err != nil {
+		return err
 	}
 	for j := range l.DataPieces {
 		if got := outputs.root(j); got != roots[j] {
 			return fmt.Errorf("custody: rebuilt data piece %d: %w (root %x, registered %x): a parity piece used is not the parity of the data",
 				j, ErrRootMismatch, got[:], roots[j][:])
+		}
+	}
+	return nil
+}
+
+// columns reads DataPieces of the available pieces a block at a time, all at once, and
+// hashes every byte read into its piece's tree: the input side of Rebuild and
+// RebuildPiece. Its buffers are Pieces() blocks, reused from block to block.
+type columns struct {
+	l      Layout
+	roots  []merkle.Hash
+	pieces []io.Reader
+	enc    reedsolomon.Encoder
+	block  uint64
+	use    []uint32 // the pieces read
+	bufs   [][]byte
+	shards [][]byte // this block's column: read pieces filled, the others empty for the decoder
+	read   [][]byte
+	errs   []error
+	inputs *pieceHashers
+}
+
+// newColumns picks the first DataPieces available pieces other than skip (data pieces
+// first: they need no decoding); skip ≥ Pieces() skips none.
+func newColumns(l Layout, roots []merkle.Hash, pieces []io.Reader, skip uint32) (*columns, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(roots) != int(l.Pieces()) || len(pieces) != int(l.Pieces()) {
+		return nil, fmt.Errorf("%w: %d roots and %d piece readers for %d pieces", ErrInvalidLayout, len(roots), len(pieces), l.Pieces())
+	}
+	c := &columns{l: l, roots: roots, pieces: pieces, block: l.blockSize()}
+	for i, p := range pieces {
+		if p != nil && uint32(i) != skip && len(c.use) < int(l.DataPieces) {
+			c.use = append(c.use, uint32(i))
+		}
+	}
+	if len(c.use) < int(l.DataPieces) {
+		return nil, fmt.Errorf("%w: %d of the %d pieces are available, %d+%d Reed-Solomon needs %d",
+			ErrNotEnoughPieces, len(c.use), l.Pieces(), l.DataPieces, l.ParityPieces, l.DataPieces)
+	}
+	var err error
+	if c.enc, err = newEncoder(l); err != nil {
+		return nil, err
+	}
+	c.bufs = make([][]byte, l.Pieces())
+	for i := range c.bufs {
+		c.bufs[i] = make([]byte, c.block)
+	}
+	c.shards = make([][]byte, l.Pieces())
+	c.read = make([][]byte, l.Pieces())
+	c.errs = make([]error, len(c.use))
+	c.inputs = newPieceHashers(l.Pieces(), 0)
+	return c, nil
+}
+
+// next fills the column of the block at offset off of every piece from the pieces used,
+// in parallel, hashes what it read and returns the block's length.
+func (c *columns) next(off uint64) (uint64, error) {
+	b := min(c.block, c.l.PieceSize-off)
+	for i := range c.shards {
+		c.shards[i] = c.bufs[i][:0] // missing: the decoder fills it in place
+		c.read[i] = nil
+	}
+	var wg sync.WaitGroup
+	for u, i := range c.use {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := c.bufs[i][:b]
+			n := c.l.blockLen(i, off, b)
+			if _, err := io.ReadFull(c.pieces[i], s[:n]); err != nil {
+				c.errs[u] = &PieceError{Index: i, Err: fmt.Errorf("reading bytes %d–%d: %w", off, off+uint64(n), err)}
+				return
+			}
+			clear(s[n:])
+			c.shards[i] = s
+			if n > 0 {
+				c.read[i] = s[:n]
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(c.errs...); err != nil {
+		return 0, err
+	}
+	c.inputs.add(c.read)
+	return b, nil
+}
+
+// checkInputs checks every piece read against its root, once all of it was read.
+func (c *columns) checkInputs() error {
+	for _, i := range c.use {
+		if got := c.inputs.root(i); got != c.roots[i] {
+			return &PieceError{Index: i, Err: fmt.Errorf("%w: root %x, registered %x", ErrRootMismatch, got[:], c.roots[i][:])}
 		}
 	}
 	return nil
