@@ -111,6 +111,30 @@ type source struct {
 // cannot be reached or serves wrong bytes is dropped and the rebuild starts again with
 // the others; it fails with ErrNotEnoughHolders once fewer than k pieces are left.
 func (f Fetcher) Rebuild(ctx context.Context, o Object, out io.WriterAt) error {
+	return f.fromHolders(ctx, o, o.Layout.Pieces(), func(readers []io.Reader) error {
+		return custody.Rebuild(o.Layout, o.Roots, readers, out)
+	})
+}
+
+// RebuildPiece writes piece target of the object to out (at its offsets in the piece),
+// rebuilt from DataPieces other pieces streamed at once from their holders as Rebuild
+// does, through custody.RebuildPiece: the repair of one lost piece, memory a few blocks
+// per piece whatever the state's size. custody.ErrWrongParity (the registered parity
+// piece is not the parity of the state the data pieces make) is returned as it is, the
+// holders' pieces being right.
+func (f Fetcher) RebuildPiece(ctx context.Context, o Object, target uint32, out io.WriterAt) error {
+	if target >= o.Layout.Pieces() {
+		return fmt.Errorf("custody object %s has pieces 0..%d, not %d", o.DatasetID, o.Layout.Pieces()-1, target)
+	}
+	return f.fromHolders(ctx, o, target, func(readers []io.Reader) error {
+		return custody.RebuildPiece(o.Layout, o.Roots, readers, target, out)
+	})
+}
+
+// fromHolders runs use on DataPieces pieces (never piece skip) streamed from their
+// holders, trying again without a holder whose piece failed until it succeeds or fewer
+// than k pieces are left.
+func (f Fetcher) fromHolders(ctx context.Context, o Object, skip uint32, use func([]io.Reader) error) error {
 	bad := map[source]bool{}
 	var failures []error
 	for {
@@ -118,6 +142,9 @@ func (f Fetcher) Rebuild(ctx context.Context, o Object, out io.WriterAt) error {
 		for i, holders := range o.Holders {
 			if len(chosen) == int(o.Layout.DataPieces) {
 				break
+			}
+			if uint32(i) == skip {
+				continue
 			}
 			for _, h := range holders {
 				if s := (source{uint32(i), h}); !bad[s] {
@@ -130,7 +157,7 @@ func (f Fetcher) Rebuild(ctx context.Context, o Object, out io.WriterAt) error {
 			return errors.Join(append([]error{fmt.Errorf("%w: %s needs %d of its %d pieces, %d have a holder that served them",
 				ErrNotEnoughHolders, o.DatasetID, o.Layout.DataPieces, o.Layout.Pieces(), len(chosen))}, failures...)...)
 		}
-		err := f.attempt(ctx, o, chosen, out)
+		err := f.attempt(ctx, o, chosen, use)
 		if err == nil {
 			return nil
 		}
@@ -161,8 +188,8 @@ func (f Fetcher) Rebuild(ctx context.Context, o Object, out io.WriterAt) error {
 	}
 }
 
-// attempt opens the chosen pieces' downloads and rebuilds from them.
-func (f Fetcher) attempt(ctx context.Context, o Object, chosen []source, out io.WriterAt) error {
+// attempt opens the chosen pieces' downloads and hands them to use.
+func (f Fetcher) attempt(ctx context.Context, o Object, chosen []source, use func([]io.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	readers := make([]io.Reader, o.Layout.Pieces())
@@ -202,7 +229,49 @@ func (f Fetcher) attempt(ctx context.Context, o Object, chosen []source, out io.
 	if len(errs) > 0 {
 		return errs[0]
 	}
-	return custody.Rebuild(o.Layout, o.Roots, readers, out)
+	return use(readers)
+}
+
+// Piece streams piece `piece` of the object from the first of holders that serves its
+// exact bytes into out (at their offsets in the piece), hashing them on the way: bytes
+// off the piece's registered root or size are refused and the next holder is asked. It
+// fails with every holder's error when none served the piece.
+func (f Fetcher) Piece(ctx context.Context, o Object, piece uint32, holders []string, out io.WriterAt) error {
+	if piece >= o.Layout.Pieces() {
+		return fmt.Errorf("custody object %s has pieces 0..%d, not %d", o.DatasetID, o.Layout.Pieces()-1, piece)
+	}
+	size := int64(o.Layout.PieceBytes(piece))
+	var failures []error
+	for _, h := range holders {
+		err := func() error {
+			body, err := f.open(ctx, o, source{piece, h})
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			// One byte more than the piece is read, so a longer body is caught.
+			w := io.NewOffsetWriter(out, 0)
+			root, _, err := merkle.StreamRoot(io.TeeReader(io.LimitReader(body, size+1), w), custody.ChunkSize)
+			if err != nil {
+				return err
+			}
+			if n, _ := w.Seek(0, io.SeekCurrent); n != size {
+				return fmt.Errorf("%w: %d bytes, the piece is %d", custody.ErrRootMismatch, n, size)
+			}
+			if root != o.Roots[piece] {
+				return fmt.Errorf("%w: root %x, registered %x", custody.ErrRootMismatch, root[:], o.Roots[piece][:])
+			}
+			return nil
+		}()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		failures = append(failures, fmt.Errorf("custody object %s piece %d from %s: %w", o.DatasetID, piece, h, err))
+	}
+	return errors.Join(append([]error{fmt.Errorf("%w: no holder of %s's piece %d served it", ErrNotEnoughHolders, o.DatasetID, piece)}, failures...)...)
 }
 
 // open starts the download of one piece from one holder.

@@ -97,3 +97,37 @@ func TestRebuildFailsBelowK(t *testing.T) {
 		t.Fatalf("live %d", o.Live())
 	}
 }
+
+// TestRebuildPieceSkipsBadAndDownHolders repairs every piece of the object while holder
+// 1 serves flipped bytes, byte for byte, and streams each piece from its holder with
+// Piece, refusing the flipped one.
+func TestRebuildPieceSkipsBadAndDownHolders(t *testing.T) {
+	o, _, f := setup(t, map[int]bool{1: true}, nil)
+	_, _, good := setup(t, nil, nil)
+	want := make([][]byte, o.Layout.Pieces())
+	for i := range want {
+		var p memFile
+		if err := good.Piece(context.Background(), o, uint32(i), []string{"h" + string(rune('0'+i))}, &p); err != nil {
+			t.Fatalf("piece %d from an honest holder: %v", i, err)
+		}
+		want[i] = p.b
+	}
+	for target := range o.Layout.Pieces() {
+		var out memFile
+		if err := f.RebuildPiece(context.Background(), o, target, &out); err != nil {
+			t.Fatalf("piece %d: %v", target, err)
+		}
+		if !bytes.Equal(out.b, want[target]) {
+			t.Fatalf("piece %d: rebuilt bytes differ", target)
+		}
+	}
+	var p memFile
+	if err := f.Piece(context.Background(), o, 1, []string{"h1"}, &p); !errors.Is(err, custody.ErrRootMismatch) || !errors.Is(err, ErrNotEnoughHolders) {
+		t.Fatalf("piece 1 from the holder serving flipped bytes: %v", err)
+	}
+	// With holder 0 down too and piece 2 the target, three are left of the four needed.
+	o, _, f = setup(t, map[int]bool{1: true}, map[int]bool{0: true})
+	if err := f.RebuildPiece(context.Background(), o, 2, &p); !errors.Is(err, ErrNotEnoughHolders) {
+		t.Fatalf("piece 2 from 3 usable pieces: %v", err)
+	}
+}
