@@ -291,11 +291,7 @@ func (r *Role) restore(ctx context.Context, rep types.Replica) error {
 	if err != nil {
 		return err
 	}
-	data, err := r.rebuild(ctx, info, shardRes.Replicas, rep.Piece)
-	if err != nil {
-		return err
-	}
-	return writePieceFile(PiecePath(r.opts.PiecesDir, rep.DatasetId, rep.Shard, rep.Piece), data)
+	return r.rebuild(ctx, info, shardRes.Replicas, rep.Piece, PiecePath(r.opts.PiecesDir, rep.DatasetId, rep.Shard, rep.Piece))
 }
 
 // declareFault tells the chain the operator lost a piece.

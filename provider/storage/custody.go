@@ -1,108 +1,83 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"net/http"
+	"os"
 
 	"github.com/depinchain/depinchain/pkg/custody"
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
-// custodyPiece gets piece target of a checkpoint state's custody object: from the
-// trainer, which serves every piece of the states it committed, or — once the trainer
-// is gone — rebuilt from any k pieces the other holders serve. Either way it is checked
-// against its registered root before it is returned.
-func (r *Role) custodyPiece(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
-	data, fromTrainer := r.download.Download(ctx, info, info.Custody.Trainer, target)
-	if fromTrainer == nil {
-		return data, nil
-	}
-	data, err := r.rebuildCustodyPiece(ctx, info, replicas, target)
-	if err != nil {
-		return nil, errors.Join(err, fromTrainer)
-	}
-	return data, nil
+// newCustodyFetcher streams custody pieces from the trainer's and the holders' public
+// servers (GET <endpoint>/pieces/ckpt-…/0/<piece>), requests signed by authorize. A
+// holder that does not start answering within DefaultFetchTimeout is given up on; the
+// body itself is not time-bounded (a piece of a large state takes as long as it takes).
+func newCustodyFetcher(endpoints *pieces.Endpoints, authorize func(*http.Request) error) fetch.Fetcher {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ResponseHeaderTimeout = DefaultFetchTimeout
+	return fetch.Fetcher{Client: &http.Client{Transport: transport}, Endpoint: endpoints.Of, Authorize: authorize}
 }
 
-// rebuildCustodyPiece rebuilds the state from k pieces of other holders and encodes it
-// again to cut out piece target. It holds the state in memory: it is the repair path of
-// one piece (the rebuild that streams is custody.Rebuild itself, used by resumes and
-// `depinchaind job fetch`).
-func (r *Role) rebuildCustodyPiece(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
-	l, roots, err := custodyLayout(info)
+// custodyPiece writes piece target of a checkpoint state's custody object to path
+// (atomically): streamed from the trainer, which serves every piece of the states it
+// committed, or — once the trainer is gone — rebuilt from any k pieces the other holders
+// serve, streamed block by block (fetch.Fetcher.RebuildPiece), so memory stays at a few
+// blocks per piece whatever the state's size. Either way every byte is checked against
+// the registered roots before the file is in place. A rebuilt parity piece that is not
+// the registered one while the data pieces are convicts the trainer (proveParityFault).
+func (r *Role) custodyPiece(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32, path string) error {
+	obj, err := custodyObject(info, replicas, r.opts.Operator)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	have := make([][]byte, l.Pieces())
-	var sources []uint32
-	for i := range l.Pieces() {
-		if i != target {
-			sources = append(sources, i)
+	return writePieceFileWith(path, func(f *os.File) error {
+		fromTrainer := r.custody.Piece(ctx, obj, target, []string{info.Custody.Trainer}, f)
+		if fromTrainer == nil {
+			return nil
 		}
-	}
-	n, failures := r.download.Gather(ctx, info, have, sources, pieces.ActiveHolders(replicas, r.opts.Operator), int(l.DataPieces))
-	if n < int(l.DataPieces) {
-		err := fmt.Errorf("%w: custody object %s: %d of the %d pieces needed are served by their holders",
-			manifest.ErrNotEnoughPieces, info.DatasetID, n, l.DataPieces)
-		return nil, errors.Join(append([]error{err}, failures...)...)
-	}
-	readers := make([]io.Reader, l.Pieces())
-	for i, p := range have {
-		if p != nil {
-			readers[i] = bytes.NewReader(p)
+		if err := f.Truncate(0); err != nil {
+			return err
 		}
-	}
-	state := &memoryFile{}
-	if err := custody.Rebuild(l, roots, readers, state); err != nil {
-		return nil, err
-	}
-	out := make([]io.Writer, l.Pieces())
-	var piece bytes.Buffer
-	out[target] = &piece
-	if _, err := custody.Encode(bytes.NewReader(state.data), l, out, 0); err != nil {
-		return nil, err
-	}
-	if err := info.Check(target, piece.Bytes()); err != nil {
-		err = fmt.Errorf("rebuilt piece %d: %w", target, err)
-		if target >= l.DataPieces {
-			// The data was checked against its roots: the registered parity is wrong.
-			err = errors.Join(err, r.proveParityFault(ctx, info, l, roots, replicas, target, state.data))
+		err := r.custody.RebuildPiece(ctx, obj, target, f)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, custody.ErrWrongParity):
+			err = errors.Join(err, r.proveParityFault(ctx, obj, target, path))
+		case errors.Is(err, fetch.ErrNotEnoughHolders):
+			err = fmt.Errorf("%w: custody object %s: %w", manifest.ErrNotEnoughPieces, info.DatasetID, err)
 		}
-		return nil, err
-	}
-	return piece.Bytes(), nil
+		return errors.Join(err, fromTrainer)
+	})
 }
 
-// custodyLayout is a custody object's layout and its pieces' registered roots.
-func custodyLayout(info *shardInfo) (custody.Layout, []merkle.Hash, error) {
+// custodyObject is a custody object's layout, its pieces' registered roots and their
+// active holders other than the operator.
+func custodyObject(info *shardInfo, replicas []types.Replica, operator string) (fetch.Object, error) {
 	l, err := custody.NewLayout(info.Shard.SizeBytes, info.Encoding.DataPieces, info.Encoding.ParityPieces)
 	if err != nil {
-		return l, nil, err
+		return fetch.Object{}, err
 	}
 	if int(l.Pieces()) != len(info.Shard.Pieces) {
-		return l, nil, fmt.Errorf("custody object %s has %d pieces, its layout %d", info.DatasetID, len(info.Shard.Pieces), l.Pieces())
+		return fetch.Object{}, fmt.Errorf("custody object %s has %d pieces, its layout %d", info.DatasetID, len(info.Shard.Pieces), l.Pieces())
 	}
-	roots := make([]merkle.Hash, l.Pieces())
+	obj := fetch.Object{DatasetID: info.DatasetID, Custody: *info.Custody, Layout: l, Roots: make([]merkle.Hash, l.Pieces()), Holders: make([][]string, l.Pieces())}
 	for i, p := range info.Shard.Pieces {
-		if roots[i], err = merkle.HashFromBytes(p.Root); err != nil {
-			return l, nil, err
+		if obj.Roots[i], err = merkle.HashFromBytes(p.Root); err != nil {
+			return fetch.Object{}, err
 		}
 	}
-	return l, roots, nil
-}
-
-// memoryFile is an io.WriterAt into a growing byte slice.
-type memoryFile struct{ data []byte }
-
-func (m *memoryFile) WriteAt(p []byte, off int64) (int, error) {
-	if end := int(off) + len(p); end > len(m.data) {
-		m.data = append(m.data, make([]byte, end-len(m.data))...)
+	for piece, holders := range pieces.ActiveHolders(replicas, operator) {
+		if int(piece) < len(obj.Holders) {
+			obj.Holders[piece] = holders
+		}
 	}
-	return copy(m.data[off:], p), nil
+	return obj, nil
 }

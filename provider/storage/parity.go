@@ -1,52 +1,60 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
-	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
-	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/provider/pieces"
-	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
 // proveParityFault runs when a repair rebuilt parity piece target of a custody object
-// from the (root-checked) data and the result does not match the registered root: the
-// trainer registered a parity piece that is not the parity of its state. The role gets
-// the registered bytes from the trainer or a holder of the piece (checked against the
-// root), finds the first chunk that differs and sends MsgProveParityFault, which
-// convicts the trainer. state is the rebuilt state. Without the registered bytes there
-// is nothing to open against the root, and the fault is only reported.
-func (r *Role) proveParityFault(ctx context.Context, info *shardInfo, l custody.Layout, roots []merkle.Hash, replicas []types.Replica, target uint32, state []byte) error {
-	sources := append([]string{info.Custody.Trainer}, pieces.ActiveHolders(replicas, r.opts.Operator)[target]...)
-	var registered []byte
-	var failures []error
-	for _, holder := range sources {
-		data, err := r.download.Download(ctx, info, holder, target)
+// from data pieces that match their roots and the result does not match the piece's
+// registered root: the trainer registered a parity piece that is not the parity of its
+// state. The role streams the registered bytes from the trainer or a holder of the piece
+// (checked against the root) and the state from the holders into temporary files beside
+// path, finds the first chunk that differs and sends MsgProveParityFault, which convicts
+// the trainer. Without the registered bytes there is nothing to open against the root,
+// and the fault is only reported. (Fetching the state again costs a second download of
+// k pieces, only when a trainer cheated; memory stays a few blocks per piece.)
+func (r *Role) proveParityFault(ctx context.Context, obj fetch.Object, target uint32, path string) error {
+	temp := func(what string) (*os.File, error) {
+		f, err := os.CreateTemp(filepath.Dir(path), ".parity-fault-"+what+"-*")
 		if err == nil {
-			registered = data
-			break
+			os.Remove(f.Name()) //nolint:errcheck // unlinked now, gone when closed
 		}
-		failures = append(failures, err)
+		return f, err
 	}
-	if registered == nil {
-		return errors.Join(append([]error{fmt.Errorf("custody object %s: parity piece %d is not the parity of the state, and no holder serves its registered bytes to prove it", info.DatasetID, target)}, failures...)...)
+	registered, err := temp("piece")
+	if err != nil {
+		return err
 	}
-	obj := fetch.Object{DatasetID: info.DatasetID, Custody: *info.Custody, Layout: l, Roots: roots}
-	msg, err := fetch.ParityFault(r.opts.Operator, obj, bytes.NewReader(state), target, bytes.NewReader(registered))
+	defer registered.Close()
+	sources := append([]string{obj.Custody.Trainer}, obj.Holders[target]...)
+	if err := r.custody.Piece(ctx, obj, target, sources, registered); err != nil {
+		return errors.Join(fmt.Errorf("custody object %s: parity piece %d is not the parity of the state, and no holder serves its registered bytes to prove it", obj.DatasetID, target), err)
+	}
+	state, err := temp("state")
+	if err != nil {
+		return err
+	}
+	defer state.Close()
+	if err := r.custody.Rebuild(ctx, obj, state); err != nil {
+		return fmt.Errorf("custody object %s: rebuilding the state to prove parity piece %d wrong: %w", obj.DatasetID, target, err)
+	}
+	msg, err := fetch.ParityFault(r.opts.Operator, obj, state, target, registered)
 	if err != nil {
 		return err
 	}
 	if msg == nil {
-		return fmt.Errorf("custody object %s: the registered parity piece %d is the parity of the state, but the rebuilt one does not match its root", info.DatasetID, target)
+		return fmt.Errorf("custody object %s: the registered parity piece %d is the parity of the state, but the rebuilt one does not match its root", obj.DatasetID, target)
 	}
 	if _, err := r.submit(ctx, msg); err != nil {
-		return fmt.Errorf("custody object %s: proving parity piece %d's chunk %d wrong: %w", info.DatasetID, target, msg.Chunk, err)
+		return fmt.Errorf("custody object %s: proving parity piece %d's chunk %d wrong: %w", obj.DatasetID, target, msg.Chunk, err)
 	}
 	r.log.Warn("proved a parity fault: the trainer registered parity that is not the parity of its state",
-		"dataset", info.DatasetID, "piece", target, "chunk", msg.Chunk, "trainer", info.Custody.Trainer)
+		"dataset", obj.DatasetID, "piece", target, "chunk", msg.Chunk, "trainer", obj.Custody.Trainer)
 	return nil
 }

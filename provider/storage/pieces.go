@@ -218,8 +218,17 @@ func verifyProofs(rootBytes []byte, chunkCount uint64, proofs []types.ChunkProof
 }
 
 // writePieceFile writes data to path atomically (a temporary file renamed
-// into place), so a crash never leaves a half-written piece that looks whole.
+// over it), creating the folders on the way.
 func writePieceFile(path string, data []byte) error {
+	return writePieceFileWith(path, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// writePieceFileWith writes path atomically with what write puts in a temporary file
+// beside it, which is renamed over path only when write succeeds.
+func writePieceFileWith(path string, write func(*os.File) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -228,7 +237,7 @@ func writePieceFile(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/bech32"
 	grpctypes "github.com/cosmos/cosmos-sdk/types/grpc"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/pieces"
@@ -127,6 +128,8 @@ type Role struct {
 	query types.QueryClient
 	// download gets pieces from other holders, checked against their roots.
 	download pieces.Downloader
+	// custody streams checkpoint states' pieces from the trainer and the holders.
+	custody fetch.Fetcher
 
 	running atomic.Bool
 	// wake wakes the answering loop; repairWake the slot-filling loop.
@@ -240,6 +243,7 @@ func New(opts Options) (*Role, error) {
 	if r.download.Fetch == nil {
 		r.download.Fetch = pieces.SignedHTTPFetcher(nil, DefaultFetchTimeout, opts.Authorize)
 	}
+	r.custody = newCustodyFetcher(r.download.Endpoints, opts.Authorize)
 	return r, nil
 }
 

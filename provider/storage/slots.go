@@ -43,14 +43,15 @@ func (r *Role) shardInfo(ctx context.Context, datasetID string, shard uint32) (*
 	return info, nil
 }
 
-// rebuild gathers enough intact pieces of a shard to rebuild piece target:
-// local files first, then downloads from the active holders in replicas
-// (the operator excluded), each checked against its root; a holder that
-// fails or sends wrong bytes is skipped. Under replicas, the piece itself is
-// what is gathered.
-func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
+// rebuild writes piece target of a shard to path (atomically). A checkpoint state's
+// piece is streamed (custodyPiece). A dataset piece is rebuilt in memory from enough
+// intact pieces of its shard: local files first, then downloads from the active holders
+// in replicas (the operator excluded), each checked against its root; a holder that
+// fails or sends wrong bytes is skipped. Under replicas, the piece itself is what is
+// gathered.
+func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32, path string) error {
 	if info.Custody != nil {
-		return r.custodyPiece(ctx, info, replicas, target)
+		return r.custodyPiece(ctx, info, replicas, target, path)
 	}
 	need := int(info.Encoding.MinLive())
 	have := make([][]byte, len(info.Shard.Pieces))
@@ -66,11 +67,11 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 			break
 		}
 		p := info.Shard.Pieces[i]
-		path := PiecePath(r.opts.PiecesDir, info.DatasetID, info.Shard.Index, i)
-		if checkPieceFile(path, p.SizeBytes, info.ChunkSize, p.Root) != nil {
+		local := PiecePath(r.opts.PiecesDir, info.DatasetID, info.Shard.Index, i)
+		if checkPieceFile(local, p.SizeBytes, info.ChunkSize, p.Root) != nil {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := os.ReadFile(local)
 		if err != nil {
 			continue
 		}
@@ -82,9 +83,13 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 	if n < need {
 		err := fmt.Errorf("%w: shard %d of %s: %d of the %d pieces needed are available locally or from their holders",
 			manifest.ErrNotEnoughPieces, info.Shard.Index, info.DatasetID, n, need)
-		return nil, errors.Join(append([]error{err}, failures...)...)
+		return errors.Join(append([]error{err}, failures...)...)
 	}
-	return info.RebuildPiece(have, target)
+	data, err := info.RebuildPiece(have, target)
+	if err != nil {
+		return err
+	}
+	return writePieceFile(path, data)
 }
 
 // repairAllowed reports whether the role may get pieces of a dataset it has no local
@@ -327,8 +332,7 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 		if !rebuild {
 			return nil, errNothingToDo
 		}
-		data, err := r.rebuild(ctx, info, sh.Replicas, k.piece)
-		if err != nil {
+		if err := r.rebuild(ctx, info, sh.Replicas, k.piece, path); err != nil {
 			if !errors.Is(err, manifest.ErrNotEnoughPieces) {
 				r.mu.Lock()
 				r.counters.repairFailures++
@@ -336,11 +340,8 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 			}
 			return nil, fmt.Errorf("rebuilding: %w", err)
 		}
-		if err := writePieceFile(path, data); err != nil {
-			return nil, err
-		}
 		repaired = true
-		r.log.Info("piece rebuilt for a repair slot", "dataset", k.dataset, "shard", k.shard, "piece", k.piece, "bytes", len(data))
+		r.log.Info("piece rebuilt for a repair slot", "dataset", k.dataset, "shard", k.shard, "piece", k.piece, "bytes", p.SizeBytes)
 	}
 	c, err := r.claim(ctx, info, k.piece, repaired)
 	if repaired && errors.Is(err, errNothingToDo) {
