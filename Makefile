@@ -147,8 +147,9 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'VerifyStorageProof' ./x/shardregistry/keeper/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'BuildVsSha256sum' -benchtime 3x ./pkg/manifest/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'HashState' -benchtime 3x ./provider/checkpoint/ | tee -a $(BUILD_DIR)/bench.txt
-	@# Custody: Reed-Solomon 4+2 and the pieces' Merkle roots of a 1 GiB state ÷ openssl dgst -sha256 (CUSTODY_BENCH_BYTES=8589934592 for 8 GiB).
-	$(GO) test -run '^$$' -bench 'CustodyVsOpenSSL' -benchtime 1x ./pkg/custody/ | tee -a $(BUILD_DIR)/bench.txt
+	@# Custody: Reed-Solomon 4+2 and the pieces' Merkle roots of a 1 GiB state ÷ openssl dgst -sha256 (CUSTODY_BENCH_BYTES=8589934592 for 8 GiB),
+	@# and the peak RSS of a holder's repair of one piece of that state against the state's size (rss/state).
+	$(GO) test -run '^$$' -bench 'CustodyVsOpenSSL|CustodyRepair' -benchtime 1x ./pkg/custody/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) test -run '^$$' -bench 'DiLoCoBandwidth|DiLoCoQuality' -benchtime 1x -timeout 30m ./pkg/diloco/ | tee -a $(BUILD_DIR)/bench.txt
 	@# Phases 2–3 of a dispute over a real step of four model sizes up to 101 M parameters (x/verify/README.md's table).
 	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 60m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt

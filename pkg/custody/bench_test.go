@@ -2,6 +2,8 @@ package custody
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -118,4 +120,76 @@ func peakRSSMiB(b *testing.B) float64 {
 	}
 	b.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// BenchmarkCustodyRepair rebuilds one lost piece — a data piece, then a parity piece — of
+// a 1 GiB state (CUSTODY_BENCH_BYTES) cut 4+2, from the four other pieces' files, as a
+// storage holder repairs a custody slot (RebuildPiece, streamed block by block).
+// peak-rss-MiB is the process's peak resident memory during the repairs alone (VmHWM,
+// reset before each), state-MiB the state's size and rss/state their
+// ratio: a repair holding the state would be ≥ 1, a streaming one is (k+m) blocks of
+// BlockSize plus the Go runtime, whatever the state's size.
+func BenchmarkCustodyRepair(b *testing.B) {
+	size := benchStateBytes(b)
+	dir := b.TempDir()
+	state := filepath.Join(dir, "state")
+	writeRandomFile(b, state, size)
+	l, err := NewLayout(uint64(size), 4, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := make([]*os.File, l.Pieces())
+	out := make([]io.Writer, l.Pieces())
+	for i := range files {
+		if files[i], err = os.Create(filepath.Join(dir, fmt.Sprintf("piece-%d", i))); err != nil {
+			b.Fatal(err)
+		}
+		defer files[i].Close()
+		out[i] = files[i]
+	}
+	roots, err := Encode(f, l, out, 0)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Remove(state); err != nil { // only the pieces are left, as at a holder
+		b.Fatal(err)
+	}
+	for _, target := range []uint32{0, l.DataPieces} {
+		b.Run(fmt.Sprintf("piece-%d-of-4+2", target), func(b *testing.B) {
+			rebuilt, err := os.Create(filepath.Join(dir, "rebuilt"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rebuilt.Close()
+			resetPeakRSS(b)
+			b.SetBytes(int64(l.PieceBytes(target)))
+			for b.Loop() {
+				readers := make([]io.Reader, l.Pieces())
+				for i, pf := range files {
+					if uint32(i) != target {
+						readers[i] = io.NewSectionReader(pf, 0, int64(l.PieceBytes(uint32(i))))
+					}
+				}
+				if err := RebuildPiece(l, roots, readers, target, rebuilt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rss := peakRSSMiB(b)
+			b.ReportMetric(rss, "peak-rss-MiB")
+			b.ReportMetric(float64(size)/(1<<20), "state-MiB")
+			b.ReportMetric(rss/(float64(size)/(1<<20)), "rss/state")
+		})
+	}
+}
+
+// resetPeakRSS resets the process's peak resident set (VmHWM) to its current one.
+func resetPeakRSS(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Logf("cannot reset the peak RSS (%v): it includes the setup", err)
+	}
 }
