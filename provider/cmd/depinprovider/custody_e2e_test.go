@@ -72,116 +72,12 @@ custody:
 // The owner fetches the final state with `depinchaind job fetch`, which verifies it
 // against the chain's roots; a fetch by another key is refused. Nobody but t1 lost bond.
 func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node and five real sidecars")
-	}
-	start := time.Now()
-	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	names := []string{"t1", "t2", "h1", "h2", "h3"}
-	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
-	for _, n := range names {
-		accounts[n] = 1_000_000_000_000
-	}
-	node, err := localnet.Start(ctx, localnet.Options{
-		Home:      filepath.Join(dir, "chain"),
-		BlockTime: 500 * time.Millisecond,
-		Accounts:  accounts,
-		Genesis: func(state map[string]any) error {
-			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
-			v := state["verify"].(map[string]any)["params"].(map[string]any)
-			v["challenge_window"], v["move_timeout"] = "10", "20"
-			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
-	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	market, verify := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
-	shards, staking := shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
-
-	sidecars := map[string]*sidecar.Provider{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var setupErr []error
-	for _, name := range names {
-		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
-		// The trainers commit the same configured rate (not one measured on a busy
-		// host, which the per-step auction would rank by) at the same price: t1 bids
-		// alone, t2 starts once t1 has the lease, and a reopened job takes no bid
-		// dearer per step than its leases'.
-		fixedRate := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
-		switch name {
-		case "t1":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
-			opts.Set = fixedRate
-		case "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.Set = fixedRate
-		default:
-			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
-		}
-		if testing.Verbose() {
-			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := sidecar.Setup(ctx, node, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
-				return
-			}
-			sidecars[name] = p
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(setupErr...); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		t.Cleanup(sidecars[name].Stop)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, name := range names {
-			t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
-		}
-		t.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
-	})
-	errs := make([]error, len(names))
-	for i, name := range names {
-		if name == "t2" {
-			continue // started once t1 has the lease
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = sidecars[name].Start(ctx)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	n := newCustodyNet(t, 9*time.Minute, nil, nil)
+	ctx, node, market, shards, sidecars := n.ctx, n.node, n.market, n.shards, n.sidecars
+	since, waitFor, names := n.since, n.waitFor, custodyNetNames
 	bond := func(name string) sdkmath.Int {
 		t.Helper()
-		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: sidecars[name].Operator})
+		res, err := n.staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: sidecars[name].Operator})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,31 +87,8 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	for _, name := range names {
 		bondsBefore[name] = bond(name)
 	}
-	waitFor := func(what string, timeout time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !cond() {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				t.Fatalf("timed out after %s waiting until %s", timeout, what)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Logf("%s at %s", what, since())
-	}
-	t.Logf("node and five sidecars up at %s", since())
 
-	// The job.
-	specPath := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(specPath, []byte(custodyJobYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
-	if err != nil || res.Code != 0 {
-		t.Fatalf("submit-job: %v %s", err, res.RawLog)
-	}
-	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
-	var jobID uint64
-	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
+	jobID := n.submitJob(custodyJobYAML, "500000000udepin")
 
 	// The owner's dashboard, open on the job's page from before its first checkpoint:
 	// every custody row below appears and changes live, without a reload.
@@ -224,46 +97,11 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	page.WaitFor("the job page loads", `document.getElementById('job-state') !== null`, 30*time.Second)
 	page.MarkLoad()
 
-	leases := func() []markettypes.Lease {
-		res, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Leases
-	}
-	checkpoints := func(lease uint64) []verifytypes.Checkpoint {
-		res, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Checkpoints
-	}
-	var first markettypes.Lease
-	waitFor("t1 leases the job", 2*time.Minute, func() bool {
-		ls := leases()
-		if len(ls) > 0 {
-			first = ls[0]
-		}
-		return len(ls) > 0
-	})
-	if first.Provider != sidecars["t1"].Operator {
-		t.Fatalf("the first lease went to %s, want t1 (the only bidder)", first.Provider)
-	}
-	if err := sidecars["t2"].Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-
+	leases := func() []markettypes.Lease { return n.leases(jobID) }
+	checkpoints := n.checkpoints
 	// Checkpoint 0: committed with its custody roots, held by two of h1..h3 (never t1),
 	// final only then.
-	var cp0 verifytypes.Checkpoint
-	waitFor("t1's first checkpoint is final, its state in custody", 3*time.Minute, func() bool {
-		cps := checkpoints(first.Id)
-		if len(cps) == 0 {
-			return false
-		}
-		cp0 = cps[0]
-		return cp0.Status == verifytypes.CHECKPOINT_STATUS_FINAL
-	})
+	first, cp0 := n.firstCheckpointInCustody(jobID, 3*time.Minute)
 	if cp0.CustodyId != shardtypes.CustodyDatasetID(first.Id, 0) {
 		t.Fatalf("checkpoint 0 custody id %q", cp0.CustodyId)
 	}
@@ -367,27 +205,8 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	}
 
 	// The host is destroyed: SIGKILL, its whole home deleted, never restarted.
-	pauseCtx, stopWaiting := context.WithTimeout(ctx, 90*time.Second)
-	if err := sidecars["t1"].WaitLog(pauseCtx, daemon.PausedLogMsg); err != nil {
-		t.Logf("t1 did not pause before its second checkpoint: %v", err)
-	}
-	stopWaiting()
-	sidecars["t1"].Kill()
-	if err := os.RemoveAll(sidecars["t1"].Home); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("t1's host destroyed at %s", since())
-
-	var second markettypes.Lease
-	waitFor("the job reopens and t2 leases it from step 16", 3*time.Minute, func() bool {
-		for _, l := range leases() {
-			if l.Id != first.Id {
-				second = l
-				return true
-			}
-		}
-		return false
-	})
+	n.destroyTrainer(90 * time.Second)
+	second := n.secondLease(jobID, first.Id, 3*time.Minute)
 	if second.Provider != sidecars["t2"].Operator || second.ResumeStep != cp0.EndStep || !bytes.Equal(second.ResumeHash, cp0.StateRoot) {
 		t.Fatalf("second lease %+v, want t2's resuming at step %d", second, cp0.EndStep)
 	}
@@ -415,7 +234,7 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	}
 
 	// The owner fetches the final model from the holders; it verifies against the chain.
-	out := filepath.Join(dir, "model")
+	out := filepath.Join(t.TempDir(), "model")
 	fetchArgs := []string{"job", "fetch", fmt.Sprint(jobID), "--out", out, "--keyring-backend", "test", "--grpc-addr", node.GRPC}
 	if _, err := node.Exec(ctx, append(fetchArgs, "--from", "outsider")...); err == nil || !strings.Contains(err.Error(), "only the job's owner may fetch") {
 		t.Fatalf("a fetch by another key: %v", err)
@@ -504,6 +323,234 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		}
 	}
 	t.Logf("done at %s; t1's bond %s → %s", since(), bondsBefore["t1"], bond("t1"))
+}
+
+// custodyNetNames are custodyNet's sidecars: trainers t1 and t2, storage holders h1..h3.
+var custodyNetNames = []string{"t1", "t2", "h1", "h2", "h3"}
+
+// custodyNet is a chain (blocks of 500 ms, storage periods of 16 blocks) with two GPU
+// providers and three storage providers, each a real depinprovider process: t1 and t2
+// price H100s alike and commit the same configured rate (not one measured on a busy
+// host, which the per-step auction would rank by), t1 pausing before its second
+// checkpoint submission (--pause-before-checkpoint 2); h1..h3 run the storage role with
+// custody on and price no GPUs. Everyone but t2 is started: t2 is started once t1 has
+// the job's lease (firstCheckpointInCustody), so that t1 bids alone and wins, and a
+// reopened job (which takes no bid dearer per step than its leases') goes to t2.
+type custodyNet struct {
+	*world
+	tb       testing.TB
+	shards   shardtypes.QueryClient
+	staking  stakingexttypes.QueryClient
+	sidecars map[string]*sidecar.Provider
+	start    time.Time
+}
+
+// newCustodyNet starts a custodyNet within timeout. trainerSet is more config of t1 and
+// t2 (config key → TOML value), genesis more changes of the genesis.
+func newCustodyNet(tb testing.TB, timeout time.Duration, trainerSet map[string]string, genesis func(map[string]any)) *custodyNet {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("starts a real node and five real sidecars")
+	}
+	n := &custodyNet{tb: tb, start: time.Now(), sidecars: map[string]*sidecar.Provider{}}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	tb.Cleanup(cancel)
+	dir := tb.TempDir()
+	names := custodyNetNames
+	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
+	for _, n := range names {
+		accounts[n] = 1_000_000_000_000
+	}
+	node, err := localnet.Start(ctx, localnet.Options{
+		Home:      filepath.Join(dir, "chain"),
+		BlockTime: 500 * time.Millisecond,
+		Accounts:  accounts,
+		Genesis: func(state map[string]any) error {
+			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+			v := state["verify"].(map[string]any)["params"].(map[string]any)
+			v["challenge_window"], v["move_timeout"] = "10", "20"
+			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+			if genesis != nil {
+				genesis(state)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(node.Stop)
+	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	n.world = &world{t: tb, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
+	n.shards, n.staking = shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
+
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var setupErr []error
+	for _, name := range names {
+		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+		trainer := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
+		for k, v := range trainerSet {
+			trainer[k] = v
+		}
+		switch name {
+		case "t1":
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
+			opts.Set = trainer
+		case "t2":
+			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+			opts.Set = trainer
+		default:
+			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
+		}
+		if testing.Verbose() {
+			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sidecar.Setup(ctx, node, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			n.sidecars[name] = p
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(setupErr...); err != nil {
+		tb.Fatal(err)
+	}
+	for _, name := range names {
+		tb.Cleanup(n.sidecars[name].Stop)
+	}
+	tb.Cleanup(func() {
+		if !tb.Failed() {
+			return
+		}
+		for _, name := range names {
+			tb.Logf("%s's log tail:\n%s", name, readTail(n.sidecars[name].LogPath()))
+		}
+		tb.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
+	})
+	errs := make([]error, len(names))
+	for i, name := range names {
+		if name == "t2" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.sidecars[name].Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("node and five sidecars up at %s", n.since())
+	return n
+}
+
+func (n *custodyNet) since() time.Duration { return time.Since(n.start).Round(100 * time.Millisecond) }
+
+// waitFor polls cond every 500 ms until it holds, failing after timeout.
+func (n *custodyNet) waitFor(what string, timeout time.Duration, cond func() bool) {
+	n.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || n.ctx.Err() != nil {
+			n.tb.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	n.tb.Logf("%s at %s", what, n.since())
+}
+
+func (n *custodyNet) leases(jobID uint64) []markettypes.Lease {
+	res, err := n.market.Leases(n.ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	return res.Leases
+}
+
+func (n *custodyNet) checkpoints(lease uint64) []verifytypes.Checkpoint {
+	res, err := n.verify.Checkpoints(n.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	return res.Checkpoints
+}
+
+// firstCheckpointInCustody waits until t1 leases the job, starts t2, and waits until the
+// lease's first checkpoint is final (its state held by k holders), within timeout.
+func (n *custodyNet) firstCheckpointInCustody(jobID uint64, timeout time.Duration) (markettypes.Lease, verifytypes.Checkpoint) {
+	n.tb.Helper()
+	var first markettypes.Lease
+	n.waitFor("t1 leases the job", 2*time.Minute, func() bool {
+		ls := n.leases(jobID)
+		if len(ls) > 0 {
+			first = ls[0]
+		}
+		return len(ls) > 0
+	})
+	if first.Provider != n.sidecars["t1"].Operator {
+		n.tb.Fatalf("the first lease went to %s, want t1 (the only bidder)", first.Provider)
+	}
+	if err := n.sidecars["t2"].Start(n.ctx); err != nil {
+		n.tb.Fatal(err)
+	}
+	var cp0 verifytypes.Checkpoint
+	n.waitFor("t1's first checkpoint is final, its state in custody", timeout, func() bool {
+		cps := n.checkpoints(first.Id)
+		if len(cps) == 0 {
+			return false
+		}
+		cp0 = cps[0]
+		return cp0.Status == verifytypes.CHECKPOINT_STATUS_FINAL
+	})
+	return first, cp0
+}
+
+// destroyTrainer destroys t1's host once it paused before its second checkpoint (or
+// after pause): SIGKILL, its whole home deleted, never restarted.
+func (n *custodyNet) destroyTrainer(pause time.Duration) {
+	n.tb.Helper()
+	pauseCtx, stopWaiting := context.WithTimeout(n.ctx, pause)
+	if err := n.sidecars["t1"].WaitLog(pauseCtx, daemon.PausedLogMsg); err != nil {
+		n.tb.Logf("t1 did not pause before its second checkpoint: %v", err)
+	}
+	stopWaiting()
+	n.sidecars["t1"].Kill()
+	if err := os.RemoveAll(n.sidecars["t1"].Home); err != nil {
+		n.tb.Fatal(err)
+	}
+	n.tb.Logf("t1's host destroyed at %s", n.since())
+}
+
+// secondLease waits until the job has a lease other than first, within timeout.
+func (n *custodyNet) secondLease(jobID, first uint64, timeout time.Duration) markettypes.Lease {
+	n.tb.Helper()
+	var second markettypes.Lease
+	n.waitFor("the job reopens and t2 leases it", timeout, func() bool {
+		for _, l := range n.leases(jobID) {
+			if l.Id != first {
+				second = l
+				return true
+			}
+		}
+		return false
+	})
+	return second
 }
 
 // TestCustodyPiecesLostStillFetchableAndRepaired: a 2+2 job trained by t1 while five
@@ -665,7 +712,7 @@ func TestCustodyPiecesLostStillFetchableAndRepaired(t *testing.T) {
 	t.Logf("%v lost their pieces of %s at %s", lost, last.CustodyId, since())
 
 	// Still fetchable: any 2 of the 4 rebuild it, and every piece and the state verify.
-	out := filepath.Join(dir, "model")
+	out := filepath.Join(t.TempDir(), "model")
 	if _, err := node.Exec(ctx, "job", "fetch", fmt.Sprint(jobID), "--out", out, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err != nil {
 		t.Fatal(err)
 	}
