@@ -156,6 +156,10 @@ bench: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
+	@# Resume after the trainer's loss (docs/storage-role.md): the job's reopening to the new trainer's first step, 260 MiB state, vs a local read+hash of it.
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
+		$(GO) test -run '^$$' -bench 'ResumeFromCustody' -benchtime 1x -timeout 30m ./provider/cmd/depinprovider/ | tee $(BUILD_DIR)/bench-resume.txt
+	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench-resume.txt
 	@# The exact transformer against float32 PyTorch (docs/exact-arithmetic.md): speed and quality ratios.
 	$(GO) run ./tools/exactbench | tee $(BUILD_DIR)/bench-exact.txt
 	@# Market vs bank transactions on one real node (docs/loadtest.md); LOADTEST_FLAGS sizes the run.
