@@ -306,8 +306,8 @@ func TestCustodyRepairStreams(t *testing.T) {
 		}
 		t.Logf("piece %d (%d bytes) rebuilt; heap grew by at most %.1f MiB", target, len(got), float64(grew)/(1<<20))
 		if grew > bound {
-			t.Fatalf("repairing piece %d of a %d MiB state grew the heap by %d MiB, over %d MiB: the repair does not stream",
-				target, size>>20, grew>>20, bound>>20)
+			t.Fatalf("repairing piece %d of a %.0f MiB state grew the heap by %d MiB, over %d MiB: the repair does not stream",
+				target, float64(size)/(1<<20), grew>>20, bound>>20)
 		}
 	}
 	if len(sent) != 0 {

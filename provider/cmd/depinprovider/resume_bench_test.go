@@ -57,7 +57,7 @@ custody:
 //
 //   - local-read-hash is the best possible resume: reading a state file of the same size
 //     from the local disk (just written, so from the page cache) and hashing it into its
-//     Merkle root, as a resume must to check it.
+//     Merkle root, as a resume must to check it; the fastest of three.
 //   - reopen-to-first-step: t1 trains the job and its first checkpoint becomes final with
 //     its state in custody; t1 is killed (SIGKILL, its home deleted) before its second.
 //     Measured from the block in which t1's lease closes for non-performance and the job
@@ -69,26 +69,36 @@ custody:
 //     pieces, checked against the roots, and writing it as its resume checkpoint: the
 //     `took` of its "resume checkpoint rebuilt from custody" log), auction-s (reopening
 //     to t2's lease, the bidding window), step-s (from t2's "training started" log to
-//     the first step: loading the state and the step itself) and rest-s (everything
+//     the first step: loading the state and the step itself), fetch-verify/local (the
+//     rebuild ÷ local-read-hash) and rest-s (everything
 //     else: t2's noticing the lease and starting the run). blocks is ±1: the reopening
 //     height is read when the closed lease is first seen (polled every 500 ms).
 func BenchmarkResumeFromCustody(b *testing.B) {
 	cfg := exact.Config{Model: resumeBenchModel, Train: exact.TrainConfig{Batch: 1, Optimizer: exact.OptimizerAdamW, LR: 0.001}}.WithDefaults()
 	stateBytes := cfg.StateBytes()
+	var local time.Duration // the fastest local read+hash
 	b.Run("local-read-hash", func(b *testing.B) {
 		path := filepath.Join(b.TempDir(), "state")
 		writeRandomState(b, path, stateBytes)
-		b.SetBytes(stateBytes)
 		for b.Loop() {
-			f, err := os.Open(path)
-			if err != nil {
-				b.Fatal(err)
+			// The fastest of three: the one least disturbed by the machine's other load.
+			for range 3 {
+				started := time.Now()
+				f, err := os.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := merkle.StreamRoot(bufio.NewReaderSize(f, 1<<20), custody.ChunkSize); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+				if d := time.Since(started); local == 0 || d < local {
+					local = d
+				}
 			}
-			if _, _, err := merkle.StreamRoot(bufio.NewReaderSize(f, 1<<20), custody.ChunkSize); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
 		}
+		b.ReportMetric(float64(local.Nanoseconds()), "ns/op")
+		b.ReportMetric(float64(stateBytes)/(1<<20), "state-MiB")
 	})
 	b.Run("reopen-to-first-step", func(b *testing.B) {
 		// A 260 MiB state's step costs more multiply-accumulates than the one-step referee
@@ -158,6 +168,9 @@ func BenchmarkResumeFromCustody(b *testing.B) {
 			b.ReportMetric(float64(firstStepHeight-reopenHeight), "blocks")
 			b.ReportMetric(total.Seconds(), "resume-s")
 			b.ReportMetric(fetch.Seconds(), "fetch-verify-s")
+			if local > 0 {
+				b.ReportMetric(fetch.Seconds()/local.Seconds(), "fetch-verify/local")
+			}
 			b.ReportMetric(auction.Seconds(), "auction-s")
 			b.ReportMetric(step.Seconds(), "step-s")
 			b.ReportMetric((total - fetch - auction - step).Seconds(), "rest-s")
