@@ -1,7 +1,9 @@
-// Package fetch rebuilds a checkpoint's state from its custody holders: it reads the
-// custody object and its holders from the chain, downloads any k pieces in parallel from
-// the holders' public servers (streaming, each checked against its registered root) and
-// hands them to custody.Rebuild. The sidecar's resume and `depinchaind job fetch` use it.
+// Package fetch rebuilds a checkpoint's state, or one lost piece of it, from its custody
+// holders: it reads the custody object and its holders from the chain, downloads any k
+// pieces in parallel from the holders' public servers (streaming, each checked against
+// its registered root) and hands them to custody.Rebuild or custody.RebuildPiece. The
+// sidecar's resume and `depinchaind job fetch` rebuild states; the storage role repairs
+// pieces.
 package fetch
 
 import (
