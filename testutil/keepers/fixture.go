@@ -178,7 +178,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
-	mk.SetCustodyPolicy(rk)
+	mk.SetCustodyKeeper(rk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.

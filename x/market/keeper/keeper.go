@@ -55,9 +55,10 @@ type Keeper struct {
 	accountKeeper  types.AccountKeeper
 	bankKeeper     types.BankKeeper
 	providerKeeper types.ProviderKeeper
-	// custodyPolicy bounds a job's custody section (x/shardregistry's params); set by the
-	// app with SetCustodyPolicy once that keeper exists (it depends on this one).
-	custodyPolicy types.CustodyPolicy
+	// custodyKeeper bounds a job's custody section (x/shardregistry's params) and keeps its
+	// custody objects; set by the app with SetCustodyKeeper once that keeper exists (it
+	// depends on this one).
+	custodyKeeper types.CustodyKeeper
 	// referee is shared by every copy of the keeper: the app fills it in once x/verify
 	// exists (SetWorkloadReferee).
 	referee *refereeHolder
@@ -190,7 +191,7 @@ type refereeHolder struct{ source types.WorkloadReferee }
 // workloads a dispute could settle, so MsgSubmitJob refuses the others before escrowing.
 func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source = r }
 
-// SetCustodyPolicy gives the keeper x/shardregistry's bounds on a job spec's custody
-// section. The app calls it once, after building both keepers and before the module
-// manager copies this keeper into its services.
-func (k *Keeper) SetCustodyPolicy(p types.CustodyPolicy) { k.custodyPolicy = p }
+// SetCustodyKeeper gives the keeper x/shardregistry's bounds on a job spec's custody
+// section and its custody objects. The app calls it once, after building both keepers and
+// before the module manager copies this keeper into its services.
+func (k *Keeper) SetCustodyKeeper(c types.CustodyKeeper) { k.custodyKeeper = c }
