@@ -114,17 +114,15 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 			return err
 		}
 	}
+	if job.State.IsTerminal() {
+		// Final after its job ended (pending when it did): closeJob already set the
+		// retention of the previous one, and this one's starts now.
+		superseded = custodyID
+	}
 	if err := k.retainCustody(ctx, superseded); err != nil {
 		return err
 	}
 	if job.State.IsTerminal() {
-		// Final after its job ended (pending when it did): closeJob has passed, so the
-		// retention of this last final checkpoint starts now.
-		if step > prev.Step {
-			if err := k.retainCustody(ctx, custodyID); err != nil {
-				return err
-			}
-		}
 		return k.Jobs.Set(ctx, job.Id, job)
 	}
 	if step < job.Spec.TotalSteps {
