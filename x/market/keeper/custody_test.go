@@ -280,3 +280,85 @@ func TestDefaultCustodyParamsRefused(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, "%+v", tc.c)
 	}
 }
+
+// heldObjects stands in for x/shardregistry's custody objects in the migration test.
+type heldObjects struct {
+	*retentionLog
+	held []types.HeldCustody
+}
+
+func (h *heldObjects) WalkCustody(_ context.Context, visit func(types.HeldCustody) error) error {
+	for _, c := range h.held {
+		if err := visit(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The v5 migration counts each job's custody objects, names each worker's last final
+// one, gives a release time to those v4 never would have released (a closed lease's
+// superseded checkpoint, an ended job's last one) and refunds the storage escrow of an
+// ended job that holds none; default_custody becomes the v5 default.
+func TestMigrate4to5CustodyBookkeeping(t *testing.T) {
+	c := newCustodyEnv(t)
+	alice, bob := c.registerProvider("alice"), c.registerProvider("bob")
+	// Job a: alice's lease lost after a final checkpoint, bob's replacement final at 200
+	// with one more pending.
+	a, la := c.leaseCustodyJob(alice)
+	aliceFinal := c.final(la, 0, 100)
+	c.advance(ckptDeadline + 1)
+	c.bid(bob, a, 1000)
+	c.closeAuction(a)
+	lb := c.activeLeasesOfJob(a)[0]
+	bobFinal := c.final(lb, 0, 200)
+	_, bobPending := c.checkpoint(lb, 1, 300)
+	// Job b: cancelled after a final checkpoint. Job d: cancelled with none.
+	b, lc := c.leaseCustodyJob(c.registerProvider("carol"))
+	carolFinal := c.final(lc, 0, 100)
+	_, err := c.msg.CancelJob(c.Ctx, &types.MsgCancelJob{Owner: c.owner.String(), JobId: b})
+	require.NoError(t, err)
+	d := c.submitJobWith(func() types.JobSpec { s := spec(); cs := custodySpec; s.Custody = &cs; return s }(), jobDeposit)
+	_, err = c.msg.CancelJob(c.Ctx, &types.MsgCancelJob{Owner: c.owner.String(), JobId: d})
+	require.NoError(t, err)
+
+	// Back to what v4 stored: no counts, no custody ids, nothing retained on job ends, no
+	// storage refund, default_custody absent.
+	budget := shardtypes.DefaultParams().CustodyStorageBudget(custodySpec)
+	for _, id := range []uint64{a, b, d} {
+		job := c.job(id)
+		job.CustodyHeld = 0
+		for i := range job.Progress {
+			job.Progress[i].CustodyId = ""
+		}
+		if id == d {
+			job.StorageEscrow = sdk.NewCoin(denom, budget)
+			require.NoError(t, c.BankKeeper.SendCoinsFromAccountToModule(c.Ctx, c.owner, types.ModuleName, sdk.NewCoins(job.StorageEscrow)))
+		}
+		require.NoError(t, c.Market.Jobs.Set(c.Ctx, id, job))
+	}
+	p := c.params()
+	p.DefaultCustody = types.CustodySpec{}
+	require.NoError(t, c.Market.Params.Set(c.Ctx, p))
+	objects := &heldObjects{retentionLog: &retentionLog{CustodyKeeper: c.ShardRegistry}, held: []types.HeldCustody{
+		{ID: aliceFinal, JobID: a, LeaseID: la.Id, StateRoot: []byte("h100"), ReleaseScheduled: false},
+		{ID: bobFinal, JobID: a, LeaseID: lb.Id, CheckpointIndex: 0, StateRoot: []byte("h200")},
+		{ID: bobPending, JobID: a, LeaseID: lb.Id, CheckpointIndex: 1, StateRoot: []byte("h300")},
+		{ID: carolFinal, JobID: b, LeaseID: lc.Id, StateRoot: []byte("h100")},
+	}}
+	c.Market.SetCustodyKeeper(objects)
+	owner := c.Balance(c.owner)
+
+	require.NoError(t, keeper.NewMigrator(c.Market).Migrate4to5(c.Ctx))
+	require.Equal(t, types.DefaultCustody, c.params().DefaultCustody)
+	require.Equal(t, []string{aliceFinal, carolFinal}, objects.retained,
+		"the closed lease's superseded checkpoint and the ended job's last one; not bob's last final nor his pending one")
+	ja, jb, jd := c.job(a), c.job(b), c.job(d)
+	require.Equal(t, uint32(3), ja.CustodyHeld)
+	require.Equal(t, bobFinal, ja.Progress[0].CustodyId)
+	require.Equal(t, uint32(1), jb.CustodyHeld)
+	require.Equal(t, carolFinal, jb.Progress[0].CustodyId)
+	require.Equal(t, budget.String(), jb.StorageEscrow.Amount.String(), "kept while its last checkpoint is held")
+	require.True(t, jd.StorageEscrow.IsZero())
+	require.Equal(t, owner.Add(budget).String(), c.Balance(c.owner).String(), "the ended job without custody objects gets its storage escrow back")
+}
