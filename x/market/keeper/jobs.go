@@ -27,11 +27,11 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	}
 	spec := withCustodyDefault(msg.Spec.WithAuditDefault(), params)
 	storageBudget := math.ZeroInt()
-	if spec.Custody != nil && k.custodyKeeper != nil {
-		if err := k.custodyKeeper.CheckCustodySpec(ctx, *spec.Custody); err != nil {
+	if spec.Custody != nil && k.custody.keeper != nil {
+		if err := k.custody.keeper.CheckCustodySpec(ctx, *spec.Custody); err != nil {
 			return types.Job{}, err
 		}
-		if storageBudget, err = k.custodyKeeper.CustodyStorageBudget(ctx, *spec.Custody); err != nil {
+		if storageBudget, err = k.custody.keeper.CustodyStorageBudget(ctx, *spec.Custody); err != nil {
 			return types.Job{}, err
 		}
 	}
@@ -173,8 +173,8 @@ func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) er
 	}
 	// A default every submit would refuse (beyond x/shardregistry's piece or retention
 	// bounds) is refused here instead.
-	if c := msg.Params.DefaultCustody; !c.CustodyOff() && k.custodyKeeper != nil {
-		if err := k.custodyKeeper.CheckCustodySpec(ctx, c); err != nil {
+	if c := msg.Params.DefaultCustody; !c.CustodyOff() && k.custody.keeper != nil {
+		if err := k.custody.keeper.CheckCustodySpec(ctx, c); err != nil {
 			return keeperutil.WrapCause(types.ErrInvalidParams, err, "default_custody")
 		}
 	}

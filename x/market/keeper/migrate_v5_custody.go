@@ -36,11 +36,11 @@ func (m Migrator) migrateV5Custody(ctx sdk.Context) error {
 	if err := k.Params.Set(ctx, params); err != nil {
 		return err
 	}
-	if k.custodyKeeper == nil {
+	if k.custody.keeper == nil {
 		return nil
 	}
 	byJob := map[uint64][]types.HeldCustody{}
-	if err := k.custodyKeeper.WalkCustody(ctx, func(c types.HeldCustody) error {
+	if err := k.custody.keeper.WalkCustody(ctx, func(c types.HeldCustody) error {
 		byJob[c.JobID] = append(byJob[c.JobID], c)
 		return nil
 	}); err != nil {

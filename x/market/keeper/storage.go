@@ -115,10 +115,10 @@ func (k Keeper) OnCustodyReleased(ctx context.Context, jobID uint64) error {
 // retainCustody schedules custody object id's release after the job's retention; nothing
 // for a checkpoint without custody.
 func (k Keeper) retainCustody(ctx context.Context, id string) error {
-	if id == "" || k.custodyKeeper == nil {
+	if id == "" || k.custody.keeper == nil {
 		return nil
 	}
-	return k.custodyKeeper.ReleaseCustodyAfterRetention(ctx, id)
+	return k.custody.keeper.ReleaseCustodyAfterRetention(ctx, id)
 }
 
 // retainFinalCustody schedules the release of every worker's last final checkpoint
