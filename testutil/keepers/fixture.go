@@ -80,6 +80,13 @@ type options struct {
 	shardGenesis *shardregistrytypes.GenesisState
 	committing   bool
 	beginFirst   bool
+	// defaultCustody is x/market's default_custody (off unless WithDefaultCustody).
+	defaultCustody markettypes.CustodySpec
+}
+
+// WithDefaultCustody starts x/market with default_custody c (the fixture's is off).
+func WithDefaultCustody(c markettypes.CustodySpec) Option {
+	return func(o *options) { o.defaultCustody = c }
 }
 
 // WithShardRegistryGenesis starts x/shardregistry from gs (validated first) instead of
@@ -178,7 +185,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
-	mk.SetCustodyPolicy(rk)
+	mk.SetCustodyKeeper(rk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.
@@ -188,7 +195,12 @@ func New(t testing.TB, opts ...Option) *Fixture {
 	if err := sk.InitGenesis(ctx, stakingexttypes.DefaultGenesis()); err != nil {
 		t.Fatal(err)
 	}
-	if err := mk.InitGenesis(ctx, markettypes.DefaultGenesis()); err != nil {
+	// No storage holder runs in the fixture unless a test registers one, so x/market's
+	// default custody is off and custody is opt-in (a job spec's custody section);
+	// WithDefaultCustody turns it on.
+	marketGenesis := markettypes.DefaultGenesis()
+	marketGenesis.Params.DefaultCustody = o.defaultCustody
+	if err := mk.InitGenesis(ctx, marketGenesis); err != nil {
 		t.Fatal(err)
 	}
 	if err := vk.InitGenesis(ctx, verifytypes.DefaultGenesis()); err != nil {

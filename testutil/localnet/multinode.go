@@ -38,7 +38,7 @@ type NetworkOptions struct {
 	// The validators' own operator keys are val0, val1, ...
 	Accounts map[string]int64
 	// Genesis edits the app state (module name → decoded JSON) after the
-	// gentxs are collected.
+	// gentxs are collected and the localnet's own edit (withGenesisEdit).
 	Genesis func(appState map[string]any) error
 	// Binary is the depinchaind that runs the CLI on the host (and the nodes
 	// unless Docker is set); empty means Binary().
@@ -225,10 +225,8 @@ func (n *Network) initGenesis(ctx context.Context, opts NetworkOptions) error {
 	if _, err := v0.Exec(ctx, "genesis", "collect-gentxs"); err != nil {
 		return err
 	}
-	if opts.Genesis != nil {
-		if err := editGenesis(genesis, opts.Genesis); err != nil {
-			return err
-		}
+	if err := editGenesis(genesis, withGenesisEdit(opts.Genesis)); err != nil {
+		return err
 	}
 	if _, err := v0.Exec(ctx, "genesis", "validate"); err != nil {
 		return err

@@ -26,7 +26,8 @@ type Options struct {
 	Accounts map[string]int64
 	// BlockTime is CometBFT's timeout_commit; short blocks keep tests fast.
 	BlockTime time.Duration
-	// Genesis edits the app state (module name → decoded JSON) before the chain starts.
+	// Genesis edits the app state (module name → decoded JSON) before the chain starts,
+	// after the localnet's own edit (x/market's default custody off: withGenesisEdit).
 	Genesis func(appState map[string]any) error
 	// Log receives the node's stdout and stderr; nil writes them to Home/node.log.
 	Log io.Writer
@@ -118,10 +119,8 @@ func (n *Node) initHome(ctx context.Context, opts Options, ports []int) error {
 	if _, err := n.Exec(ctx, "genesis", "collect-gentxs"); err != nil {
 		return err
 	}
-	if opts.Genesis != nil {
-		if err := editGenesis(filepath.Join(n.Home, "config", "genesis.json"), opts.Genesis); err != nil {
-			return err
-		}
+	if err := editGenesis(filepath.Join(n.Home, "config", "genesis.json"), withGenesisEdit(opts.Genesis)); err != nil {
+		return err
 	}
 	if _, err := n.Exec(ctx, "genesis", "validate"); err != nil {
 		return err
@@ -145,6 +144,27 @@ func (n *Node) initHome(ctx context.Context, opts Options, ports []int) error {
 	return setTOML(filepath.Join(cfg, "client.toml"), map[string]map[string]string{
 		"": {"chain-id": quote(n.ChainID), "keyring-backend": quote("test"), "node": quote(n.RPC)},
 	})
+}
+
+// withGenesisEdit is the caller's genesis edit after the localnet's own: x/market's
+// default custody off. A localnet runs no storage holders unless its caller starts them
+// (and then its job specs name their custody section), and with the default on no
+// checkpoint of an adjudicable job would ever be final. A binary whose params have no
+// default_custody (an older release) is left alone.
+func withGenesisEdit(edit func(map[string]any) error) func(map[string]any) error {
+	return func(appState map[string]any) error {
+		if market, ok := appState["market"].(map[string]any); ok {
+			if params, ok := market["params"].(map[string]any); ok {
+				if _, ok := params["default_custody"]; ok {
+					params["default_custody"] = map[string]any{"data_pieces": 0, "parity_pieces": 0, "retain_checkpoints": "0s"}
+				}
+			}
+		}
+		if edit == nil {
+			return nil
+		}
+		return edit(appState)
+	}
 }
 
 func editGenesis(path string, edit func(map[string]any) error) error {

@@ -114,6 +114,9 @@ type scenario struct {
 var trainingStory = scenario{
 	title:    "one GPU training job on a local chain, told as it happens",
 	accounts: map[string]int64{"owner": 1_000_000_000, "provider": 1_000_000_000, "sidecar": 1_000_000, storageLabel: 100_000_000},
+	// localnet turns x/market's default custody off: the demo's one storage provider holds
+	// the dataset's pieces, not checkpoint states (it runs without storage_role.custody,
+	// and a holder may not be the trainer), so custody checkpoints would never be final.
 	genesis: func(app map[string]any) error {
 		app["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = challengeWindow
 		return nil

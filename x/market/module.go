@@ -30,7 +30,9 @@ import (
 // 2: leases are indexed by state (migrations/v2).
 // 3: transformer bounds in the params; the MLP reference workload retired.
 // 4: pay for work — committed rates on bids and leases, per-step claims, rate checks.
-const ConsensusVersion = 4
+// 5: custody retention on every job end (a worker's last final checkpoint names its custody
+// object, a job counts the objects held), the storage escrow refund, default_custody.
+const ConsensusVersion = 5
 
 var (
 	_ module.AppModuleBasic      = AppModule{}

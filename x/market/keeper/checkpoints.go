@@ -72,9 +72,10 @@ func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID, endStep uint
 }
 
 // OnCheckpointFinal releases a final checkpoint's claim to the provider's withdrawable
-// balance and records the worker's progress (the point a replacement lease resumes from).
-// A checkpoint at total_steps completes the lease, and the job once every worker is done.
-func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri string) error {
+// balance and records the worker's progress (the point a replacement lease resumes from),
+// with custodyID, the custody object holding its state ("" without custody). A checkpoint
+// at total_steps completes the lease, and the job once every worker is done.
+func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri, custodyID string) error {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	lease, err := k.GetLease(ctx, leaseID)
 	if err != nil {
@@ -99,15 +100,32 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 	if err != nil {
 		return err
 	}
-	if step > progressOf(job, lease.Worker).Step {
-		setProgress(&job, types.WorkerProgress{Worker: lease.Worker, Step: step, StateHash: stateHash, Uri: uri})
+	// The worker's previous final checkpoint is superseded (whichever lease made it) and
+	// kept retain_checkpoints; a final checkpoint that does not advance the worker (none
+	// resumes from it) likewise.
+	superseded := custodyID
+	prev := progressOf(job, lease.Worker)
+	if step > prev.Step {
+		superseded = prev.CustodyId
+		setProgress(&job, types.WorkerProgress{Worker: lease.Worker, Step: step, StateHash: stateHash, Uri: uri, CustodyId: custodyID})
 		if err := keeperutil.Emit(sdkCtx, &types.EventWorkerProgress{
 			JobId: job.Id, Worker: lease.Worker, Step: step, StateHash: stateHash,
 		}); err != nil {
 			return err
 		}
 	}
-	if job.State.IsTerminal() || step < job.Spec.TotalSteps {
+	if job.State.IsTerminal() {
+		// Final after its job ended (pending when it did): closeJob already set the
+		// retention of the previous one, and this one's starts now.
+		superseded = custodyID
+	}
+	if err := k.retainCustody(ctx, superseded); err != nil {
+		return err
+	}
+	if job.State.IsTerminal() {
+		return k.Jobs.Set(ctx, job.Id, job)
+	}
+	if step < job.Spec.TotalSteps {
 		return k.Jobs.Set(ctx, job.Id, job)
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {

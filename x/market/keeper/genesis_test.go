@@ -22,7 +22,7 @@ func busyMarket(e *env) {
 	e.advance(10)
 	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 100)
 	require.NoError(e.t, err)
-	require.NoError(e.t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("h100"), "s3://100"))
+	require.NoError(e.t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("h100"), "s3://100", ""))
 	e.advance(3)
 	_, err = e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 200)
 	require.NoError(e.t, err)

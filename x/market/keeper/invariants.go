@@ -60,8 +60,9 @@ func ModuleBalanceInvariant(k Keeper) Invariant {
 }
 
 // StorageInvariant: a job's storage fees paid plus its storage escrow left never exceed
-// its deposit (holders are only ever paid out of the budget reserved from it), and both
-// are non-negative in the escrow's denom.
+// its deposit (holders are only ever paid out of the budget reserved from it), both are
+// non-negative in the escrow's denom, and an ended job none of whose custody objects is
+// held has no storage escrow left (it was refunded: nothing is stuck).
 func StorageInvariant(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
 		msg := ""
@@ -70,6 +71,10 @@ func StorageInvariant(k Keeper) Invariant {
 			if escrow.Denom != j.Escrow.Denom || paid.Denom != j.Escrow.Denom || escrow.IsNegative() || paid.IsNegative() ||
 				escrow.Amount.Add(paid.Amount).GT(j.Deposited.Amount) {
 				msg = fmt.Sprintf("market: job %d storage fees paid %s + storage escrow %s exceed its deposit %s", id, paid, escrow, j.Deposited)
+				return true, nil
+			}
+			if j.State.IsTerminal() && j.CustodyHeld == 0 && escrow.IsPositive() {
+				msg = fmt.Sprintf("market: job %d is %s with no custody object held, yet %s of storage escrow was not refunded", id, j.State, escrow)
 				return true, nil
 			}
 			return false, nil

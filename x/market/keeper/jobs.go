@@ -25,12 +25,13 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err := k.checkAdjudicable(ctx, msg.Spec); err != nil {
 		return types.Job{}, err
 	}
+	spec := withCustodyDefault(msg.Spec.WithAuditDefault(), params)
 	storageBudget := math.ZeroInt()
-	if msg.Spec.Custody != nil && k.custodyPolicy != nil {
-		if err := k.custodyPolicy.CheckCustodySpec(ctx, *msg.Spec.Custody); err != nil {
+	if spec.Custody != nil && k.custody.keeper != nil {
+		if err := k.custody.keeper.CheckCustodySpec(ctx, *spec.Custody); err != nil {
 			return types.Job{}, err
 		}
-		if storageBudget, err = k.custodyPolicy.CustodyStorageBudget(ctx, *msg.Spec.Custody); err != nil {
+		if storageBudget, err = k.custody.keeper.CustodyStorageBudget(ctx, *spec.Custody); err != nil {
 			return types.Job{}, err
 		}
 	}
@@ -40,7 +41,7 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	zero := sdk.NewCoin(params.Denom, math.ZeroInt())
 	job := types.Job{
 		Owner:              msg.Owner,
-		Spec:               msg.Spec.WithAuditDefault(),
+		Spec:               spec,
 		CreatedHeight:      ctx.BlockHeight(),
 		Escrow:             msg.Deposit,
 		Deposited:          msg.Deposit,
@@ -67,6 +68,20 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 		return types.Job{}, err
 	}
 	return job, nil
+}
+
+// withCustodyDefault gives an adjudicable job without a custody section the params'
+// default_custody (unless it is off): every checkpoint state of such a job is then
+// erasure-coded and held by storage holders. A spec cannot opt out while the default is on;
+// it may state its own piece counts and retention within x/shardregistry's bounds. Other
+// workloads (containers) have no state the chain can bind to pieces and stay without.
+func withCustodyDefault(spec types.JobSpec, params types.Params) types.JobSpec {
+	if spec.Custody != nil || !spec.Workload.Kind.Adjudicable() || params.DefaultCustody.CustodyOff() {
+		return spec
+	}
+	c := params.DefaultCustody
+	spec.Custody = &c
+	return spec
 }
 
 // checkAdjudicable refuses an adjudicable job whose step the referee could not re-execute:
@@ -155,6 +170,13 @@ func (k Keeper) updateParams(ctx context.Context, msg *types.MsgUpdateParams) er
 	}
 	if err := msg.Params.Validate(); err != nil {
 		return keeperutil.WrapCause(types.ErrInvalidParams, err, "")
+	}
+	// A default every submit would refuse (beyond x/shardregistry's piece or retention
+	// bounds) is refused here instead.
+	if c := msg.Params.DefaultCustody; !c.CustodyOff() && k.custody.keeper != nil {
+		if err := k.custody.keeper.CheckCustodySpec(ctx, c); err != nil {
+			return keeperutil.WrapCause(types.ErrInvalidParams, err, "default_custody")
+		}
 	}
 	return k.Params.Set(ctx, msg.Params)
 }

@@ -55,9 +55,11 @@ type Keeper struct {
 	accountKeeper  types.AccountKeeper
 	bankKeeper     types.BankKeeper
 	providerKeeper types.ProviderKeeper
-	// custodyPolicy bounds a job's custody section (x/shardregistry's params); set by the
-	// app with SetCustodyPolicy once that keeper exists (it depends on this one).
-	custodyPolicy types.CustodyPolicy
+	// custody bounds a job's custody section (x/shardregistry's params) and keeps its
+	// custody objects. It is shared by every copy of the keeper (x/verify's calls
+	// OnCheckpointFinal): the app fills it in with SetCustodyKeeper once that keeper
+	// exists (it depends on this one).
+	custody *custodyHolder
 	// referee is shared by every copy of the keeper: the app fills it in once x/verify
 	// exists (SetWorkloadReferee).
 	referee *refereeHolder
@@ -114,6 +116,7 @@ func NewKeeper(
 		bankKeeper:     bk,
 		providerKeeper: pk,
 		referee:        &refereeHolder{},
+		custody:        &custodyHolder{},
 		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
 		Jobs: collections.NewIndexedMap(sb, types.JobsKey, "jobs", collections.Uint64Key, codec.CollValue[types.Job](cdc),
 			JobIndexes{
@@ -190,7 +193,9 @@ type refereeHolder struct{ source types.WorkloadReferee }
 // workloads a dispute could settle, so MsgSubmitJob refuses the others before escrowing.
 func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source = r }
 
-// SetCustodyPolicy gives the keeper x/shardregistry's bounds on a job spec's custody
-// section. The app calls it once, after building both keepers and before the module
-// manager copies this keeper into its services.
-func (k *Keeper) SetCustodyPolicy(p types.CustodyPolicy) { k.custodyPolicy = p }
+type custodyHolder struct{ keeper types.CustodyKeeper }
+
+// SetCustodyKeeper gives the keeper (and every copy of it) x/shardregistry's bounds on a
+// job spec's custody section and its custody objects. The app calls it once, after
+// building both keepers.
+func (k Keeper) SetCustodyKeeper(c types.CustodyKeeper) { k.custody.keeper = c }

@@ -55,7 +55,9 @@ func (k Keeper) closeLease(ctx sdk.Context, job *types.Job, lease *types.Lease, 
 
 // closeJob ends a job for good: every active lease is closed with
 // leaseReason, open bids are dropped, deadlines are cleared and the unspent escrow goes
-// back to the owner. It saves the job.
+// back to the owner. Each worker's last final checkpoint is kept retain_checkpoints from
+// now, and the storage escrow is refunded at once if no custody object is held. It saves
+// the job.
 func (k Keeper) closeJob(ctx sdk.Context, job *types.Job, state types.JobState, leaseReason types.LeaseCloseReason, reason string) (sdk.Coin, error) {
 	leases, err := k.ActiveLeases(ctx, job.Id)
 	if err != nil {
@@ -81,6 +83,12 @@ func (k Keeper) closeJob(ctx sdk.Context, job *types.Job, state types.JobState, 
 	job.Escrow = sdk.NewInt64Coin(refund.Denom, 0)
 	job.State = state
 	job.CloseReason = reason
+	if err := k.retainFinalCustody(ctx, *job); err != nil {
+		return sdk.Coin{}, err
+	}
+	if err := k.refundStorageIfDone(ctx, job); err != nil {
+		return sdk.Coin{}, err
+	}
 	if refund.IsPositive() {
 		owner, err := k.addressCodec.StringToBytes(job.Owner)
 		if err != nil {

@@ -82,7 +82,7 @@ func TestReplacementLeaseResumesFromLastFinalCheckpoint(t *testing.T) {
 	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id, 300)
 	require.NoError(t, err)
 	e.advance(3)
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, first.Id, claim, 300, []byte("hash-at-300"), "https://alice.example.com/ckpt/300"))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, first.Id, claim, 300, []byte("hash-at-300"), "https://alice.example.com/ckpt/300", ""))
 	// A later checkpoint that is still pending when alice goes silent.
 	e.advance(5)
 	claim2, err := e.Market.OnCheckpointSubmitted(e.Ctx, first.Id, 400)
@@ -186,7 +186,7 @@ func TestCancelLeasedJobSettlesByFinality(t *testing.T) {
 		settle func(e *env, leaseID uint64, claim int64) (providerGain, ownerGain int64)
 	}{
 		{"checkpoint becomes final", func(e *env, leaseID uint64, claim int64) (int64, int64) {
-			require.NoError(e.t, e.Market.OnCheckpointFinal(e.Ctx, leaseID, coin(claim), 100, []byte("h"), ""))
+			require.NoError(e.t, e.Market.OnCheckpointFinal(e.Ctx, leaseID, coin(claim), 100, []byte("h"), "", ""))
 			res, err := e.msg.WithdrawEarnings(e.Ctx, &types.MsgWithdrawEarnings{Provider: e.lease(leaseID).Provider})
 			require.NoError(e.t, err)
 			require.Equal(e.t, coin(claim), res.Amount)

@@ -198,6 +198,12 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	return nil
 }
 
+// Migrate4to5 moves x/market to consensus version 5. Each step is its own function in its
+// own file (migrate_v5_*.go).
+func (m Migrator) Migrate4to5(ctx sdk.Context) error {
+	return m.migrateV5Custody(ctx)
+}
+
 // stepsBoughtBy is how many steps a lease's accrued pay covers at its price per step,
 // rounded up: accrued × rate ÷ (price × GPUs).
 func stepsBoughtBy(l types.Lease) uint64 {

@@ -407,7 +407,7 @@ func TestWithdrawEarningsRejections(t *testing.T) {
 	require.NoError(t, err)
 	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, bobLease.Id, 100)
 	require.NoError(t, err)
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, bobLease.Id, claim, 100, []byte("h100"), "s3://ckpt/100"))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, bobLease.Id, claim, 100, []byte("h100"), "s3://ckpt/100", ""))
 
 	cases := []struct {
 		name string

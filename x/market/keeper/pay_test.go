@@ -117,7 +117,7 @@ func TestRateCheckClosesALeaseBehindItsCommittedRate(t *testing.T) {
 	// It checkpoints 120 steps (enough for the first check) and has them finalized.
 	claim, err := e.Market.OnCheckpointSubmitted(e.Ctx, l.Id, 120)
 	require.NoError(t, err)
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 120, []byte("h120"), "s3://120"))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 120, []byte("h120"), "s3://120", ""))
 	for e.Ctx.BlockTime().Before(l.RateCheckAt) {
 		e.nextBlock(time.Minute)
 	}
@@ -146,7 +146,7 @@ func TestRateCheckClosesALeaseBehindItsCommittedRate(t *testing.T) {
 
 	// The slow lease's steps 120–140 become final before the new auction closes, so the
 	// replacement resumes from 140 and its checkpoint at 200 claims 140–200.
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim2, 140, []byte("h140"), "s3://140"))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim2, 140, []byte("h140"), "s3://140", ""))
 	e.bidAt(bob, jobID, 2000, 200)
 	e.closeAuction(jobID)
 	b := e.activeLeasesOfJob(jobID)[0]
@@ -171,7 +171,7 @@ func TestOwnerCostStaysWithinTheBoundWhenALeaseIsReplaced(t *testing.T) {
 
 	c1, err := e.Market.OnCheckpointSubmitted(e.Ctx, a.Id, 100)
 	require.NoError(t, err)
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, a.Id, c1, 100, []byte("h100"), ""))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, a.Id, c1, 100, []byte("h100"), "", ""))
 	c2, err := e.Market.OnCheckpointSubmitted(e.Ctx, a.Id, 200)
 	require.NoError(t, err)
 	// Alice's host dies: her deadline passes, she is closed, the job reopens from step 100.
@@ -194,14 +194,14 @@ func TestOwnerCostStaysWithinTheBoundWhenALeaseIsReplaced(t *testing.T) {
 	z, err := e.Market.OnCheckpointSubmitted(e.Ctx, b.Id, 200)
 	require.NoError(t, err)
 	require.True(t, z.IsZero(), "steps 100–200 are already claimed: %s", z)
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, a.Id, c2, 200, []byte("h200"), ""))
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, b.Id, z, 200, []byte("h200"), ""))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, a.Id, c2, 200, []byte("h200"), "", ""))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, b.Id, z, 200, []byte("h200"), "", ""))
 	bobPaid := sdk.NewCoin(denom, math.ZeroInt())
 	for step := uint64(300); step <= 1000; step += 100 {
 		c, err := e.Market.OnCheckpointSubmitted(e.Ctx, b.Id, step)
 		require.NoError(t, err)
 		bobPaid = bobPaid.Add(c)
-		require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, b.Id, c, step, []byte("h"), ""))
+		require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, b.Id, c, step, []byte("h"), "", ""))
 	}
 	require.Equal(t, types.JOB_STATE_COMPLETED, e.job(jobID).State)
 

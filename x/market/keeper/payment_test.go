@@ -94,9 +94,9 @@ func TestPayForStepsClaimsReleasesAndCompletes(t *testing.T) {
 	// Time passes during the challenge window; x/verify then finalizes.
 	e.advance(5)
 	e.requireRejected(types.ErrInsufficientCommit, func() error {
-		return e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim1.AddAmount(math.OneInt()), 100, []byte("h100"), "s3://ckpt/100")
+		return e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim1.AddAmount(math.OneInt()), 100, []byte("h100"), "s3://ckpt/100", "")
 	})
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim1, 100, []byte("h100"), "s3://ckpt/100"))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim1, 100, []byte("h100"), "s3://ckpt/100", ""))
 	l = e.lease(l.Id)
 	require.Equal(t, claim1, l.Withdrawable)
 	require.True(t, l.Committed.IsZero())
@@ -122,7 +122,7 @@ func TestPayForStepsClaimsReleasesAndCompletes(t *testing.T) {
 	rest := sdk.NewCoin(denom, math.ZeroInt())
 	for i, c := range claims {
 		rest = rest.Add(c)
-		require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, c, uint64(200+100*i), []byte("h"), ""))
+		require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, c, uint64(200+100*i), []byte("h"), "", ""))
 	}
 	total := claim1.Add(rest)
 	require.Equal(t, coin(payFor(price, 2, testRate, 1000)), total, "1000 steps × the price per step, rounded once")
@@ -155,7 +155,7 @@ func TestCheckpointHooksRejectInactiveOrUnknownLeases(t *testing.T) {
 		return err
 	})
 	e.requireRejected(types.ErrLeaseNotFound, func() error {
-		return e.Market.OnCheckpointFinal(e.Ctx, 99, coin(0), 1, nil, "")
+		return e.Market.OnCheckpointFinal(e.Ctx, 99, coin(0), 1, nil, "", "")
 	})
 	e.requireRejected(types.ErrLeaseNotFound, func() error { _, err := e.Market.OnCheckpointRejected(e.Ctx, 99); return err })
 	e.requireRejected(types.ErrInvalidAmount, func() error {
@@ -208,7 +208,7 @@ func TestCheckpointRejectedRefundsAndReopensJob(t *testing.T) {
 
 	// A later final for the rejected checkpoint has nothing left to release.
 	e.requireRejected(types.ErrInsufficientCommit, func() error {
-		return e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("bad"), "")
+		return e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("bad"), "", "")
 	})
 }
 
@@ -247,7 +247,7 @@ func TestEscrowThatCannotPayTheNextCheckpointFailsTheJob(t *testing.T) {
 	e.requireInvariants()
 
 	// The checkpoint still settles by the finality rule after the job failed.
-	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("h"), ""))
+	require.NoError(t, e.Market.OnCheckpointFinal(e.Ctx, l.Id, claim, 100, []byte("h"), "", ""))
 	res, err := e.msg.WithdrawEarnings(e.Ctx, &types.MsgWithdrawEarnings{Provider: alice.String()})
 	require.NoError(t, err)
 	require.Equal(t, claim, res.Amount)

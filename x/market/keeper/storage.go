@@ -67,3 +67,89 @@ func (k Keeper) PayStorage(ctx context.Context, jobID uint64, holder sdk.AccAddr
 		JobId: job.Id, Holder: holder.String(), Amount: pay, StorageEscrowLeft: job.StorageEscrow,
 	})
 }
+
+// Retention of custody objects and the refund of the storage escrow (consensus version
+// 5). x/shardregistry tells the market when it registers and releases a custody object of
+// a job (OnCustodyRegistered, OnCustodyReleased), so job.custody_held counts the objects
+// still held. The market decides when a final checkpoint's object may go: a worker's last
+// final checkpoint (WorkerProgress.custody_id) is what a replacement lease resumes from,
+// so it has no release time while the job runs; once a newer final checkpoint of the
+// worker supersedes it (the same lease's or a replacement's), or the job ends however it
+// ends (completed, failed, cancelled, expired), it is kept retain_checkpoints from then
+// and released. Checkpoints that never become final (withheld, rejected) are released at
+// once by x/verify; a checkpoint still pending when its job ends is decided by x/verify
+// as usual and then takes one of those paths, so no custody object is left without a
+// release time. Once the job is over and its last object is released, what the holders
+// were not paid of the storage escrow goes back to the owner. A holder is paid each
+// period it proves, when it proves it; the period running at the release is not proven
+// and not paid.
+
+// OnCustodyRegistered counts a new custody object of jobID (x/shardregistry, as it
+// registers a checkpoint's pieces).
+func (k Keeper) OnCustodyRegistered(ctx context.Context, jobID uint64) error {
+	job, err := k.GetJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	job.CustodyHeld++
+	return k.Jobs.Set(ctx, job.Id, job)
+}
+
+// OnCustodyReleased counts a custody object of jobID as released (x/shardregistry, as it
+// releases one) and refunds the storage escrow if it was the last one of an ended job.
+func (k Keeper) OnCustodyReleased(ctx context.Context, jobID uint64) error {
+	job, err := k.GetJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	if job.CustodyHeld == 0 {
+		return errorsmod.Wrapf(types.ErrInvalidAmount, "job %d: a custody object was released but none is counted as held", jobID)
+	}
+	job.CustodyHeld--
+	if err := k.refundStorageIfDone(sdk.UnwrapSDKContext(ctx), &job); err != nil {
+		return err
+	}
+	return k.Jobs.Set(ctx, job.Id, job)
+}
+
+// retainCustody schedules custody object id's release after the job's retention; nothing
+// for a checkpoint without custody.
+func (k Keeper) retainCustody(ctx context.Context, id string) error {
+	if id == "" || k.custody.keeper == nil {
+		return nil
+	}
+	return k.custody.keeper.ReleaseCustodyAfterRetention(ctx, id)
+}
+
+// retainFinalCustody schedules the release of every worker's last final checkpoint
+// retain_checkpoints from now: the job has ended, nobody resumes from them, and the owner
+// can fetch them until then.
+func (k Keeper) retainFinalCustody(ctx context.Context, job types.Job) error {
+	for _, p := range job.Progress {
+		if err := k.retainCustody(ctx, p.CustodyId); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refundStorageIfDone sends what is left of an ended job's storage escrow to its owner
+// once none of its custody objects is held: nobody can be paid from it any more. It
+// changes the job; the caller saves it.
+func (k Keeper) refundStorageIfDone(ctx sdk.Context, job *types.Job) error {
+	if !job.State.IsTerminal() || job.CustodyHeld != 0 || job.StorageEscrow.Amount.IsNil() || !job.StorageEscrow.IsPositive() {
+		return nil
+	}
+	refund := job.StorageEscrow
+	owner, err := k.addressCodec.StringToBytes(job.Owner)
+	if err != nil {
+		return err
+	}
+	if err := k.bankKeeper.SendCoinsFromModuleToAccount(ctx, types.ModuleName, owner, sdk.NewCoins(refund)); err != nil {
+		return err
+	}
+	job.StorageEscrow = sdk.NewCoin(refund.Denom, math.ZeroInt())
+	return keeperutil.Emit(ctx, &types.EventStorageEscrowRefunded{
+		JobId: job.Id, Owner: job.Owner, Amount: refund, StorageFees: coinOrZero(job.StorageFees, refund.Denom),
+	})
+}

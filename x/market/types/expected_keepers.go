@@ -48,10 +48,27 @@ type ProviderKeeper interface {
 	ReputationScore(ctx context.Context, operator sdk.AccAddress) (int64, error)
 }
 
-// CustodyPolicy is x/shardregistry's check of a job spec's custody section against its
-// params (piece counts, the retention bound) and the storage budget the job reserves for
-// its holders from the deposit.
-type CustodyPolicy interface {
+// CustodyKeeper is x/shardregistry's side of a job's custody: the check of a custody
+// section against its params (piece counts, the retention bound), the storage budget the
+// job reserves for its holders from the deposit, and the retention of the custody objects
+// holding its final checkpoints' states.
+type CustodyKeeper interface {
 	CheckCustodySpec(ctx context.Context, spec CustodySpec) error
 	CustodyStorageBudget(ctx context.Context, spec CustodySpec) (math.Int, error)
+	// ReleaseCustodyAfterRetention schedules custody object id's release the job's
+	// retain_checkpoints from now (an object already released is left alone).
+	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
+	// WalkCustody visits every custody object still held (the v5 migration counts them).
+	WalkCustody(ctx context.Context, visit func(HeldCustody) error) error
+}
+
+// HeldCustody is what x/market needs to know of a custody object x/shardregistry holds.
+type HeldCustody struct {
+	ID              string
+	JobID           uint64
+	LeaseID         uint64
+	CheckpointIndex uint64
+	StateRoot       []byte
+	// ReleaseScheduled is set once the object's release time is fixed.
+	ReleaseScheduled bool
 }

@@ -43,8 +43,17 @@ func DefaultParams() Params {
 		MaxTokensPerStep:                DefaultMaxTokensPerStep,
 		RateTolerance:                   DefaultRateTolerance,
 		RateCheckInterval:               DefaultRateCheckInterval,
+		DefaultCustody:                  DefaultCustody,
 	}
 }
+
+// DefaultCustody is the default_custody of a new chain (consensus version 5): every
+// adjudicable job's checkpoint states are Reed-Solomon 2+1 coded (any 2 of 3 holders
+// rebuild a state, one may be lost) and a superseded or last final checkpoint is kept 720 h
+// (30 days) — within x/shardregistry's default bounds (32 pieces, 90 days). A chain without
+// storage holders must turn it off (data_pieces 0): no checkpoint of an adjudicable job
+// would ever be final.
+var DefaultCustody = CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
 
 // Defaults of the rate check (consensus version 4): a lease must have checkpointed at
 // least half the steps its committed rate promises, checked an hour after it starts and
@@ -100,6 +109,28 @@ func (p Params) Validate() error {
 	}
 	if p.RateCheckInterval <= 0 {
 		return fmt.Errorf("rate_check_interval must be positive, got %s", p.RateCheckInterval)
+	}
+	return p.DefaultCustody.validateDefault()
+}
+
+// CustodyOff is the default_custody that leaves custody opt-in (no default section).
+func (c CustodySpec) CustodyOff() bool { return c.DataPieces == 0 }
+
+// validateDefault checks default_custody: all zero (off), or piece counts and a retention
+// a job spec's custody section could state (x/shardregistry's own bounds are checked at
+// MsgUpdateParams and at every submit).
+func (c CustodySpec) validateDefault() error {
+	if c.CustodyOff() {
+		if c.ParityPieces != 0 || c.RetainCheckpoints != 0 {
+			return fmt.Errorf("default_custody: data_pieces 0 turns the default off, so parity_pieces (%d) and retain_checkpoints (%s) must be 0 too", c.ParityPieces, c.RetainCheckpoints)
+		}
+		return nil
+	}
+	if c.ParityPieces == 0 || uint64(c.DataPieces)+uint64(c.ParityPieces) > MaxCustodyPieces {
+		return fmt.Errorf("default_custody: data_pieces (%d) and parity_pieces (%d) must be at least 1 each and at most %d together", c.DataPieces, c.ParityPieces, MaxCustodyPieces)
+	}
+	if c.RetainCheckpoints <= 0 || c.RetainCheckpoints > MaxJobDuration {
+		return fmt.Errorf("default_custody.retain_checkpoints must be positive and at most %s, got %s", MaxJobDuration, c.RetainCheckpoints)
 	}
 	return nil
 }

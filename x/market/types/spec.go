@@ -139,7 +139,7 @@ func (s JobSpec) ValidateStateless() error {
 		if !s.Workload.Kind.Adjudicable() {
 			return fail("custody: only the states of adjudicable workloads (whose hash is their Merkle root) can be bound to their pieces; leave custody out")
 		}
-		if c.DataPieces == 0 || c.ParityPieces == 0 || c.DataPieces+c.ParityPieces > MaxCustodyPieces {
+		if c.DataPieces == 0 || c.ParityPieces == 0 || uint64(c.DataPieces)+uint64(c.ParityPieces) > MaxCustodyPieces {
 			return fail("custody: data_pieces (%d) and parity_pieces (%d) must be at least 1 each and at most %d together", c.DataPieces, c.ParityPieces, MaxCustodyPieces)
 		}
 		if c.RetainCheckpoints <= 0 {

@@ -110,6 +110,9 @@ func (k Keeper) RegisterCustody(ctx context.Context, owner string, info types.Cu
 	if err := k.UnderReplicated.Set(ctx, collections.Join(id, uint32(0))); err != nil {
 		return types.Dataset{}, err
 	}
+	if err := k.marketKeeper.OnCustodyRegistered(ctx, info.JobId); err != nil {
+		return types.Dataset{}, err
+	}
 	err = keeperutil.Emit(ctx, &types.EventCustodyRegistered{
 		DatasetId: id, JobId: info.JobId, LeaseId: info.LeaseId, CheckpointIndex: info.CheckpointIndex, Trainer: info.Trainer,
 		DataPieces: l.DataPieces, ParityPieces: l.ParityPieces, PieceSize: l.PieceSize, StateSize: stateSize,
@@ -141,8 +144,8 @@ func (k Keeper) ReleaseCustodyNow(ctx context.Context, id string) error {
 }
 
 // ReleaseCustodyAfterRetention schedules custody object id's release at this block's time
-// plus the job's retain_checkpoints (x/verify, for a final checkpoint superseded by a
-// later final one of the same lease, or the one that completed its job).
+// plus the job's retain_checkpoints (x/market, for a worker's final checkpoint superseded
+// by a later final one, whichever lease made it, and for the last one when the job ends).
 func (k Keeper) ReleaseCustodyAfterRetention(ctx context.Context, id string) error {
 	return k.scheduleCustodyRelease(ctx, id, true)
 }
@@ -262,7 +265,27 @@ func (k Keeper) releaseCustody(ctx sdk.Context, id string) error {
 	if err := k.Datasets.Remove(ctx, id); err != nil {
 		return err
 	}
+	if err := k.marketKeeper.OnCustodyReleased(ctx, d.Custody.JobId); err != nil {
+		return err
+	}
 	return keeperutil.Emit(ctx, &types.EventCustodyReleased{
 		DatasetId: id, JobId: d.Custody.JobId, LeaseId: d.Custody.LeaseId, CheckpointIndex: d.Custody.CheckpointIndex, ReplicasReleased: released,
+	})
+}
+
+// WalkCustody visits every custody object still held, in id order (x/market's v5
+// migration counts each job's objects and finds its workers' last final ones).
+func (k Keeper) WalkCustody(ctx context.Context, visit func(markettypes.HeldCustody) error) error {
+	// Custody ids all start with CustodyIDPrefix ("ckpt-"): the range is exactly them.
+	end := types.CustodyIDPrefix[:len(types.CustodyIDPrefix)-1] + string(types.CustodyIDPrefix[len(types.CustodyIDPrefix)-1]+1)
+	rng := new(collections.Range[string]).StartInclusive(types.CustodyIDPrefix).EndExclusive(end)
+	return k.Datasets.Walk(ctx, rng, func(id string, d types.Dataset) (bool, error) {
+		if d.Custody == nil {
+			return false, nil
+		}
+		return false, visit(markettypes.HeldCustody{
+			ID: id, JobID: d.Custody.JobId, LeaseID: d.Custody.LeaseId, CheckpointIndex: d.Custody.CheckpointIndex,
+			StateRoot: d.Custody.StateRoot, ReleaseScheduled: d.Custody.ReleaseAtUnixNanos != 0,
+		})
 	})
 }

@@ -49,7 +49,7 @@ func (l lockMap) CollateralLock(ctx context.Context, operator sdk.AccAddress, re
 // AllInvariants bundles every x/shardregistry invariant.
 func AllInvariants(k Keeper, locks LockReader) Invariant {
 	return func(ctx context.Context) (string, bool) {
-		for _, inv := range []Invariant{CollateralInvariant(k, locks), DeadlineIndexInvariant(k), DurabilityInvariant(k), CustodyReleaseIndexInvariant(k)} {
+		for _, inv := range []Invariant{CollateralInvariant(k, locks), DeadlineIndexInvariant(k), DurabilityInvariant(k), CustodyReleaseIndexInvariant(k), CustodyHeldInvariant(k)} {
 			if msg, broken := inv(ctx); broken {
 				return msg, true
 			}
@@ -121,6 +121,37 @@ func CustodyReleaseIndexInvariant(k Keeper) Invariant {
 		}
 		if scheduled != entries {
 			return fmt.Sprintf("shardregistry: %d custody objects are scheduled for release but the index has %d entries", scheduled, entries), true
+		}
+		return "", false
+	}
+}
+
+// CustodyHeldInvariant: each job's count of custody objects held (x/market's
+// custody_held, which decides when its storage escrow is refunded) is the number of its
+// custody objects here, so no escrow is refunded while a holder can still be paid.
+func CustodyHeldInvariant(k Keeper) Invariant {
+	return func(ctx context.Context) (string, bool) {
+		held := map[uint64]uint32{}
+		var jobs []uint64
+		if err := k.Datasets.Walk(ctx, nil, func(_ string, d types.Dataset) (bool, error) {
+			if d.Custody != nil {
+				if held[d.Custody.JobId] == 0 {
+					jobs = append(jobs, d.Custody.JobId)
+				}
+				held[d.Custody.JobId]++
+			}
+			return false, nil
+		}); err != nil {
+			return err.Error(), true
+		}
+		for _, id := range jobs {
+			job, err := k.marketKeeper.GetJob(ctx, id)
+			if err != nil {
+				return err.Error(), true
+			}
+			if job.CustodyHeld != held[id] {
+				return fmt.Sprintf("shardregistry: job %d has %d custody objects but x/market counts %d held", id, held[id], job.CustodyHeld), true
+			}
 		}
 		return "", false
 	}

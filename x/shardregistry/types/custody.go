@@ -117,7 +117,7 @@ func (p Params) CustodyStorageBudget(spec markettypes.CustodySpec) math.Int {
 // CheckCustodySpec checks a job spec's custody section against params: a piece count the
 // chain accepts and a retention no longer than custody_max_retention_seconds.
 func (p Params) CheckCustodySpec(spec markettypes.CustodySpec) error {
-	if spec.DataPieces == 0 || spec.ParityPieces == 0 || spec.DataPieces+spec.ParityPieces > p.MaxPiecesPerShard {
+	if spec.DataPieces == 0 || spec.ParityPieces == 0 || uint64(spec.DataPieces)+uint64(spec.ParityPieces) > uint64(p.MaxPiecesPerShard) {
 		return errorsmod.Wrapf(ErrInvalidCustody, "custody.data_pieces (%d) and custody.parity_pieces (%d) must be at least 1 each and at most %d together (max_pieces_per_shard)",
 			spec.DataPieces, spec.ParityPieces, p.MaxPiecesPerShard)
 	}

@@ -28,4 +28,8 @@ type MarketKeeper interface {
 	// PayStorage pays a custody holder for one proven period, from the job's storage
 	// escrow (never its step escrow), at most what is left of it; it returns what it paid.
 	PayStorage(ctx context.Context, jobID uint64, holder sdk.AccAddress, amount math.Int) (sdk.Coin, error)
+	// OnCustodyRegistered and OnCustodyReleased keep the job's count of custody objects
+	// held; the release of an ended job's last one refunds its storage escrow left.
+	OnCustodyRegistered(ctx context.Context, jobID uint64) error
+	OnCustodyReleased(ctx context.Context, jobID uint64) error
 }

@@ -274,13 +274,10 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
 			return err
 		}
-		if err := k.retainCustodyOnFinal(ctx, cp); err != nil {
-			return err
-		}
 		if err := k.settleAudits(ctx, cp, false); err != nil {
 			return err
 		}
-		if err := k.marketKeeper.OnCheckpointFinal(ctx, cp.LeaseId, cp.Claim, cp.EndStep, cp.FinalHash, cp.Uri); err != nil {
+		if err := k.marketKeeper.OnCheckpointFinal(ctx, cp.LeaseId, cp.Claim, cp.EndStep, cp.FinalHash, cp.Uri, cp.CustodyId); err != nil {
 			return err
 		}
 		if err := keeperutil.Emit(ctx, &types.EventCheckpointFinalized{

@@ -80,37 +80,3 @@ func (k Keeper) custodyReady(ctx sdk.Context, params types.Params, cp types.Chec
 	next := min(ctx.BlockHeight()+int64(params.CustodyRecheckBlocks), cp.CustodyDeadline)
 	return false, k.CustodyQueue.Set(ctx, collections.Join3(next, cp.LeaseId, cp.Index))
 }
-
-// retainCustodyOnFinal sets the retention of custody objects when cp becomes final: the
-// lease's previous checkpoint is superseded, so it is kept retain_checkpoints from now;
-// a checkpoint that reaches the job's last step completes the job, so it too is kept
-// retain_checkpoints from now (the job closes in this block). The lease's latest final
-// checkpoint otherwise keeps no release time: a replacement may resume from it.
-func (k Keeper) retainCustodyOnFinal(ctx sdk.Context, cp types.Checkpoint) error {
-	if cp.CustodyId == "" {
-		return nil
-	}
-	if cp.Index > 0 {
-		prev, err := k.GetCheckpoint(ctx, cp.LeaseId, cp.Index-1)
-		if err != nil {
-			return err
-		}
-		if prev.CustodyId != "" {
-			if err := k.shardKeeper.ReleaseCustodyAfterRetention(ctx, prev.CustodyId); err != nil {
-				return err
-			}
-		}
-	}
-	lease, err := k.marketKeeper.GetLease(ctx, cp.LeaseId)
-	if err != nil {
-		return err
-	}
-	job, err := k.marketKeeper.GetJob(ctx, lease.JobId)
-	if err != nil {
-		return err
-	}
-	if cp.EndStep >= job.Spec.TotalSteps {
-		return k.shardKeeper.ReleaseCustodyAfterRetention(ctx, cp.CustodyId)
-	}
-	return nil
-}

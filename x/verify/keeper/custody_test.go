@@ -400,9 +400,26 @@ func TestCustodyOfTheLastCheckpointReleasedAfterRetention(t *testing.T) {
 	c.nextBlock()
 	_, err = c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
 	require.NoError(t, err, "held until its retention ends")
+	var walked []markettypes.HeldCustody
+	require.NoError(t, c.ShardRegistry.WalkCustody(c.Ctx, func(h markettypes.HeldCustody) error { walked = append(walked, h); return nil }))
+	require.Equal(t, []markettypes.HeldCustody{{ID: cp.CustodyId, JobID: c.job.Id, LeaseID: c.lease.Id, StateRoot: cp.StateRoot, ReleaseScheduled: true}}, walked)
+	job := c.getJob(c.job.Id)
+	require.Equal(t, uint32(1), job.CustodyHeld)
+	left, owner := job.StorageEscrow, c.Balance(c.owner)
+	require.True(t, left.IsPositive(), "the storage escrow waits for the release")
 	c.NextBlock(t, 2*time.Hour)
 	c.nextBlock()
 	c.requireReleased(cp.CustodyId, ids, holders)
+	// The job's last object is gone: what the holders were not paid goes to the owner.
+	job = c.getJob(c.job.Id)
+	require.Zero(t, job.CustodyHeld)
+	require.True(t, job.StorageEscrow.IsZero())
+	require.Equal(t, owner.Add(left.Amount).String(), c.Balance(c.owner).String())
+	require.Equal(t, shardtypes.DefaultParams().CustodyStorageBudget(*job.Spec.Custody).String(), job.StorageFees.Amount.Add(left.Amount).String(),
+		"paid to holders + refunded = the budget reserved at submit")
+	refunds := typedEvents[*markettypes.EventStorageEscrowRefunded](c.env)
+	require.Len(t, refunds, 1)
+	require.Equal(t, left, refunds[0].Amount)
 }
 
 // The object of a withheld checkpoint is released at once: nobody resumes from it, so its

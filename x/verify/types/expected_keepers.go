@@ -36,7 +36,9 @@ type MarketKeeper interface {
 	GetLease(ctx context.Context, id uint64) (markettypes.Lease, error)
 	// OnCheckpointSubmitted claims the pay for the lease's steps up to endStep (pay for work).
 	OnCheckpointSubmitted(ctx context.Context, leaseID, endStep uint64) (sdk.Coin, error)
-	OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri string) error
+	// OnCheckpointFinal releases the claim and records the worker's progress; custodyID
+	// names the custody object holding the state, whose retention x/market then manages.
+	OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk.Coin, step uint64, stateHash []byte, uri, custodyID string) error
 	// OnCheckpointRejected returns the unfinalized pay it refunded to the job.
 	OnCheckpointRejected(ctx context.Context, leaseID uint64) (sdk.Coin, error)
 	// OnCheckpointWithheld closes the lease for non-performance: its auditors could not
@@ -86,9 +88,7 @@ type ShardKeeper interface {
 	// pieces first), what a parity fraud proof is checked against.
 	CustodyPieceRoots(ctx context.Context, id string) (custody.Layout, []merkle.Hash, error)
 	// ReleaseCustodyNow ends a custody object's retention now (withheld or rejected
-	// checkpoint); ReleaseCustodyAfterRetention ends it the job's retain_checkpoints from
-	// now (a superseded final checkpoint, or the one that completed the job).
+	// checkpoint). Final checkpoints' objects are x/market's to retain (OnCheckpointFinal).
 	ReleaseCustodyNow(ctx context.Context, id string) error
-	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
 }
