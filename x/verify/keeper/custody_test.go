@@ -29,11 +29,15 @@ type custodyScenario struct {
 	roots  []merkle.Hash
 }
 
-func newCustodyScenario(t *testing.T) *custodyScenario {
+func newCustodyScenario(t *testing.T) *custodyScenario { return newCustodyScenarioOf(t, 8) }
+
+// newCustodyScenarioOf is the scenario with a job of totalSteps (its first checkpoint
+// still ends at step 8).
+func newCustodyScenarioOf(t *testing.T, totalSteps uint64) *custodyScenario {
 	t.Helper()
 	e := newEnv(t)
 	prov := e.registerProvider("provider", 8)
-	spec := referenceSpec(8, 8)
+	spec := referenceSpec(totalSteps, 8)
 	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
 	job, lease := e.leaseJob(prov, spec)
 	// Storage periods short enough that a claim's seed block (the period's first) is one
@@ -509,4 +513,53 @@ func TestCustodyOfASupersededCheckpointKeptForTheRetention(t *testing.T) {
 	require.WithinDuration(t, s.Ctx.BlockTime().Add(720*time.Hour), time.Unix(0, releaseAt(second.CustodyId)), time.Minute, "completed the job: kept for the retention")
 	msg, broken := shardkeeper.AllInvariants(s.ShardRegistry, shardkeeper.StakingExtLocks(s.StakingExt.Locks))(s.Ctx)
 	require.False(t, broken, msg)
+}
+
+// A job cancelled after a final checkpoint keeps that checkpoint retain_checkpoints from
+// the cancellation (the owner can still fetch it); its holders are paid for the periods
+// they prove until then; at the release the storage escrow they were not paid goes back
+// to the owner: fees + refund = the budget reserved at submit.
+func TestCustodyOfACancelledJobKeptForTheRetentionThenRefunded(t *testing.T) {
+	c := newCustodyScenarioOf(t, 16)
+	cp := c.submit()
+	c.advanceTo(cp.ChallengeDeadline + 1)
+	holders := []sdk.AccAddress{c.registerProvider("holder-a", 1), c.registerProvider("holder-b", 1)}
+	ids := []uint64{c.claimAs(holders[0], 0), c.claimAs(holders[1], c.layout.Pieces()-1)}
+	c.advance(int(c.verifyParams().CustodyRecheckBlocks) + 1)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, c.checkpoint(c.lease.Id, 0).Status)
+	require.Equal(t, markettypes.JOB_STATE_LEASED, c.getJob(c.job.Id).State)
+	d, err := c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err)
+	require.Zero(t, d.Custody.ReleaseAtUnixNanos, "the job runs: a replacement would resume from it")
+
+	// A proven period is paid.
+	r, err := c.ShardRegistry.GetReplica(c.Ctx, ids[0])
+	require.NoError(t, err)
+	c.advanceTo(r.NextSeedHeight + 1)
+	before := c.Balance(holders[0])
+	c.proveCustody(ids[0])
+	fees := c.getJob(c.job.Id).StorageFees
+	require.True(t, fees.IsPositive())
+	require.Equal(t, before.Add(fees.Amount).String(), c.Balance(holders[0]).String())
+
+	_, err = c.mmsg.CancelJob(c.Ctx, &markettypes.MsgCancelJob{Owner: c.owner.String(), JobId: c.job.Id})
+	require.NoError(t, err)
+	d, err = c.ShardRegistry.GetDataset(c.Ctx, cp.CustodyId)
+	require.NoError(t, err)
+	require.Equal(t, c.Ctx.BlockTime().Add(720*time.Hour).UnixNano(), d.Custody.ReleaseAtUnixNanos, "kept retain_checkpoints from the cancellation")
+	job := c.getJob(c.job.Id)
+	require.Equal(t, markettypes.JOB_STATE_CANCELLED, job.State)
+	left, owner := job.StorageEscrow, c.Balance(c.owner)
+	require.True(t, left.IsPositive(), "held, so not refunded yet")
+	require.Empty(t, typedEvents[*markettypes.EventStorageEscrowRefunded](c.env))
+
+	c.NextBlock(t, 721*time.Hour)
+	c.nextBlock()
+	c.requireReleased(cp.CustodyId, ids, holders)
+	job = c.getJob(c.job.Id)
+	require.True(t, job.StorageEscrow.IsZero())
+	require.Equal(t, owner.Add(left.Amount).String(), c.Balance(c.owner).String())
+	budget := shardtypes.DefaultParams().CustodyStorageBudget(*job.Spec.Custody)
+	require.Equal(t, budget.String(), job.StorageFees.Amount.Add(left.Amount).String(), "paid to holders + refunded = the budget")
+	require.Len(t, typedEvents[*markettypes.EventStorageEscrowRefunded](c.env), 1)
 }
