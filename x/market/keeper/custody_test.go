@@ -350,7 +350,7 @@ func TestMigrate4to5CustodyBookkeeping(t *testing.T) {
 	owner := c.Balance(c.owner)
 
 	require.NoError(t, keeper.NewMigrator(c.Market).Migrate4to5(c.Ctx))
-	require.Equal(t, types.DefaultCustody, c.params().DefaultCustody)
+	require.Equal(t, types.CustodySpec{}, c.params().DefaultCustody, "an upgraded chain keeps default custody off until governance turns it on")
 	require.Equal(t, []string{aliceFinal, carolFinal}, objects.retained,
 		"the closed lease's superseded checkpoint and the ended job's last one; not bob's last final nor his pending one")
 	ja, jb, jd := c.job(a), c.job(b), c.job(d)

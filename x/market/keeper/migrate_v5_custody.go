@@ -11,7 +11,10 @@ import (
 
 // migrateV5Custody moves x/market's custody bookkeeping to consensus version 5:
 //
-//   - default_custody becomes the v5 default (2+1 pieces, 720 h), unless governance set one;
+//   - default_custody stays off (the zero value the v4 params decode to): turning it on
+//     where no storage provider offers custody would leave every adjudicable checkpoint
+//     short of holders, so governance turns it on once holders have bonded (new chains
+//     start with it on);
 //   - each job's custody_held is the number of its custody objects x/shardregistry holds;
 //   - each worker's progress names the custody object of its last final checkpoint: the
 //     job's object of that worker's lease whose state root is the progress's state hash
@@ -29,9 +32,6 @@ func (m Migrator) migrateV5Custody(ctx sdk.Context) error {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
 		return err
-	}
-	if params.DefaultCustody.CustodyOff() && params.DefaultCustody.RetainCheckpoints == 0 {
-		params.DefaultCustody = types.DefaultCustody
 	}
 	if err := k.Params.Set(ctx, params); err != nil {
 		return err
