@@ -209,6 +209,9 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		return false, err
 	}
 	write()
+	if int(worker) < len(job.MissedRounds) {
+		job.MissedRounds[worker] = 0 // a sync job's new lease starts with a clean record
+	}
 	return true, nil
 }
 
