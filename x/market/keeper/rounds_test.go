@@ -618,3 +618,29 @@ func TestMigrate4to5RoundParams(t *testing.T) {
 	require.Equal(t, d.MaxSyncWorkers, got.MaxSyncWorkers)
 	require.Equal(t, uint32(17), got.MaxWorkers, "a param governance chose is kept")
 }
+
+// A slot that was vacant when a round opened sits that round out: its new lease is
+// refused in it and trains from the next one.
+func TestRoundsJoinerWaitsForTheNextRound(t *testing.T) {
+	r := newRoundsEnv(t)
+	r.commit(0, 0)
+	r.commit(1, 0)
+	r.untilDeadline(0)
+	r.holdRound(0)
+	r.commitGlobal(0, 0)
+	r.commit(0, 1)
+	r.commit(1, 1)
+	r.untilDeadline(1) // slot 2's second miss: its lease is closed, the slot re-auctioned
+	r.holdRound(1)
+	r.commitGlobal(0, 1)
+	require.Equal(t, []uint32{0, 1}, r.round(2).Workers, "round 2 opened while slot 2 was vacant")
+
+	joiner := r.registerProvider("joiner")
+	r.bid(joiner, r.jobID, maxPrice)
+	r.closeAuction(r.jobID)
+	r.workers[2] = joiner
+	r.requireRejected(types.ErrNotRoundWorker, func() error {
+		_, err := r.msg.CommitRound(r.Ctx, r.commitMsg(2, 2))
+		return err
+	})
+}
