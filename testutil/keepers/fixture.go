@@ -181,11 +181,11 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, sk, authority)
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
+	mk.SetCustodyKeeper(rk) // before x/verify takes its copy of the market keeper
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
-	mk.SetCustodyKeeper(rk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.
@@ -375,6 +375,7 @@ func (f *Fixture) MarketDeadlines() []Part {
 		KeySetPart("market checkpoint deadlines", f.context, f.Market.CheckpointDeadlines),
 		KeySetPart("market time deadlines", f.context, f.Market.TimeDeadlines),
 		KeySetPart("market rate checks", f.context, f.Market.RateChecks),
+		KeySetPart("market round deadlines", f.context, f.Market.RoundDeadlines),
 	}
 }
 

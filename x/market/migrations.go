@@ -29,11 +29,11 @@ func (am AppModule) registerMigrations(cfg module.Configurator) {
 }
 
 // consensusVersion is the state layout this binary writes: 5 (custody retention on every
-// job end, the storage escrow refund, default custody), or 3 in the upgrade test's stand-in for the
-// previous release (internal/release).
+// job end, the storage escrow refund, default custody; rounds of sync jobs), or 4 in the
+// upgrade test's stand-in for the previous release (internal/release).
 func consensusVersion() uint64 {
 	if release.Previous {
-		return 3
+		return 4
 	}
 	return ConsensusVersion
 }

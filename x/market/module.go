@@ -31,7 +31,9 @@ import (
 // 3: transformer bounds in the params; the MLP reference workload retired.
 // 4: pay for work — committed rates on bids and leases, per-step claims, rate checks.
 // 5: custody retention on every job end (a worker's last final checkpoint names its custody
-// object, a job counts the objects held), the storage escrow refund, default_custody.
+// object, a job counts the objects held), the storage escrow refund, default_custody;
+//
+//	rounds of sync jobs — sync specs, rounds, round commits, the round params.
 const ConsensusVersion = 5
 
 var (

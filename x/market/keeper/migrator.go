@@ -198,12 +198,6 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	return nil
 }
 
-// Migrate4to5 moves x/market to consensus version 5. Each step is its own function in its
-// own file (migrate_v5_*.go).
-func (m Migrator) Migrate4to5(ctx sdk.Context) error {
-	return m.migrateV5Custody(ctx)
-}
-
 // stepsBoughtBy is how many steps a lease's accrued pay covers at its price per step,
 // rounded up: accrued × rate ÷ (price × GPUs).
 func stepsBoughtBy(l types.Lease) uint64 {
@@ -217,4 +211,14 @@ func stepsBoughtBy(l types.Lease) uint64 {
 		return ^uint64(0) / 2
 	}
 	return steps.Uint64()
+}
+
+// Migrate4to5 brings x/market to consensus version 5. Each topic of the v5 release is a
+// step in its own file: the round params of sync jobs get their defaults
+// (migrate_v5_rounds.go), then the custody bookkeeping (migrate_v5_custody.go).
+func (m Migrator) Migrate4to5(ctx sdk.Context) error {
+	if err := migrateRoundParams(ctx, m.keeper); err != nil {
+		return err
+	}
+	return m.migrateV5Custody(ctx)
 }

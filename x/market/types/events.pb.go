@@ -1393,6 +1393,684 @@ func (m *EventJobCredited) GetToOwner() bool {
 	return false
 }
 
+// EventRoundOpened: a sync job's round opened from global_root; workers lists the slots
+// that train in it.
+type EventRoundOpened struct {
+	JobId      uint64   `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64   `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	GlobalRoot []byte   `protobuf:"bytes,3,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	GlobalSize uint64   `protobuf:"varint,4,opt,name=global_size,json=globalSize,proto3" json:"global_size,omitempty"`
+	Deadline   int64    `protobuf:"varint,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Workers    []uint32 `protobuf:"varint,6,rep,packed,name=workers,proto3" json:"workers,omitempty"`
+}
+
+func (m *EventRoundOpened) Reset()         { *m = EventRoundOpened{} }
+func (m *EventRoundOpened) String() string { return proto.CompactTextString(m) }
+func (*EventRoundOpened) ProtoMessage()    {}
+func (*EventRoundOpened) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{19}
+}
+func (m *EventRoundOpened) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundOpened) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundOpened.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundOpened) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundOpened.Merge(m, src)
+}
+func (m *EventRoundOpened) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundOpened) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundOpened.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundOpened proto.InternalMessageInfo
+
+func (m *EventRoundOpened) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventRoundOpened) GetGlobalSize() uint64 {
+	if m != nil {
+		return m.GlobalSize
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetWorkers() []uint32 {
+	if m != nil {
+		return m.Workers
+	}
+	return nil
+}
+
+// EventRoundCommitted: a worker committed its pseudo-gradient for a round.
+type EventRoundCommitted struct {
+	JobId              uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round              uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Worker             uint32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	LeaseId            uint64 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Provider           string `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	PseudoGradientRoot []byte `protobuf:"bytes,6,opt,name=pseudo_gradient_root,json=pseudoGradientRoot,proto3" json:"pseudo_gradient_root,omitempty"`
+	PseudoGradientSize uint64 `protobuf:"varint,7,opt,name=pseudo_gradient_size,json=pseudoGradientSize,proto3" json:"pseudo_gradient_size,omitempty"`
+	CustodyId          string `protobuf:"bytes,8,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+}
+
+func (m *EventRoundCommitted) Reset()         { *m = EventRoundCommitted{} }
+func (m *EventRoundCommitted) String() string { return proto.CompactTextString(m) }
+func (*EventRoundCommitted) ProtoMessage()    {}
+func (*EventRoundCommitted) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{20}
+}
+func (m *EventRoundCommitted) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundCommitted) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundCommitted.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundCommitted) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundCommitted.Merge(m, src)
+}
+func (m *EventRoundCommitted) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundCommitted) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundCommitted.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundCommitted proto.InternalMessageInfo
+
+func (m *EventRoundCommitted) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *EventRoundCommitted) GetPseudoGradientRoot() []byte {
+	if m != nil {
+		return m.PseudoGradientRoot
+	}
+	return nil
+}
+
+func (m *EventRoundCommitted) GetPseudoGradientSize() uint64 {
+	if m != nil {
+		return m.PseudoGradientSize
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+// EventRoundDeadlineExtended: the commit deadline passed short of the quorum; the round
+// stays open until deadline.
+type EventRoundDeadlineExtended struct {
+	JobId     uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round     uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Deadline  int64  `protobuf:"varint,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Committed uint32 `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	Quorum    uint32 `protobuf:"varint,5,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	// workers is the round's slots after the extension: replacements leased since it opened join.
+	Workers []uint32 `protobuf:"varint,6,rep,packed,name=workers,proto3" json:"workers,omitempty"`
+}
+
+func (m *EventRoundDeadlineExtended) Reset()         { *m = EventRoundDeadlineExtended{} }
+func (m *EventRoundDeadlineExtended) String() string { return proto.CompactTextString(m) }
+func (*EventRoundDeadlineExtended) ProtoMessage()    {}
+func (*EventRoundDeadlineExtended) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{21}
+}
+func (m *EventRoundDeadlineExtended) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundDeadlineExtended) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundDeadlineExtended.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundDeadlineExtended) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundDeadlineExtended.Merge(m, src)
+}
+func (m *EventRoundDeadlineExtended) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundDeadlineExtended) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundDeadlineExtended.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundDeadlineExtended proto.InternalMessageInfo
+
+func (m *EventRoundDeadlineExtended) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetCommitted() uint32 {
+	if m != nil {
+		return m.Committed
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetQuorum() uint32 {
+	if m != nil {
+		return m.Quorum
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetWorkers() []uint32 {
+	if m != nil {
+		return m.Workers
+	}
+	return nil
+}
+
+// EventRoundClosed: a round left OPEN; entered is the aggregation's input, missed the
+// slots without a commit. The global is due by aggregate_deadline.
+type EventRoundClosed struct {
+	JobId             uint64   `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64   `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Entered           []uint32 `protobuf:"varint,3,rep,packed,name=entered,proto3" json:"entered,omitempty"`
+	Missed            []uint32 `protobuf:"varint,4,rep,packed,name=missed,proto3" json:"missed,omitempty"`
+	AggregateDeadline int64    `protobuf:"varint,5,opt,name=aggregate_deadline,json=aggregateDeadline,proto3" json:"aggregate_deadline,omitempty"`
+}
+
+func (m *EventRoundClosed) Reset()         { *m = EventRoundClosed{} }
+func (m *EventRoundClosed) String() string { return proto.CompactTextString(m) }
+func (*EventRoundClosed) ProtoMessage()    {}
+func (*EventRoundClosed) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{22}
+}
+func (m *EventRoundClosed) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundClosed) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundClosed.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundClosed) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundClosed.Merge(m, src)
+}
+func (m *EventRoundClosed) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundClosed) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundClosed.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundClosed proto.InternalMessageInfo
+
+func (m *EventRoundClosed) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundClosed) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundClosed) GetEntered() []uint32 {
+	if m != nil {
+		return m.Entered
+	}
+	return nil
+}
+
+func (m *EventRoundClosed) GetMissed() []uint32 {
+	if m != nil {
+		return m.Missed
+	}
+	return nil
+}
+
+func (m *EventRoundClosed) GetAggregateDeadline() int64 {
+	if m != nil {
+		return m.AggregateDeadline
+	}
+	return 0
+}
+
+// EventGlobalCommitted: the aggregation of `round` (G_{round+1}) was committed; round+1
+// is open.
+type EventGlobalCommitted struct {
+	JobId             uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Aggregator        string `protobuf:"bytes,3,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	GlobalRoot        []byte `protobuf:"bytes,4,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	GlobalSize        uint64 `protobuf:"varint,5,opt,name=global_size,json=globalSize,proto3" json:"global_size,omitempty"`
+	CustodyId         string `protobuf:"bytes,6,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+	ChallengeDeadline int64  `protobuf:"varint,7,opt,name=challenge_deadline,json=challengeDeadline,proto3" json:"challenge_deadline,omitempty"`
+}
+
+func (m *EventGlobalCommitted) Reset()         { *m = EventGlobalCommitted{} }
+func (m *EventGlobalCommitted) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalCommitted) ProtoMessage()    {}
+func (*EventGlobalCommitted) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{23}
+}
+func (m *EventGlobalCommitted) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalCommitted) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalCommitted.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalCommitted) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalCommitted.Merge(m, src)
+}
+func (m *EventGlobalCommitted) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalCommitted) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalCommitted.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalCommitted proto.InternalMessageInfo
+
+func (m *EventGlobalCommitted) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetAggregator() string {
+	if m != nil {
+		return m.Aggregator
+	}
+	return ""
+}
+
+func (m *EventGlobalCommitted) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalCommitted) GetGlobalSize() uint64 {
+	if m != nil {
+		return m.GlobalSize
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+func (m *EventGlobalCommitted) GetChallengeDeadline() int64 {
+	if m != nil {
+		return m.ChallengeDeadline
+	}
+	return 0
+}
+
+// EventGlobalFinal: G_{round+1} is final; the entered workers were paid for the round.
+type EventGlobalFinal struct {
+	JobId      uint64     `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64     `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	GlobalRoot []byte     `protobuf:"bytes,3,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	Paid       types.Coin `protobuf:"bytes,4,opt,name=paid,proto3" json:"paid"`
+	Refunded   types.Coin `protobuf:"bytes,5,opt,name=refunded,proto3" json:"refunded"`
+}
+
+func (m *EventGlobalFinal) Reset()         { *m = EventGlobalFinal{} }
+func (m *EventGlobalFinal) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalFinal) ProtoMessage()    {}
+func (*EventGlobalFinal) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{24}
+}
+func (m *EventGlobalFinal) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalFinal) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalFinal.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalFinal) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalFinal.Merge(m, src)
+}
+func (m *EventGlobalFinal) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalFinal) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalFinal.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalFinal proto.InternalMessageInfo
+
+func (m *EventGlobalFinal) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalFinal) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalFinal) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalFinal) GetPaid() types.Coin {
+	if m != nil {
+		return m.Paid
+	}
+	return types.Coin{}
+}
+
+func (m *EventGlobalFinal) GetRefunded() types.Coin {
+	if m != nil {
+		return m.Refunded
+	}
+	return types.Coin{}
+}
+
+// EventRoundWorkerExcluded: x/verify convicted a worker's commit of a round.
+type EventRoundWorkerExcluded struct {
+	JobId  uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round  uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Worker uint32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (m *EventRoundWorkerExcluded) Reset()         { *m = EventRoundWorkerExcluded{} }
+func (m *EventRoundWorkerExcluded) String() string { return proto.CompactTextString(m) }
+func (*EventRoundWorkerExcluded) ProtoMessage()    {}
+func (*EventRoundWorkerExcluded) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{25}
+}
+func (m *EventRoundWorkerExcluded) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundWorkerExcluded) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundWorkerExcluded.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundWorkerExcluded) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundWorkerExcluded.Merge(m, src)
+}
+func (m *EventRoundWorkerExcluded) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundWorkerExcluded) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundWorkerExcluded.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundWorkerExcluded proto.InternalMessageInfo
+
+func (m *EventRoundWorkerExcluded) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+// EventGlobalRejected: the committed aggregation of `round` was voided (proven wrong, or
+// an entered worker was excluded); the round aggregates again by aggregate_deadline.
+type EventGlobalRejected struct {
+	JobId             uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Aggregator        string `protobuf:"bytes,3,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	GlobalRoot        []byte `protobuf:"bytes,4,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	Reason            string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AggregateDeadline int64  `protobuf:"varint,6,opt,name=aggregate_deadline,json=aggregateDeadline,proto3" json:"aggregate_deadline,omitempty"`
+}
+
+func (m *EventGlobalRejected) Reset()         { *m = EventGlobalRejected{} }
+func (m *EventGlobalRejected) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalRejected) ProtoMessage()    {}
+func (*EventGlobalRejected) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{26}
+}
+func (m *EventGlobalRejected) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalRejected) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalRejected.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalRejected) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalRejected.Merge(m, src)
+}
+func (m *EventGlobalRejected) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalRejected) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalRejected.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalRejected proto.InternalMessageInfo
+
+func (m *EventGlobalRejected) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalRejected) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalRejected) GetAggregator() string {
+	if m != nil {
+		return m.Aggregator
+	}
+	return ""
+}
+
+func (m *EventGlobalRejected) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalRejected) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+func (m *EventGlobalRejected) GetAggregateDeadline() int64 {
+	if m != nil {
+		return m.AggregateDeadline
+	}
+	return 0
+}
+
 func init() {
 	proto.RegisterType((*EventJobCreated)(nil), "depinchain.market.v1.EventJobCreated")
 	proto.RegisterType((*EventBidPlaced)(nil), "depinchain.market.v1.EventBidPlaced")
@@ -1413,94 +2091,125 @@ func init() {
 	proto.RegisterType((*EventStorageFeePaid)(nil), "depinchain.market.v1.EventStorageFeePaid")
 	proto.RegisterType((*EventStorageEscrowRefunded)(nil), "depinchain.market.v1.EventStorageEscrowRefunded")
 	proto.RegisterType((*EventJobCredited)(nil), "depinchain.market.v1.EventJobCredited")
+	proto.RegisterType((*EventRoundOpened)(nil), "depinchain.market.v1.EventRoundOpened")
+	proto.RegisterType((*EventRoundCommitted)(nil), "depinchain.market.v1.EventRoundCommitted")
+	proto.RegisterType((*EventRoundDeadlineExtended)(nil), "depinchain.market.v1.EventRoundDeadlineExtended")
+	proto.RegisterType((*EventRoundClosed)(nil), "depinchain.market.v1.EventRoundClosed")
+	proto.RegisterType((*EventGlobalCommitted)(nil), "depinchain.market.v1.EventGlobalCommitted")
+	proto.RegisterType((*EventGlobalFinal)(nil), "depinchain.market.v1.EventGlobalFinal")
+	proto.RegisterType((*EventRoundWorkerExcluded)(nil), "depinchain.market.v1.EventRoundWorkerExcluded")
+	proto.RegisterType((*EventGlobalRejected)(nil), "depinchain.market.v1.EventGlobalRejected")
 }
 
 func init() { proto.RegisterFile("depinchain/market/v1/events.proto", fileDescriptor_77eec102afca3c04) }
 
 var fileDescriptor_77eec102afca3c04 = []byte{
-	// 1307 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x57, 0x4f, 0x6f, 0x1b, 0x45,
-	0x14, 0xcf, 0xda, 0x8e, 0x63, 0xbf, 0x38, 0x7f, 0xba, 0x4d, 0x2b, 0x37, 0x80, 0x6b, 0x0c, 0x54,
-	0xee, 0xc5, 0x56, 0x02, 0x52, 0x05, 0x48, 0x85, 0x26, 0xfd, 0x97, 0x12, 0x54, 0x6b, 0x43, 0x89,
-	0xc4, 0x65, 0x35, 0xeb, 0x99, 0xd8, 0xd3, 0xec, 0xce, 0xac, 0x66, 0x66, 0x9d, 0xf4, 0xc8, 0x95,
-	0x13, 0x7c, 0x02, 0xf8, 0x0c, 0x7c, 0x08, 0x54, 0x09, 0x09, 0xf5, 0xc0, 0x81, 0x0b, 0x08, 0xb5,
-	0x12, 0x9f, 0x02, 0x24, 0x34, 0xb3, 0xb3, 0xf1, 0xa6, 0x38, 0x91, 0xe3, 0x03, 0xb7, 0x99, 0xb7,
-	0xef, 0xcd, 0xbc, 0xf7, 0x7b, 0xef, 0xfd, 0xde, 0x2c, 0xbc, 0x8d, 0x49, 0x4c, 0x59, 0x7f, 0x88,
-	0x28, 0xeb, 0x46, 0x48, 0x1c, 0x12, 0xd5, 0x1d, 0x6d, 0x74, 0xc9, 0x88, 0x30, 0x25, 0x3b, 0xb1,
-	0xe0, 0x8a, 0xbb, 0x6b, 0x63, 0x95, 0x4e, 0xaa, 0xd2, 0x19, 0x6d, 0xac, 0x37, 0xfa, 0x5c, 0x46,
-	0x5c, 0x76, 0x03, 0x24, 0x49, 0x77, 0xb4, 0x11, 0x10, 0x85, 0x36, 0xba, 0x7d, 0x4e, 0x59, 0x6a,
-	0xb5, 0xbe, 0x36, 0xe0, 0x03, 0x6e, 0x96, 0x5d, 0xbd, 0xb2, 0xd2, 0xc9, 0xd7, 0xd9, 0x53, 0x8d,
-	0x4a, 0xeb, 0xef, 0x22, 0xac, 0xdc, 0xd3, 0xf7, 0x3f, 0xe2, 0xc1, 0xb6, 0x20, 0x48, 0x11, 0xec,
-	0x5e, 0x81, 0xf2, 0x53, 0x1e, 0xf8, 0x14, 0xd7, 0x9d, 0xa6, 0xd3, 0x2e, 0x79, 0xf3, 0x4f, 0x79,
-	0xb0, 0x83, 0xdd, 0x35, 0x98, 0xe7, 0x47, 0x8c, 0x88, 0x7a, 0xa1, 0xe9, 0xb4, 0xab, 0x5e, 0xba,
-	0x71, 0xdf, 0x02, 0x18, 0xc4, 0x89, 0x1f, 0x71, 0x4c, 0x42, 0x59, 0x2f, 0x36, 0x8b, 0xed, 0xaa,
-	0x57, 0x1d, 0xc4, 0xc9, 0xe7, 0x46, 0xe0, 0x36, 0xa1, 0x16, 0x51, 0xe6, 0x8f, 0x04, 0x8a, 0xfc,
-	0x01, 0x0d, 0xea, 0x25, 0x73, 0x22, 0x44, 0x94, 0x7d, 0x29, 0x50, 0xf4, 0x80, 0x06, 0xee, 0x0d,
-	0x58, 0x19, 0xc4, 0x89, 0xf4, 0x63, 0x22, 0xfc, 0x23, 0x2e, 0x0e, 0x89, 0xa8, 0xcf, 0x37, 0x9d,
-	0xf6, 0x92, 0xb7, 0xa4, 0xc5, 0x3d, 0x22, 0xf6, 0x8d, 0xd0, 0xad, 0xc3, 0x42, 0xfa, 0x59, 0xd6,
-	0xcb, 0xe6, 0x7b, 0xb6, 0x75, 0x6f, 0x43, 0x45, 0x2f, 0x43, 0x8e, 0x70, 0x7d, 0xa1, 0xe9, 0xb4,
-	0x97, 0x37, 0x5b, 0x9d, 0x49, 0x28, 0x76, 0xf6, 0xad, 0xd6, 0x67, 0x94, 0x61, 0xef, 0xc4, 0xc6,
-	0xdd, 0x83, 0xab, 0x11, 0x3a, 0xf6, 0x63, 0x41, 0xfb, 0xc4, 0xb8, 0xa1, 0x03, 0x1a, 0xf2, 0x44,
-	0xd4, 0x2b, 0x4d, 0xa7, 0xbd, 0xb8, 0x79, 0xad, 0x93, 0xa2, 0xdf, 0xd1, 0xe8, 0x77, 0x2c, 0xfa,
-	0x9d, 0x6d, 0x4e, 0xd9, 0x56, 0xe9, 0xf9, 0x1f, 0xd7, 0xe7, 0x3c, 0x37, 0x42, 0xc7, 0x3d, 0x6d,
-	0xdd, 0x23, 0xe2, 0x41, 0x9c, 0x3c, 0xe4, 0x89, 0x70, 0x6f, 0xc2, 0x6a, 0x40, 0x31, 0xa6, 0x6c,
-	0xe0, 0x63, 0x82, 0x70, 0x48, 0x19, 0xa9, 0x57, 0x9b, 0x4e, 0xbb, 0xe8, 0xad, 0x58, 0xf9, 0x5d,
-	0x2b, 0x76, 0xaf, 0xc3, 0xa2, 0xe2, 0x0a, 0x85, 0xbe, 0x54, 0x24, 0x96, 0x75, 0x48, 0x21, 0x32,
-	0xa2, 0x3d, 0x2d, 0x71, 0x3f, 0x84, 0x05, 0x4c, 0x62, 0x2e, 0xa9, 0xaa, 0x2f, 0x4e, 0xe7, 0x51,
-	0xa6, 0xaf, 0xd3, 0x83, 0x91, 0x42, 0x92, 0x28, 0x9d, 0xcf, 0x9a, 0xc9, 0x5c, 0xd5, 0x4a, 0x76,
-	0x70, 0xeb, 0x3b, 0x07, 0x96, 0x4d, 0xfa, 0xb7, 0x28, 0xee, 0x85, 0xa8, 0x7f, 0x76, 0xf6, 0xd7,
-	0xa1, 0x12, 0x0b, 0x3e, 0xa2, 0xf8, 0xa4, 0x00, 0x4e, 0xf6, 0xee, 0x2e, 0xb8, 0x13, 0xc0, 0x2b,
-	0x4e, 0xe7, 0xea, 0x4a, 0x7c, 0x1a, 0xb9, 0xd6, 0x7d, 0xb8, 0x94, 0xb9, 0xb4, 0x4f, 0xd5, 0x10,
-	0x0b, 0x74, 0xc4, 0x66, 0xf0, 0xaa, 0x75, 0x07, 0x6a, 0xd9, 0x39, 0xbb, 0x5c, 0xaa, 0x59, 0x8e,
-	0xf8, 0xb5, 0x68, 0x7d, 0xd9, 0x25, 0x48, 0x92, 0xac, 0x3f, 0xae, 0x41, 0x25, 0xd4, 0xfb, 0xf1,
-	0x51, 0x0b, 0x66, 0xbf, 0x93, 0x07, 0xaf, 0x90, 0xbf, 0xe3, 0x2a, 0x94, 0x6d, 0x69, 0x17, 0x4d,
-	0xe9, 0xda, 0xdd, 0xa9, 0xbb, 0x4b, 0x53, 0x81, 0x3a, 0x3f, 0x1b, 0xa8, 0xae, 0x0b, 0x25, 0xdd,
-	0x4e, 0xb6, 0x75, 0xcc, 0xda, 0xfd, 0x04, 0xa0, 0xcf, 0xc3, 0x10, 0x29, 0x22, 0x50, 0x68, 0x3a,
-	0x67, 0x8a, 0x93, 0x73, 0x26, 0x6e, 0x17, 0x2e, 0xf7, 0x87, 0xa4, 0x7f, 0x18, 0x73, 0xca, 0xd4,
-	0xb8, 0xcc, 0x2b, 0xa6, 0xcc, 0xdd, 0xf1, 0xa7, 0x7c, 0xa5, 0x0b, 0x22, 0x93, 0x88, 0x98, 0x52,
-	0x37, 0xfd, 0x50, 0xf2, 0x20, 0x15, 0xe9, 0x52, 0xcf, 0x29, 0x0c, 0x91, 0x1c, 0x9a, 0x56, 0xa8,
-	0x65, 0x0a, 0x0f, 0x91, 0x1c, 0xea, 0x7a, 0xb6, 0x0a, 0x89, 0xa0, 0xa6, 0x1b, 0xaa, 0x5e, 0x35,
-	0x95, 0x3c, 0x11, 0xd4, 0x7d, 0x17, 0x96, 0x4d, 0x13, 0x19, 0xd0, 0x0c, 0x60, 0x37, 0xcd, 0x1d,
-	0x35, 0x23, 0xed, 0x11, 0x61, 0x2a, 0xec, 0x77, 0x07, 0x56, 0x73, 0x69, 0x0d, 0xb9, 0x9c, 0x29,
-	0xab, 0xf9, 0xec, 0x15, 0x5f, 0xcb, 0xde, 0x6d, 0x28, 0x0b, 0x82, 0x24, 0x67, 0x26, 0xaf, 0xcb,
-	0x9b, 0x37, 0x26, 0x33, 0xd2, 0xd8, 0x01, 0xcf, 0x68, 0x7b, 0xd6, 0xca, 0xfd, 0x18, 0x2a, 0x82,
-	0x1c, 0x24, 0x0c, 0x13, 0x3c, 0x6d, 0xce, 0x4f, 0x0c, 0x5a, 0xff, 0x38, 0x70, 0xd9, 0xc4, 0xd7,
-	0x43, 0xcf, 0x22, 0xc2, 0xd4, 0x1e, 0x51, 0x2a, 0x9c, 0x29, 0xc4, 0x5b, 0x50, 0x46, 0x11, 0x4f,
-	0x98, 0x9a, 0xb6, 0x9b, 0xad, 0xba, 0xa6, 0xac, 0x98, 0x30, 0x4d, 0x73, 0x06, 0x80, 0x69, 0x28,
-	0xcb, 0xea, 0xbb, 0x9f, 0xc2, 0x22, 0x91, 0x7d, 0xc1, 0x8f, 0xfc, 0x90, 0x1c, 0xa8, 0x69, 0xa3,
-	0x87, 0xd4, 0x66, 0x97, 0x1c, 0xa8, 0xd6, 0xcf, 0x0e, 0xac, 0xe5, 0xe3, 0xf7, 0x88, 0x09, 0xf3,
-	0x5c, 0x00, 0xce, 0xe3, 0xb7, 0x99, 0x51, 0xd8, 0x86, 0xda, 0x91, 0xa5, 0x30, 0x14, 0x84, 0x64,
-	0x5a, 0x28, 0x4e, 0x19, 0xb5, 0xbe, 0xfe, 0x4f, 0x34, 0x69, 0x9a, 0xff, 0xc7, 0x74, 0xb6, 0xbe,
-	0x71, 0xe0, 0xaa, 0xf1, 0xe1, 0x1e, 0x12, 0x8c, 0xb2, 0x81, 0x1c, 0x33, 0x73, 0x1e, 0x38, 0xe7,
-	0x35, 0xe0, 0xde, 0x80, 0x6a, 0xe6, 0xa1, 0xac, 0x17, 0x9a, 0xc5, 0x76, 0xc9, 0xab, 0x58, 0x17,
-	0xe5, 0xec, 0xce, 0x7c, 0x9f, 0x01, 0x72, 0x37, 0x1d, 0x72, 0x5f, 0xf0, 0x38, 0x26, 0xf8, 0x49,
-	0x7c, 0x16, 0xc3, 0x8f, 0x2f, 0x2a, 0x5c, 0x2c, 0x7d, 0xb7, 0xa0, 0x9c, 0x56, 0xd5, 0xd4, 0x1e,
-	0xa6, 0xea, 0xad, 0x1f, 0x32, 0x82, 0x79, 0xc4, 0x03, 0x8f, 0xf0, 0x98, 0xb0, 0xb3, 0x07, 0xeb,
-	0xa4, 0x87, 0x42, 0x61, 0xf2, 0x43, 0xe1, 0x3d, 0x58, 0x1e, 0xa1, 0x3e, 0x62, 0xca, 0xcf, 0x5e,
-	0x42, 0xfa, 0xbd, 0xb5, 0xe4, 0x2d, 0xa5, 0xd2, 0x7d, 0xfb, 0x1e, 0x7a, 0x07, 0x96, 0x50, 0xd2,
-	0x57, 0x94, 0x33, 0x5f, 0xf0, 0x84, 0x61, 0x53, 0x76, 0x4b, 0x5e, 0xcd, 0x0a, 0x3d, 0x2d, 0x6b,
-	0xfd, 0x98, 0x4d, 0x7e, 0xfd, 0xf0, 0x4b, 0x19, 0xf0, 0x0c, 0x07, 0x3f, 0x80, 0x79, 0xa9, 0x90,
-	0x4a, 0xbd, 0x5a, 0xde, 0x6c, 0x4c, 0x66, 0xb2, 0x47, 0x3c, 0xd8, 0xd3, 0x5a, 0x5e, 0xaa, 0xac,
-	0x47, 0x9e, 0x25, 0xc0, 0x94, 0x1a, 0x27, 0x11, 0x5b, 0xe9, 0xa2, 0xc4, 0x76, 0x64, 0x79, 0x2d,
-	0x8d, 0xb4, 0x27, 0xf8, 0x40, 0x10, 0x29, 0xcf, 0x72, 0x7c, 0x3c, 0x75, 0x0b, 0xa7, 0xa6, 0xae,
-	0x0b, 0x25, 0x33, 0x7e, 0x8a, 0x46, 0xd9, 0xac, 0xf5, 0x5c, 0x31, 0x7e, 0xa7, 0x73, 0xa7, 0x64,
-	0xe6, 0x4e, 0xd5, 0x48, 0xf4, 0xd8, 0x69, 0xf5, 0xc0, 0xb5, 0x2d, 0x28, 0x50, 0x24, 0x9f, 0xc4,
-	0xd8, 0x3c, 0x04, 0x3e, 0x82, 0x72, 0x6c, 0x04, 0xe6, 0xde, 0xc5, 0xcd, 0x37, 0x27, 0x43, 0x93,
-	0x1a, 0x65, 0x25, 0x92, 0x5a, 0xb4, 0xfe, 0x72, 0xe0, 0x8a, 0x39, 0xf2, 0x4e, 0x82, 0xa9, 0xba,
-	0x4f, 0x88, 0xdc, 0x1e, 0x22, 0x31, 0x38, 0x3b, 0x0d, 0xf9, 0x6e, 0x2f, 0x9c, 0xee, 0xf6, 0x9b,
-	0xb0, 0x9a, 0x9b, 0xc3, 0x94, 0x61, 0x72, 0x6c, 0x83, 0x5b, 0x19, 0xcb, 0x77, 0xb4, 0x38, 0xd7,
-	0x0b, 0xa5, 0x59, 0x7b, 0x61, 0xfe, 0x62, 0xbd, 0xf0, 0x4b, 0x36, 0x8c, 0xf6, 0x14, 0x17, 0x68,
-	0x40, 0xee, 0x13, 0xd2, 0x43, 0x14, 0x9f, 0x93, 0xb4, 0x21, 0x0f, 0xc7, 0x2c, 0x6c, 0x77, 0xb3,
-	0x73, 0xf0, 0x63, 0xb8, 0x2c, 0xd3, 0x9b, 0xfd, 0xfc, 0x58, 0x99, 0x32, 0xfc, 0x4b, 0xd6, 0xf6,
-	0xde, 0x78, 0xba, 0xfc, 0xe4, 0xc0, 0x7a, 0x3e, 0xa0, 0xf4, 0xd3, 0x09, 0x2b, 0x5f, 0xe8, 0xef,
-	0x69, 0xe6, 0xa8, 0xb6, 0xa0, 0x96, 0x45, 0x75, 0x40, 0x88, 0x9c, 0x36, 0x9c, 0x45, 0x79, 0x92,
-	0x04, 0xa9, 0x1f, 0xff, 0xab, 0xb9, 0x7f, 0x3f, 0x4c, 0xcf, 0xf9, 0xf9, 0x73, 0xa1, 0x74, 0x48,
-	0x19, 0xb6, 0xde, 0x9b, 0xf5, 0xec, 0xce, 0x5f, 0x83, 0x8a, 0xe2, 0x7e, 0x0a, 0x87, 0x76, 0xbc,
-	0xe2, 0x2d, 0x28, 0xfe, 0x58, 0x6f, 0xb7, 0x76, 0x9e, 0xbf, 0x6c, 0x38, 0x2f, 0x5e, 0x36, 0x9c,
-	0x3f, 0x5f, 0x36, 0x9c, 0x6f, 0x5f, 0x35, 0xe6, 0x5e, 0xbc, 0x6a, 0xcc, 0xfd, 0xf6, 0xaa, 0x31,
-	0xf7, 0x55, 0x77, 0x40, 0xd5, 0x30, 0x09, 0x3a, 0x7d, 0x1e, 0x75, 0x73, 0xff, 0xb5, 0xb9, 0xe5,
-	0x71, 0xf6, 0x93, 0xab, 0x9e, 0xc5, 0x44, 0x06, 0x65, 0xf3, 0x87, 0xfb, 0xfe, 0xbf, 0x01, 0x00,
-	0x00, 0xff, 0xff, 0xf7, 0xbd, 0xa0, 0x03, 0x75, 0x0f, 0x00, 0x00,
+	// 1680 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x58, 0x4f, 0x8f, 0x1b, 0x49,
+	0x15, 0x4f, 0x8f, 0xff, 0xbf, 0xf1, 0xcc, 0x24, 0x9d, 0xd9, 0xc8, 0x09, 0xbb, 0x5e, 0xd3, 0xc0,
+	0xca, 0x39, 0x60, 0x93, 0x59, 0xa4, 0x15, 0x20, 0x2d, 0x6c, 0x66, 0x27, 0xd9, 0x09, 0x41, 0xb1,
+	0x7a, 0x08, 0x91, 0xb8, 0xb4, 0xca, 0x5d, 0x95, 0x76, 0x25, 0xdd, 0x5d, 0x4d, 0x55, 0xf5, 0xcc,
+	0x64, 0x6f, 0x5c, 0x39, 0x81, 0xc4, 0x9d, 0xfd, 0x0c, 0x48, 0x88, 0x6f, 0x80, 0x56, 0x20, 0xa1,
+	0x15, 0xe2, 0xc0, 0x05, 0x84, 0x12, 0x89, 0x2f, 0xc0, 0x15, 0x24, 0x54, 0x7f, 0xda, 0x6e, 0x7b,
+	0xed, 0x59, 0x8f, 0x59, 0xe5, 0xd6, 0xf5, 0xea, 0xbd, 0xaa, 0xf7, 0x7e, 0xef, 0x6f, 0x35, 0x7c,
+	0x15, 0x93, 0x8c, 0xa6, 0xe1, 0x04, 0xd1, 0x74, 0x98, 0x20, 0xfe, 0x9c, 0xc8, 0xe1, 0xe9, 0x9d,
+	0x21, 0x39, 0x25, 0xa9, 0x14, 0x83, 0x8c, 0x33, 0xc9, 0xdc, 0xfd, 0x19, 0xcb, 0xc0, 0xb0, 0x0c,
+	0x4e, 0xef, 0xdc, 0xea, 0x86, 0x4c, 0x24, 0x4c, 0x0c, 0xc7, 0x48, 0x90, 0xe1, 0xe9, 0x9d, 0x31,
+	0x91, 0xe8, 0xce, 0x30, 0x64, 0x34, 0x35, 0x52, 0xb7, 0xf6, 0x23, 0x16, 0x31, 0xfd, 0x39, 0x54,
+	0x5f, 0x96, 0xba, 0xfc, 0x3a, 0x7b, 0xaa, 0x66, 0xf1, 0xfe, 0x53, 0x81, 0xbd, 0x23, 0x75, 0xff,
+	0x03, 0x36, 0x3e, 0xe4, 0x04, 0x49, 0x82, 0xdd, 0x37, 0xa0, 0xfe, 0x8c, 0x8d, 0x03, 0x8a, 0x3b,
+	0x4e, 0xcf, 0xe9, 0x57, 0xfd, 0xda, 0x33, 0x36, 0x3e, 0xc6, 0xee, 0x3e, 0xd4, 0xd8, 0x59, 0x4a,
+	0x78, 0x67, 0xab, 0xe7, 0xf4, 0x5b, 0xbe, 0x59, 0xb8, 0x6f, 0x01, 0x44, 0x59, 0x1e, 0x24, 0x0c,
+	0x93, 0x58, 0x74, 0x2a, 0xbd, 0x4a, 0xbf, 0xe5, 0xb7, 0xa2, 0x2c, 0xff, 0x91, 0x26, 0xb8, 0x3d,
+	0x68, 0x27, 0x34, 0x0d, 0x4e, 0x39, 0x4a, 0x82, 0x88, 0x8e, 0x3b, 0x55, 0x7d, 0x22, 0x24, 0x34,
+	0xfd, 0x09, 0x47, 0xc9, 0x7d, 0x3a, 0x76, 0xdf, 0x81, 0xbd, 0x28, 0xcb, 0x45, 0x90, 0x11, 0x1e,
+	0x9c, 0x31, 0xfe, 0x9c, 0xf0, 0x4e, 0xad, 0xe7, 0xf4, 0x77, 0xfc, 0x1d, 0x45, 0x1e, 0x11, 0xfe,
+	0x44, 0x13, 0xdd, 0x0e, 0x34, 0xcc, 0xb6, 0xe8, 0xd4, 0xf5, 0x7e, 0xb1, 0x74, 0xdf, 0x87, 0xa6,
+	0xfa, 0x8c, 0x19, 0xc2, 0x9d, 0x46, 0xcf, 0xe9, 0xef, 0x1e, 0x78, 0x83, 0x65, 0x28, 0x0e, 0x9e,
+	0x58, 0xae, 0x1f, 0xd2, 0x14, 0xfb, 0x53, 0x19, 0xf7, 0x04, 0x6e, 0x24, 0xe8, 0x3c, 0xc8, 0x38,
+	0x0d, 0x89, 0x56, 0x43, 0x19, 0x34, 0x61, 0x39, 0xef, 0x34, 0x7b, 0x4e, 0x7f, 0xfb, 0xe0, 0xe6,
+	0xc0, 0xa0, 0x3f, 0x50, 0xe8, 0x0f, 0x2c, 0xfa, 0x83, 0x43, 0x46, 0xd3, 0xbb, 0xd5, 0x4f, 0xff,
+	0xf1, 0xf6, 0x15, 0xdf, 0x4d, 0xd0, 0xf9, 0x48, 0x49, 0x8f, 0x08, 0xbf, 0x9f, 0xe5, 0x1f, 0xb1,
+	0x9c, 0xbb, 0xb7, 0xe1, 0xea, 0x98, 0x62, 0x4c, 0xd3, 0x28, 0xc0, 0x04, 0xe1, 0x98, 0xa6, 0xa4,
+	0xd3, 0xea, 0x39, 0xfd, 0x8a, 0xbf, 0x67, 0xe9, 0x1f, 0x5a, 0xb2, 0xfb, 0x36, 0x6c, 0x4b, 0x26,
+	0x51, 0x1c, 0x08, 0x49, 0x32, 0xd1, 0x01, 0x03, 0x91, 0x26, 0x9d, 0x28, 0x8a, 0xfb, 0x1d, 0x68,
+	0x60, 0x92, 0x31, 0x41, 0x65, 0x67, 0x7b, 0x3d, 0x8d, 0x0a, 0x7e, 0xe5, 0x1e, 0x8c, 0x24, 0x12,
+	0x44, 0x2a, 0x7f, 0xb6, 0xb5, 0xe7, 0x5a, 0x96, 0x72, 0x8c, 0xbd, 0x5f, 0x39, 0xb0, 0xab, 0xdd,
+	0x7f, 0x97, 0xe2, 0x51, 0x8c, 0xc2, 0xd5, 0xde, 0xbf, 0x05, 0xcd, 0x8c, 0xb3, 0x53, 0x8a, 0xa7,
+	0x01, 0x30, 0x5d, 0xbb, 0x0f, 0xc1, 0x5d, 0x02, 0x5e, 0x65, 0x3d, 0x55, 0xf7, 0xb2, 0x79, 0xe4,
+	0xbc, 0x7b, 0x70, 0xad, 0x50, 0xe9, 0x09, 0x95, 0x13, 0xcc, 0xd1, 0x59, 0xba, 0x81, 0x56, 0xde,
+	0x07, 0xd0, 0x2e, 0xce, 0x79, 0xc8, 0x84, 0xdc, 0xe4, 0x88, 0xbf, 0x56, 0xac, 0x2e, 0x0f, 0x09,
+	0x12, 0xa4, 0xc8, 0x8f, 0x9b, 0xd0, 0x8c, 0xd5, 0x7a, 0x76, 0x54, 0x43, 0xaf, 0x8f, 0xcb, 0xe0,
+	0x6d, 0x95, 0xef, 0xb8, 0x01, 0x75, 0x1b, 0xda, 0x15, 0x1d, 0xba, 0x76, 0x35, 0x77, 0x77, 0x75,
+	0x2d, 0x50, 0x6b, 0x9b, 0x81, 0xea, 0xba, 0x50, 0x55, 0xe9, 0x64, 0x53, 0x47, 0x7f, 0xbb, 0xdf,
+	0x07, 0x08, 0x59, 0x1c, 0x23, 0x49, 0x38, 0x8a, 0x75, 0xe6, 0xac, 0x71, 0x72, 0x49, 0xc4, 0x1d,
+	0xc2, 0xf5, 0x70, 0x42, 0xc2, 0xe7, 0x19, 0xa3, 0xa9, 0x9c, 0x85, 0x79, 0x53, 0x87, 0xb9, 0x3b,
+	0xdb, 0x2a, 0x47, 0x3a, 0x27, 0x22, 0x4f, 0x88, 0x0e, 0x75, 0x9d, 0x0f, 0x55, 0x1f, 0x0c, 0x49,
+	0x85, 0x7a, 0x89, 0x61, 0x82, 0xc4, 0x44, 0xa7, 0x42, 0xbb, 0x60, 0xf8, 0x08, 0x89, 0x89, 0x8a,
+	0x67, 0xcb, 0x90, 0x73, 0xaa, 0xb3, 0xa1, 0xe5, 0xb7, 0x0c, 0xe5, 0x31, 0xa7, 0xee, 0xd7, 0x61,
+	0x57, 0x27, 0x91, 0x06, 0x4d, 0x03, 0x76, 0x5b, 0xdf, 0xd1, 0xd6, 0xd4, 0x11, 0xe1, 0x3a, 0xc2,
+	0xfe, 0xee, 0xc0, 0xd5, 0x92, 0x5b, 0x63, 0x26, 0x36, 0xf2, 0x6a, 0xd9, 0x7b, 0x95, 0x05, 0xef,
+	0xbd, 0x0f, 0x75, 0x4e, 0x90, 0x60, 0xa9, 0xf6, 0xeb, 0xee, 0xc1, 0x3b, 0xcb, 0x2b, 0xd2, 0x4c,
+	0x01, 0x5f, 0x73, 0xfb, 0x56, 0xca, 0xfd, 0x1e, 0x34, 0x39, 0x79, 0x9a, 0xa7, 0x98, 0xe0, 0x75,
+	0x7d, 0x3e, 0x15, 0xf0, 0xfe, 0xeb, 0xc0, 0x75, 0x6d, 0xdf, 0x08, 0xbd, 0x48, 0x48, 0x2a, 0x4f,
+	0x88, 0x94, 0xf1, 0x46, 0x26, 0xbe, 0x07, 0x75, 0x94, 0xb0, 0x3c, 0x95, 0xeb, 0x66, 0xb3, 0x65,
+	0x57, 0x25, 0x2b, 0x23, 0xa9, 0x2a, 0x73, 0x1a, 0x80, 0x75, 0x4a, 0x96, 0xe5, 0x77, 0x7f, 0x00,
+	0xdb, 0x44, 0x84, 0x9c, 0x9d, 0x05, 0x31, 0x79, 0x2a, 0xd7, 0xb5, 0x1e, 0x8c, 0xcc, 0x43, 0xf2,
+	0x54, 0x7a, 0x7f, 0x72, 0x60, 0xbf, 0x6c, 0xbf, 0x4f, 0xb4, 0x99, 0x17, 0x02, 0x70, 0x51, 0x7d,
+	0xdb, 0x18, 0x85, 0x43, 0x68, 0x9f, 0xd9, 0x12, 0x86, 0xc6, 0x31, 0x59, 0x17, 0x8a, 0x39, 0x21,
+	0xef, 0xe7, 0x9f, 0xb3, 0xc6, 0xb8, 0xf9, 0x35, 0xba, 0xd3, 0xfb, 0x85, 0x03, 0x37, 0xb4, 0x0e,
+	0x47, 0x88, 0xa7, 0x34, 0x8d, 0xc4, 0xac, 0x32, 0x97, 0x81, 0x73, 0x16, 0x80, 0xfb, 0x0a, 0xb4,
+	0x0a, 0x0d, 0x45, 0x67, 0xab, 0x57, 0xe9, 0x57, 0xfd, 0xa6, 0x55, 0x51, 0x6c, 0xae, 0xcc, 0x6f,
+	0x0a, 0x40, 0x3e, 0x34, 0x4d, 0xee, 0xc7, 0x2c, 0xcb, 0x08, 0x7e, 0x9c, 0xad, 0xaa, 0xf0, 0xb3,
+	0x8b, 0xb6, 0x2e, 0xe7, 0xbe, 0xf7, 0xa0, 0x6e, 0xa2, 0x6a, 0x6d, 0x0d, 0x0d, 0xbb, 0xf7, 0x49,
+	0x51, 0x60, 0x1e, 0xb0, 0xb1, 0x4f, 0x58, 0x46, 0xd2, 0xd5, 0x8d, 0x75, 0xd9, 0xa0, 0xb0, 0xb5,
+	0x7c, 0x50, 0xf8, 0x06, 0xec, 0x9e, 0xa2, 0x10, 0xa5, 0x32, 0x28, 0x26, 0x21, 0x35, 0x6f, 0xed,
+	0xf8, 0x3b, 0x86, 0xfa, 0xc4, 0xce, 0x43, 0x5f, 0x83, 0x1d, 0x94, 0x87, 0x92, 0xb2, 0x34, 0xe0,
+	0x2c, 0x4f, 0xb1, 0x0e, 0xbb, 0x1d, 0xbf, 0x6d, 0x89, 0xbe, 0xa2, 0x79, 0xbf, 0x2d, 0x3a, 0xbf,
+	0x1a, 0xfc, 0x4c, 0x05, 0x5c, 0xa1, 0xe0, 0xb7, 0xa1, 0x26, 0x24, 0x92, 0x46, 0xab, 0xdd, 0x83,
+	0xee, 0xf2, 0x4a, 0xf6, 0x80, 0x8d, 0x4f, 0x14, 0x97, 0x6f, 0x98, 0x55, 0xcb, 0xb3, 0x05, 0xd0,
+	0x94, 0xc6, 0x65, 0x85, 0xad, 0x7a, 0xd9, 0xc2, 0x76, 0x66, 0xeb, 0x9a, 0xb1, 0x74, 0xc4, 0x59,
+	0xc4, 0x89, 0x10, 0xab, 0x14, 0x9f, 0x75, 0xdd, 0xad, 0xb9, 0xae, 0xeb, 0x42, 0x55, 0xb7, 0x9f,
+	0x8a, 0x66, 0xd6, 0xdf, 0xaa, 0xaf, 0x68, 0xbd, 0x4d, 0xdf, 0xa9, 0xea, 0xbe, 0xd3, 0xd2, 0x14,
+	0xd5, 0x76, 0xbc, 0x11, 0xb8, 0x36, 0x05, 0x39, 0x4a, 0xc4, 0xe3, 0x0c, 0xeb, 0x41, 0xe0, 0xbb,
+	0x50, 0xcf, 0x34, 0x41, 0xdf, 0xbb, 0x7d, 0xf0, 0xe6, 0x72, 0x68, 0x8c, 0x50, 0x11, 0x22, 0x46,
+	0xc2, 0xfb, 0x97, 0x03, 0x6f, 0xe8, 0x23, 0x3f, 0xc8, 0x31, 0x95, 0xf7, 0x08, 0x11, 0x87, 0x13,
+	0xc4, 0xa3, 0xd5, 0x6e, 0x28, 0x67, 0xfb, 0xd6, 0x7c, 0xb6, 0xdf, 0x86, 0xab, 0xa5, 0x3e, 0x4c,
+	0x53, 0x4c, 0xce, 0xad, 0x71, 0x7b, 0x33, 0xfa, 0xb1, 0x22, 0x97, 0x72, 0xa1, 0xba, 0x69, 0x2e,
+	0xd4, 0x2e, 0x97, 0x0b, 0x7f, 0x2e, 0x9a, 0xd1, 0x89, 0x64, 0x1c, 0x45, 0xe4, 0x1e, 0x21, 0x23,
+	0x44, 0xf1, 0x05, 0x4e, 0x9b, 0xb0, 0x78, 0x56, 0x85, 0xed, 0x6a, 0xf3, 0x1a, 0xfc, 0x08, 0xae,
+	0x0b, 0x73, 0x73, 0x50, 0x6e, 0x2b, 0x6b, 0x9a, 0x7f, 0xcd, 0xca, 0x1e, 0xcd, 0xba, 0xcb, 0x1f,
+	0x1c, 0xb8, 0x55, 0x36, 0xc8, 0x6c, 0x4d, 0xab, 0xf2, 0xa5, 0x5e, 0x4f, 0x1b, 0x5b, 0x75, 0x17,
+	0xda, 0x85, 0x55, 0x4f, 0x09, 0x11, 0xeb, 0x9a, 0xb3, 0x2d, 0xa6, 0x4e, 0x10, 0x6a, 0xf8, 0xbf,
+	0x5a, 0x7a, 0xfb, 0x61, 0x7a, 0xc1, 0xe3, 0xcf, 0x85, 0xea, 0x73, 0x9a, 0x62, 0xab, 0xbd, 0xfe,
+	0xde, 0x5c, 0xf9, 0x9b, 0xd0, 0x94, 0x2c, 0x30, 0x70, 0x28, 0xc5, 0x9b, 0x7e, 0x43, 0xb2, 0x47,
+	0x6a, 0xe9, 0xfd, 0xbe, 0xd0, 0x49, 0x57, 0xa9, 0x47, 0x17, 0x56, 0xce, 0x7d, 0xa8, 0x99, 0xfa,
+	0x66, 0x7b, 0x9c, 0x5e, 0xa8, 0x11, 0x32, 0x8a, 0xd9, 0x18, 0xc5, 0x01, 0x67, 0xcc, 0xa8, 0xd6,
+	0xf6, 0xc1, 0x90, 0x7c, 0xc6, 0x64, 0x89, 0x41, 0xd0, 0x8f, 0x49, 0xf1, 0x22, 0x35, 0xa4, 0x13,
+	0xfa, 0x31, 0x51, 0x1d, 0x6d, 0x5a, 0x89, 0x6b, 0xba, 0x12, 0x4f, 0xd7, 0xf3, 0xaf, 0xd0, 0x4a,
+	0xe9, 0x15, 0xea, 0xfd, 0x7a, 0xcb, 0xc6, 0xb9, 0xd6, 0xfc, 0x90, 0x25, 0x09, 0x95, 0xf2, 0xb2,
+	0xca, 0xaf, 0x7a, 0x28, 0x94, 0x93, 0xbf, 0xba, 0x7a, 0x70, 0xa9, 0x2d, 0xf4, 0xdf, 0x6f, 0xc1,
+	0x7e, 0x26, 0x48, 0x8e, 0x59, 0x10, 0x71, 0x84, 0x29, 0x49, 0xa5, 0x01, 0xa5, 0xae, 0x41, 0x71,
+	0xcd, 0xde, 0x7d, 0xbb, 0xa5, 0xc1, 0x59, 0x22, 0xa1, 0x51, 0x6a, 0xe8, 0x4b, 0x17, 0x24, 0x34,
+	0x5a, 0x6f, 0x01, 0x84, 0xb9, 0x90, 0x0c, 0xbf, 0x50, 0xca, 0x35, 0xcd, 0x44, 0x6e, 0x29, 0xc7,
+	0xd8, 0xfb, 0x5d, 0x91, 0x2d, 0x1a, 0x96, 0xa2, 0x95, 0x1d, 0x9d, 0x4b, 0xf2, 0x05, 0xd9, 0xb2,
+	0x04, 0x9d, 0xb2, 0x63, 0x2a, 0x0b, 0x8e, 0x79, 0x13, 0x5a, 0x61, 0x81, 0xb9, 0x6d, 0x78, 0x33,
+	0x82, 0xc2, 0xf5, 0x67, 0x39, 0xe3, 0x79, 0x62, 0xff, 0x2d, 0xd8, 0xd5, 0x05, 0xee, 0xfc, 0x64,
+	0x2e, 0x10, 0x2f, 0xee, 0x90, 0xcb, 0xb5, 0xed, 0x40, 0x83, 0xa4, 0x92, 0x70, 0x82, 0x6d, 0x9b,
+	0x2e, 0x96, 0x4a, 0x9b, 0x84, 0x0a, 0xa1, 0x15, 0x55, 0x1b, 0x76, 0xe5, 0x7e, 0x13, 0x5c, 0x14,
+	0x45, 0x9c, 0x44, 0xaa, 0x11, 0x2d, 0x84, 0xe0, 0xb5, 0xe9, 0x4e, 0x81, 0xa1, 0xf7, 0xef, 0x62,
+	0x0e, 0xba, 0xaf, 0x63, 0x77, 0xc3, 0x90, 0xeb, 0x02, 0x14, 0x47, 0xb3, 0xe2, 0x1d, 0x53, 0xa2,
+	0x2c, 0xe6, 0x53, 0xf5, 0x8b, 0xf2, 0xa9, 0xf6, 0xb9, 0x7c, 0x9a, 0x8f, 0x90, 0xfa, 0x42, 0x84,
+	0x28, 0xab, 0xc3, 0x09, 0x8a, 0x63, 0x92, 0x46, 0x25, 0xab, 0x1b, 0xc6, 0xea, 0xe9, 0xce, 0xd4,
+	0xea, 0xbf, 0x14, 0x8e, 0x31, 0x56, 0xdf, 0xa3, 0x29, 0x8a, 0xbf, 0xe4, 0x0a, 0xf1, 0x2e, 0x54,
+	0x33, 0x44, 0xd7, 0x9e, 0x4f, 0x34, 0xf3, 0xff, 0xf7, 0x62, 0x3b, 0x83, 0xce, 0x2c, 0xd8, 0xcc,
+	0x74, 0x73, 0x74, 0x1e, 0xc6, 0x39, 0xfe, 0xb2, 0x0a, 0xc8, 0x8d, 0xb9, 0xf7, 0xe8, 0x74, 0x1c,
+	0xf3, 0xfe, 0x58, 0x74, 0x67, 0x83, 0xa6, 0x4f, 0x9e, 0x91, 0xf0, 0xf5, 0x87, 0xd0, 0x4c, 0xbb,
+	0xda, 0xdc, 0xb0, 0xb8, 0x3c, 0x21, 0xea, 0x2b, 0x12, 0xe2, 0xee, 0xf1, 0xa7, 0x2f, 0xbb, 0xce,
+	0x67, 0x2f, 0xbb, 0xce, 0x3f, 0x5f, 0x76, 0x9d, 0x5f, 0xbe, 0xea, 0x5e, 0xf9, 0xec, 0x55, 0xf7,
+	0xca, 0xdf, 0x5e, 0x75, 0xaf, 0xfc, 0x74, 0x18, 0x51, 0x39, 0xc9, 0xc7, 0x83, 0x90, 0x25, 0xc3,
+	0xd2, 0x4f, 0xd1, 0xd2, 0xe7, 0x79, 0xf1, 0x87, 0x54, 0xbe, 0xc8, 0x88, 0x18, 0xd7, 0xf5, 0xef,
+	0xd1, 0x77, 0xff, 0x17, 0x00, 0x00, 0xff, 0xff, 0xc0, 0x0d, 0x70, 0x29, 0xb2, 0x15, 0x00, 0x00,
 }
 
 func (m *EventJobCreated) Marshal() (dAtA []byte, err error) {
@@ -2549,6 +3258,511 @@ func (m *EventJobCredited) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *EventRoundOpened) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundOpened) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundOpened) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Workers) > 0 {
+		dAtA30 := make([]byte, len(m.Workers)*10)
+		var j29 int
+		for _, num := range m.Workers {
+			for num >= 1<<7 {
+				dAtA30[j29] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j29++
+			}
+			dAtA30[j29] = uint8(num)
+			j29++
+		}
+		i -= j29
+		copy(dAtA[i:], dAtA30[:j29])
+		i = encodeVarintEvents(dAtA, i, uint64(j29))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.GlobalSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.GlobalSize))
+		i--
+		dAtA[i] = 0x20
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundCommitted) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundCommitted) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundCommitted) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0x42
+	}
+	if m.PseudoGradientSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.PseudoGradientSize))
+		i--
+		dAtA[i] = 0x38
+	}
+	if len(m.PseudoGradientRoot) > 0 {
+		i -= len(m.PseudoGradientRoot)
+		copy(dAtA[i:], m.PseudoGradientRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.PseudoGradientRoot)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundDeadlineExtended) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundDeadlineExtended) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundDeadlineExtended) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Workers) > 0 {
+		dAtA32 := make([]byte, len(m.Workers)*10)
+		var j31 int
+		for _, num := range m.Workers {
+			for num >= 1<<7 {
+				dAtA32[j31] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j31++
+			}
+			dAtA32[j31] = uint8(num)
+			j31++
+		}
+		i -= j31
+		copy(dAtA[i:], dAtA32[:j31])
+		i = encodeVarintEvents(dAtA, i, uint64(j31))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.Quorum != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Quorum))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Committed != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Committed))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundClosed) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundClosed) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundClosed) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.AggregateDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.AggregateDeadline))
+		i--
+		dAtA[i] = 0x28
+	}
+	if len(m.Missed) > 0 {
+		dAtA34 := make([]byte, len(m.Missed)*10)
+		var j33 int
+		for _, num := range m.Missed {
+			for num >= 1<<7 {
+				dAtA34[j33] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j33++
+			}
+			dAtA34[j33] = uint8(num)
+			j33++
+		}
+		i -= j33
+		copy(dAtA[i:], dAtA34[:j33])
+		i = encodeVarintEvents(dAtA, i, uint64(j33))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Entered) > 0 {
+		dAtA36 := make([]byte, len(m.Entered)*10)
+		var j35 int
+		for _, num := range m.Entered {
+			for num >= 1<<7 {
+				dAtA36[j35] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j35++
+			}
+			dAtA36[j35] = uint8(num)
+			j35++
+		}
+		i -= j35
+		copy(dAtA[i:], dAtA36[:j35])
+		i = encodeVarintEvents(dAtA, i, uint64(j35))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalCommitted) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalCommitted) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalCommitted) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.ChallengeDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.ChallengeDeadline))
+		i--
+		dAtA[i] = 0x38
+	}
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.GlobalSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.GlobalSize))
+		i--
+		dAtA[i] = 0x28
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Aggregator) > 0 {
+		i -= len(m.Aggregator)
+		copy(dAtA[i:], m.Aggregator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Aggregator)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalFinal) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalFinal) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalFinal) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Refunded.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x2a
+	{
+		size, err := m.Paid.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x22
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundWorkerExcluded) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundWorkerExcluded) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundWorkerExcluded) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalRejected) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalRejected) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalRejected) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.AggregateDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.AggregateDeadline))
+		i--
+		dAtA[i] = 0x30
+	}
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Aggregator) > 0 {
+		i -= len(m.Aggregator)
+		copy(dAtA[i:], m.Aggregator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Aggregator)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintEvents(dAtA []byte, offset int, v uint64) int {
 	offset -= sovEvents(v)
 	base := offset
@@ -2982,6 +4196,245 @@ func (m *EventJobCredited) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	if m.ToOwner {
 		n += 2
+	}
+	return n
+}
+
+func (m *EventRoundOpened) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.GlobalSize != 0 {
+		n += 1 + sovEvents(uint64(m.GlobalSize))
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	if len(m.Workers) > 0 {
+		l = 0
+		for _, e := range m.Workers {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	return n
+}
+
+func (m *EventRoundCommitted) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.PseudoGradientRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.PseudoGradientSize != 0 {
+		n += 1 + sovEvents(uint64(m.PseudoGradientSize))
+	}
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventRoundDeadlineExtended) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	if m.Committed != 0 {
+		n += 1 + sovEvents(uint64(m.Committed))
+	}
+	if m.Quorum != 0 {
+		n += 1 + sovEvents(uint64(m.Quorum))
+	}
+	if len(m.Workers) > 0 {
+		l = 0
+		for _, e := range m.Workers {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	return n
+}
+
+func (m *EventRoundClosed) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if len(m.Entered) > 0 {
+		l = 0
+		for _, e := range m.Entered {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	if len(m.Missed) > 0 {
+		l = 0
+		for _, e := range m.Missed {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	if m.AggregateDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.AggregateDeadline))
+	}
+	return n
+}
+
+func (m *EventGlobalCommitted) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.Aggregator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.GlobalSize != 0 {
+		n += 1 + sovEvents(uint64(m.GlobalSize))
+	}
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.ChallengeDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.ChallengeDeadline))
+	}
+	return n
+}
+
+func (m *EventGlobalFinal) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Paid.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.Refunded.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventRoundWorkerExcluded) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventGlobalRejected) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.Aggregator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.AggregateDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.AggregateDeadline))
 	}
 	return n
 }
@@ -6193,6 +7646,1721 @@ func (m *EventJobCredited) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.ToOwner = bool(v != 0)
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundOpened) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundOpened: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundOpened: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalSize", wireType)
+			}
+			m.GlobalSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.GlobalSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Workers = append(m.Workers, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Workers) == 0 {
+					m.Workers = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Workers = append(m.Workers, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Workers", wireType)
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundCommitted) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundCommitted: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundCommitted: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PseudoGradientRoot = append(m.PseudoGradientRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.PseudoGradientRoot == nil {
+				m.PseudoGradientRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientSize", wireType)
+			}
+			m.PseudoGradientSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PseudoGradientSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundDeadlineExtended) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundDeadlineExtended: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundDeadlineExtended: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Committed", wireType)
+			}
+			m.Committed = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Committed |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Quorum", wireType)
+			}
+			m.Quorum = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Quorum |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Workers = append(m.Workers, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Workers) == 0 {
+					m.Workers = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Workers = append(m.Workers, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Workers", wireType)
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundClosed) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundClosed: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundClosed: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Entered = append(m.Entered, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Entered) == 0 {
+					m.Entered = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Entered = append(m.Entered, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Entered", wireType)
+			}
+		case 4:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Missed = append(m.Missed, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Missed) == 0 {
+					m.Missed = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Missed = append(m.Missed, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Missed", wireType)
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AggregateDeadline", wireType)
+			}
+			m.AggregateDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.AggregateDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalCommitted) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalCommitted: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalCommitted: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Aggregator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Aggregator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalSize", wireType)
+			}
+			m.GlobalSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.GlobalSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeDeadline", wireType)
+			}
+			m.ChallengeDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalFinal) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalFinal: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalFinal: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Paid", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Paid.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Refunded", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Refunded.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundWorkerExcluded) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundWorkerExcluded: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundWorkerExcluded: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalRejected) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalRejected: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalRejected: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Aggregator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Aggregator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AggregateDeadline", wireType)
+			}
+			m.AggregateDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.AggregateDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipEvents(dAtA[iNdEx:])

@@ -60,6 +60,14 @@ type CustodyKeeper interface {
 	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
 	// WalkCustody visits every custody object still held (the v5 migration counts them).
 	WalkCustody(ctx context.Context, visit func(HeldCustody) error) error
+
+	// A sync job's round files are the same erasure-coded objects as checkpoint states
+	// (x/verify's path): a pseudo-gradient (pg-<job>-<round>-<worker>) or a global state
+	// (global-<job>-<round>) is registered with its pieces' roots, and counts as held once
+	// its data pieces have proven holders.
+	RegisterRoundCustody(ctx context.Context, id, owner, trainer string, jobID, leaseID, round uint64, root []byte, size uint64, dataPieces, parityPieces uint32, retainSeconds uint64, pieceRoots [][]byte) error
+	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
+	ReleaseCustodyNow(ctx context.Context, id string) error
 }
 
 // HeldCustody is what x/market needs to know of a custody object x/shardregistry holds.

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 )
 
@@ -44,8 +45,28 @@ func DefaultParams() Params {
 		RateTolerance:                   DefaultRateTolerance,
 		RateCheckInterval:               DefaultRateCheckInterval,
 		DefaultCustody:                  DefaultCustody,
+		RoundQuorum:                     DefaultRoundQuorum,
+		MaxMissedRounds:                 DefaultMaxMissedRounds,
+		DefaultRoundCommitBlocks:        DefaultRoundCommitBlocks,
+		RoundAggregateBlocks:            DefaultRoundAggregateBlocks,
+		RoundChallengeBlocks:            DefaultRoundChallengeBlocks,
+		MaxSyncWorkers:                  DefaultMaxSyncWorkers,
 	}
 }
+
+// Defaults of the rounds of sync jobs (consensus version 5): a round closes at its
+// commit deadline once half its workers committed; two rounds in a row without a commit
+// lose a lease; 32 workers at most.
+var DefaultRoundQuorum = math.LegacyNewDecWithPrec(5, 1)
+
+// Round defaults in blocks and workers.
+const (
+	DefaultMaxMissedRounds      = 2
+	DefaultRoundCommitBlocks    = 600
+	DefaultRoundAggregateBlocks = 300
+	DefaultRoundChallengeBlocks = 100
+	DefaultMaxSyncWorkers       = 32
+)
 
 // DefaultCustody is the default_custody of a new chain (consensus version 5): every
 // adjudicable job's checkpoint states are Reed-Solomon 2+1 coded (any 2 of 3 holders
@@ -109,6 +130,19 @@ func (p Params) Validate() error {
 	}
 	if p.RateCheckInterval <= 0 {
 		return fmt.Errorf("rate_check_interval must be positive, got %s", p.RateCheckInterval)
+	}
+	if p.RoundQuorum.IsNil() || !p.RoundQuorum.IsPositive() || p.RoundQuorum.GT(math.LegacyOneDec()) {
+		return fmt.Errorf("round_quorum must be within (0, 1], got %s", p.RoundQuorum)
+	}
+	if p.MaxMissedRounds == 0 {
+		return fmt.Errorf("max_missed_rounds must be positive")
+	}
+	if p.DefaultRoundCommitBlocks == 0 || p.RoundAggregateBlocks == 0 || p.RoundChallengeBlocks == 0 {
+		return fmt.Errorf("default_round_commit_blocks (%d), round_aggregate_blocks (%d) and round_challenge_blocks (%d) must be positive",
+			p.DefaultRoundCommitBlocks, p.RoundAggregateBlocks, p.RoundChallengeBlocks)
+	}
+	if p.MaxSyncWorkers == 0 || p.MaxSyncWorkers > diloco.MaxWorkers {
+		return fmt.Errorf("max_sync_workers must be in [1, %d], got %d", diloco.MaxWorkers, p.MaxSyncWorkers)
 	}
 	return p.DefaultCustody.validateDefault()
 }

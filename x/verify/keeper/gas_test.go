@@ -84,8 +84,9 @@ func TestGasConsumption(t *testing.T) {
 		// reads the params, and the custody params of x/verify version 4 add 21 gas to each read.)
 		// The job record carries storage_escrow and storage_fees (custody storage pay),
 		// read (and for a claim written) by these messages: +1176, +84 and +2268 gas.
-		// x/market version 5's default_custody makes its params (read here) longer: +15.
-		{"SubmitCheckpoint", 97629},
+		// x/market version 5's default_custody and round params make its params (read here)
+		// longer, and the job record carries custody_held and the round fields.
+		{"SubmitCheckpoint", 97743},
 		{"Challenge", 53716},
 		// One write, whatever the number of games waiting on the step (x/verify
 		// version 2; it was 25903 when a reveal updated every waiting game).
