@@ -87,7 +87,9 @@ func RecordFromChunks(topK, k int, chunks [][]byte) ([]byte, error) {
 // root of the buffer it was compressed with and of the one it leaves; a
 // worker with no earlier entered round starts from the zero buffer
 // (ZeroErrorBufferRoot).
-func ErrorBufferRoot(e []int64) merkle.Hash { return merkle.RootOfBytes(encodeSection(nil, e), ChunkSize) }
+func ErrorBufferRoot(e []int64) merkle.Hash {
+	return merkle.RootOfBytes(encodeSection(nil, e), ChunkSize)
+}
 
 // ZeroErrorBufferRoot is the root of the all-zero error buffer of l.
 func (l Layout) ZeroErrorBufferRoot() merkle.Hash { return ErrorBufferRoot(make([]int64, l.Elems())) }
