@@ -249,3 +249,17 @@ func CompressedChunk(globalW, endW, errIn []byte, topK, valid int) (record, errO
 	record, _, next := CompressChunk(delta, e, topK)
 	return record, encodeSection(nil, next), nil
 }
+
+// CompressedErrorRoots reads the error-buffer roots a compressed
+// pseudo-gradient's header chunk (chunk 0 of its file) commits to: the
+// buffer it was compressed with and the one it leaves.
+func CompressedErrorRoots(headerChunk []byte) (in, out merkle.Hash, err error) {
+	h, err := decodeHeader(headerChunk)
+	if err != nil {
+		return in, out, err
+	}
+	if len(headerChunk) != ChunkSize || h.kind != KindCompressed {
+		return in, out, fmt.Errorf("%w: not the header chunk of a compressed pseudo-gradient (kind %d, %d bytes)", ErrInvalid, h.kind, len(headerChunk))
+	}
+	return h.errIn, h.errOut, nil
+}

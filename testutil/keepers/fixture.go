@@ -80,6 +80,7 @@ type options struct {
 	shardGenesis *shardregistrytypes.GenesisState
 	committing   bool
 	beginFirst   bool
+	verifyMarket func(marketkeeper.Keeper) verifytypes.MarketKeeper
 }
 
 // WithShardRegistryGenesis starts x/shardregistry from gs (validated first) instead of
@@ -96,6 +97,13 @@ func Committing() Option { return func(o *options) { o.committing = true } }
 // BeginFirstBlock begins height 1 as a node begins a block: its header hash is
 // BlockHash(1) and x/market records it, so storage challenges of period 0 have a seed.
 func BeginFirstBlock() Option { return func(o *options) { o.beginFirst = true } }
+
+// WithVerifyMarket builds x/verify with wrap(the market keeper) as its MarketKeeper: a
+// referee test fakes the rounds x/market holds (a round's roots and commits) without
+// running every round through x/market.
+func WithVerifyMarket(wrap func(marketkeeper.Keeper) verifytypes.MarketKeeper) Option {
+	return func(o *options) { o.verifyMarket = wrap }
+}
 
 // BlockHash is the fixture's header hash at a height (after the first block, unless
 // BeginFirstBlock).
@@ -174,8 +182,12 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, sk, authority)
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
+	var vm verifytypes.MarketKeeper = mk
+	if o.verifyMarket != nil {
+		vm = o.verifyMarket(mk)
+	}
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
+		addrCodec, ak, bk, vm, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
 	mk.SetCustodyPolicy(rk)

@@ -6,6 +6,7 @@ import (
 
 	errorsmod "cosmossdk.io/errors"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
@@ -119,4 +120,18 @@ func StepData(d traindata.Stream, cfg exact.Config, jobSeed []byte, step uint64)
 		chunks[i] = DataChunk{Index: p.Index, Data: p.Data, Proof: merkle.HashesToBytes(p.Proof)}
 	}
 	return chunks, nil
+}
+
+// JobSync is the integer DiLoCo sync of a job that trains in rounds (JobSpec.sync), checked
+// as every pseudo-gradient and global state header checks it.
+func JobSync(job markettypes.Job) (diloco.Sync, error) {
+	s := job.Spec.Sync
+	if s == nil {
+		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d does not train in rounds (no sync spec)", job.Id)
+	}
+	sync := diloco.Sync{Every: int64(s.Every), OuterLR: int64(s.OuterLrQ30), OuterMomentum: int64(s.OuterMomentumQ30), TopK: int64(s.TopK)}
+	if err := sync.Check(); err != nil {
+		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d: %s", job.Id, err)
+	}
+	return sync, nil
 }
