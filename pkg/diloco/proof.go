@@ -88,8 +88,12 @@ func RecordFromChunks(topK, k int, chunks [][]byte) ([]byte, error) {
 // worker with no earlier entered round starts from the zero buffer
 // (ZeroErrorBufferRoot).
 func ErrorBufferRoot(e []int64) merkle.Hash {
-	return merkle.RootOfBytes(encodeSection(nil, e), ChunkSize)
+	return merkle.RootOfBytes(EncodeErrorBuffer(e), ChunkSize)
 }
+
+// EncodeErrorBuffer is the int32 section encoding of an error buffer: what its root
+// covers, and what a worker keeps to open chunks of for a fault proof.
+func EncodeErrorBuffer(e []int64) []byte { return encodeSection(nil, e) }
 
 // ZeroErrorBufferRoot is the root of the all-zero error buffer of l.
 func (l Layout) ZeroErrorBufferRoot() merkle.Hash { return ErrorBufferRoot(make([]int64, l.Elems())) }
