@@ -603,3 +603,54 @@ func TestRoundFaultFabricatedRecordConvicted(t *testing.T) {
 	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
 	require.Contains(t, s.store.commits[[3]uint64{s.job.Id, 0, 0}].ExcludedReason, fmt.Sprintf("record %d", k))
 }
+
+// maxSyncWorkers is x/market's default max_sync_workers (rounds-chain): the most
+// pseudo-gradients an aggregation proof opens.
+const maxSyncWorkers = 32
+
+// The costliest round fault proof — an aggregation over max_sync_workers compressed
+// pseudo-gradients at top_k 1024, whose records (6 KiB) straddle two or three chunks —
+// convicts within a dispute move's gas bound (types.MaxMoveGas, a share of the block gas).
+func TestRoundFaultWorstProofFitsBlockGas(t *testing.T) {
+	s := newRoundScenario(t, diloco.ChunkElems)
+	g, err := diloco.DecodeGlobal(s.files["g1"])
+	require.NoError(t, err)
+	var pgs []*diloco.PseudoGradient
+	entered := make([]uint32, maxSyncWorkers)
+	for w := range uint32(maxSyncWorkers) {
+		p, err := diloco.DecodeCompressed(s.files[fmt.Sprintf("pg/1/%d", w%2)])
+		require.NoError(t, err)
+		p.Worker = w
+		c, err := p.Compressed()
+		require.NoError(t, err)
+		s.files[fmt.Sprintf("pg/1/%d", w)] = c.Encode()
+		key := [3]uint64{s.job.Id, 1, uint64(w)}
+		lease, prov := s.leases[min(w, 1)], s.provs[min(w, 1)]
+		pgRoot := merkle.RootOfBytes(s.files[fmt.Sprintf("pg/1/%d", w)], diloco.ChunkSize)
+		s.store.commits[key] = markettypes.RoundCommit{JobId: s.job.Id, Round: 1, Worker: w, LeaseId: lease.Id, Provider: prov.String(), PseudoGradientRoot: pgRoot[:]}
+		pgs = append(pgs, p)
+		entered[w] = w
+	}
+	next, err := diloco.Aggregate(g, pgs)
+	require.NoError(t, err)
+	k := s.layout.Chunks - 1
+	next.Weights[k*diloco.ChunkElems]++
+	s.files["g2"] = next.Encode()
+	r := s.store.rounds[[2]uint64{s.job.Id, 1}]
+	r.Entered, r.NextGlobalRoot = entered, s.root("g2")
+	s.store.rounds[[2]uint64{s.job.Id, 1}] = r
+
+	prover := s.account("prover")
+	msg := s.aggProof(prover, 1, k, false)
+	chunks := 0
+	for _, w := range msg.PseudoGradients {
+		chunks += len(w.Chunks)
+	}
+	gas, err := s.prove(msg)
+	require.NoError(t, err)
+	t.Logf("aggregation proof over %d workers at top_k %d: %d pseudo-gradient chunks, %d bytes, %d gas (bound %d)",
+		maxSyncWorkers, diloco.ChunkElems, chunks, msg.Size(), gas, types.MaxMoveGas)
+	require.Greater(t, chunks, maxSyncWorkers, "records straddle chunks")
+	require.Less(t, gas, types.MaxMoveGas)
+	require.Equal(t, []uint64{1}, s.store.rejected)
+}
