@@ -12,12 +12,13 @@ import (
 	"testing"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
+	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 	"github.com/stretchr/testify/require"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/testutil/keepers"
 	marketkeeper "github.com/depinchain/depinchain/x/market/keeper"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -43,7 +44,7 @@ type fakeRounds struct {
 func (f fakeRounds) GetRound(_ context.Context, jobID, round uint64) (markettypes.Round, error) {
 	r, ok := f.s.rounds[[2]uint64{jobID, round}]
 	if !ok {
-		return r, fmt.Errorf("job %d has no round %d", jobID, round)
+		return r, errorsmod.Wrapf(sdkerrors.ErrNotFound, "job %d has no round %d", jobID, round)
 	}
 	r.Entered = slices.Clone(r.Entered)
 	return r, nil
@@ -52,7 +53,7 @@ func (f fakeRounds) GetRound(_ context.Context, jobID, round uint64) (markettype
 func (f fakeRounds) GetRoundCommit(_ context.Context, jobID, round uint64, worker uint32) (markettypes.RoundCommit, error) {
 	c, ok := f.s.commits[[3]uint64{jobID, round, uint64(worker)}]
 	if !ok {
-		return c, fmt.Errorf("job %d round %d has no commit of worker %d", jobID, round, worker)
+		return c, errorsmod.Wrapf(sdkerrors.ErrNotFound, "job %d round %d has no commit of worker %d", jobID, round, worker)
 	}
 	return c, nil
 }
@@ -96,13 +97,15 @@ type roundScenario struct {
 	layout diloco.Layout
 	// files by name: "g0", "g1", "g2", "start/r/w", "end/r/w", "pg/r/w"
 	files map[string][]byte
+	// traces by "r/w": worker w's trace of round r, from its start state
+	traces map[string]trace.Trace
 }
 
 func newRoundScenario(t *testing.T, topK int) *roundScenario {
 	store := &roundStore{rounds: map[[2]uint64]markettypes.Round{}, commits: map[[3]uint64]markettypes.RoundCommit{}}
 	f := keepers.New(t, keepers.WithVerifyMarket(func(mk marketkeeper.Keeper) types.MarketKeeper { return fakeRounds{mk, store} }))
 	e := newEnvOn(t, f)
-	s := &roundScenario{env: e, store: store, files: map[string][]byte{}}
+	s := &roundScenario{env: e, store: store, files: map[string][]byte{}, traces: map[string]trace.Trace{}}
 	spec := referenceSpec(40, 4)
 	spec.Workers = 2
 	res, err := e.mmsg.SubmitJob(e.Ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
@@ -124,6 +127,7 @@ func newRoundScenario(t *testing.T, topK int) *roundScenario {
 	spec2 := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: topK}
 	s.sync, err = spec2.Sync()
 	require.NoError(t, err)
+	job.Spec.CheckpointInterval = 2
 	job.Spec.Sync = &markettypes.SyncSpec{Every: 2, OuterLrQ30: uint64(s.sync.OuterLR), OuterMomentumQ30: uint64(s.sync.OuterMomentum), TopK: uint32(topK)}
 	require.NoError(t, e.Market.Jobs.Set(e.Ctx, job.Id, job))
 	s.job = job
@@ -135,14 +139,20 @@ func newRoundScenario(t *testing.T, topK int) *roundScenario {
 	require.NoError(t, err)
 	carry := [2]*exact.State{}
 	errBufs := [2][]int64{}
-	corpus := traindata.BuiltinCorpus()
 	for r := uint64(0); r < 2; r++ {
 		s.files[fmt.Sprintf("g%d", r)] = g.Encode()
 		var pgs []*diloco.PseudoGradient
 		for w := range 2 {
 			start := g.WorkerStart(carry[w])
-			end, err := exact.Run(start, corpus[w*1000:], job.Seed, uint64(s.sync.Every), nil)
+			hashes := []merkle.Hash{start.Root()}
+			data, err := types.WorkerTrainingData(job, uint32(w), start.Step)
 			require.NoError(t, err)
+			end, err := exact.Run(start, data.Bytes, job.Seed, uint64(s.sync.Every), func(_ uint64, info exact.StepInfo) error {
+				hashes = append(hashes, info.Root)
+				return nil
+			})
+			require.NoError(t, err)
+			s.traces[fmt.Sprintf("%d/%d", r, w)] = trace.New(start.Step, hashes)
 			pg, err := diloco.NewPseudoGradient(g, uint32(w), end)
 			require.NoError(t, err)
 			var file []byte
@@ -653,4 +663,41 @@ func TestRoundFaultWorstProofFitsBlockGas(t *testing.T) {
 	require.Greater(t, chunks, maxSyncWorkers, "records straddle chunks")
 	require.Less(t, gas, types.MaxMoveGas)
 	require.Equal(t, []uint64{1}, s.store.rejected)
+}
+
+// A job that trains in rounds checkpoints each committed round once: round 0 from h_0,
+// round r from the worker's committed start state, ending at its committed end_root; a
+// missed round is skipped. Anything else is refused and changes nothing.
+func TestRoundCheckpointStartsFromTheRoundCommit(t *testing.T) {
+	s := newRoundScenario(t, 0)
+	w0 := func(r uint64) *party { return newParty(s.provs[0], s.traces[fmt.Sprintf("%d/0", r)], nil) }
+	cp0 := s.submitCheckpoint(w0(0), s.leases[0].Id, 0)
+	h0, err := types.InitialStateHash(s.job)
+	require.NoError(t, err)
+	require.Equal(t, h0, cp0.StartHash)
+	cp1 := s.submitCheckpoint(w0(1), s.leases[0].Id, 1)
+	require.Equal(t, s.store.commits[[3]uint64{s.job.Id, 1, 0}].StartRoot, cp1.StartHash)
+	require.Equal(t, uint64(2), cp1.StartStep)
+
+	w1 := newParty(s.provs[1], s.traces["1/1"], nil)
+	submit := func(m *types.MsgSubmitCheckpoint) func(ctx sdk.Context) error {
+		return func(ctx sdk.Context) error { _, err := s.env.msg.SubmitCheckpoint(ctx, m); return err }
+	}
+	// A trace that does not end at the committed end_root.
+	liar := newParty(s.provs[1], trace.New(2, append(slices.Clone(s.traces["1/1"].Hashes[:2]), merkle.Hash{7})), nil)
+	err = s.requireRejected(types.ErrInvalidCheckpoint, submit(checkpointMsg(liar, s.leases[1].Id, 0)))
+	require.ErrorContains(t, err, "is not round 1's committed end_root")
+	// Not a round's range.
+	short := newParty(s.provs[1], trace.New(2, s.traces["1/1"].Hashes[:2]), nil)
+	err = s.requireRejected(types.ErrWrongRange, submit(checkpointMsg(short, s.leases[1].Id, 0)))
+	require.ErrorContains(t, err, "covers one round")
+	// A round the worker did not commit.
+	commit := s.store.commits[[3]uint64{s.job.Id, 1, 1}]
+	delete(s.store.commits, [3]uint64{s.job.Id, 1, 1})
+	err = s.requireRejected(types.ErrInvalidCheckpoint, submit(checkpointMsg(w1, s.leases[1].Id, 0)))
+	require.ErrorContains(t, err, "commit the round")
+	s.store.commits[[3]uint64{s.job.Id, 1, 1}] = commit
+	// Worker 1 skips round 0's checkpoint: its first checkpoint is round 1's.
+	cp := s.submitCheckpoint(w1, s.leases[1].Id, 0)
+	require.Equal(t, commit.StartRoot, cp.StartHash)
 }
