@@ -58,6 +58,9 @@ type Keeper struct {
 	// custodyPolicy bounds a job's custody section (x/shardregistry's params); set by the
 	// app with SetCustodyPolicy once that keeper exists (it depends on this one).
 	custodyPolicy types.CustodyPolicy
+	// roundCustody keeps sync jobs' pseudo-gradients and globals (x/shardregistry); set
+	// by the app with SetRoundCustody, like custodyPolicy.
+	roundCustody types.RoundCustody
 	// referee is shared by every copy of the keeper: the app fills it in once x/verify
 	// exists (SetWorkloadReferee).
 	referee *refereeHolder
@@ -80,6 +83,14 @@ type Keeper struct {
 	// RateChecks: (unix nanos, lease) when an active lease's progress is next held against
 	// its committed rate (consensus version 4).
 	RateChecks collections.KeySet[collections.Pair[int64, uint64]]
+
+	// Rounds of sync jobs, keyed (job, round); RoundCommits keyed (job, round, worker)
+	// (consensus version 5).
+	Rounds       collections.Map[collections.Pair[uint64, uint64], types.Round]
+	RoundCommits collections.Map[collections.Triple[uint64, uint64, uint32], types.RoundCommit]
+	// RoundDeadlines: (height, job, round) of rounds whose current state's deadline (commit,
+	// aggregate or challenge) passes at the end of height.
+	RoundDeadlines collections.KeySet[collections.Triple[int64, uint64, uint64]]
 
 	NextJobID       collections.Sequence
 	NextLeaseID     collections.Sequence
@@ -141,6 +152,12 @@ func NewKeeper(
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		RateChecks: collections.NewKeySet(sb, types.RateChecksKey, "rate_checks",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		Rounds: collections.NewMap(sb, types.RoundsKey, "rounds",
+			collections.PairKeyCodec(collections.Uint64Key, collections.Uint64Key), codec.CollValue[types.Round](cdc)),
+		RoundCommits: collections.NewMap(sb, types.RoundCommitsKey, "round_commits",
+			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint32Key), codec.CollValue[types.RoundCommit](cdc)),
+		RoundDeadlines: collections.NewKeySet(sb, types.RoundDeadlinesKey, "round_deadlines",
+			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
 		NextJobID:       collections.NewSequence(sb, types.NextJobIDKey, "next_job_id"),
 		NextLeaseID:     collections.NewSequence(sb, types.NextLeaseIDKey, "next_lease_id"),
 		NextBidSequence: collections.NewSequence(sb, types.NextBidSequenceKey, "next_bid_sequence"),
@@ -194,3 +211,7 @@ func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source =
 // section. The app calls it once, after building both keepers and before the module
 // manager copies this keeper into its services.
 func (k *Keeper) SetCustodyPolicy(p types.CustodyPolicy) { k.custodyPolicy = p }
+
+// SetRoundCustody gives the keeper x/shardregistry's custody of round files. The app
+// calls it with SetCustodyPolicy.
+func (k *Keeper) SetRoundCustody(c types.RoundCustody) { k.roundCustody = c }
