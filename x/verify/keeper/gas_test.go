@@ -97,8 +97,8 @@ func TestGasConsumption(t *testing.T) {
 		// reads the params, and the custody params of x/verify version 4 add 21 gas to each read.)
 		// The job record carries storage_escrow and storage_fees (custody storage pay),
 		// read (and for a claim written) by these messages: +1176, +84 and +2268 gas.
-		// The job's sync spec and round fields (x/market v5, training rounds) add 12.
-		{"SubmitCheckpoint", 97626},
+		// x/market v5 (training rounds: the job's round fields, the round params) adds 114.
+		{"SubmitCheckpoint", 97728},
 		{"Challenge", 53716},
 		// One write, whatever the number of games waiting on the step (x/verify
 		// version 2; it was 25903 when a reveal updated every waiting game).

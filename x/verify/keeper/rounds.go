@@ -415,8 +415,10 @@ func (k Keeper) checkAggregationChunk(ctx sdk.Context, params types.Params, l di
 	if msg.Worker != 0 {
 		return "", errorsmod.Wrapf(types.ErrInvalidRoundProof, "worker: an aggregation proof accuses the aggregator, not worker %d", msg.Worker)
 	}
-	if len(round.NextGlobalRoot) == 0 {
-		return "", errorsmod.Wrapf(types.ErrInvalidRoundProof, "job %d round %d has no committed aggregation (state %s)", msg.JobId, msg.Round, round.State)
+	if round.State != markettypes.ROUND_STATE_CHALLENGE || len(round.NextGlobalRoot) == 0 {
+		// Before its challenge window there is nothing to prove wrong; after it, G_{r+1}
+		// is final (a wrong aggregation must be proven within the window).
+		return "", errorsmod.Wrapf(types.ErrInvalidRoundProof, "job %d round %d has no committed aggregation in its challenge window (state %s)", msg.JobId, msg.Round, round.State)
 	}
 	sec, err := sectionChunk(l, msg.Chunk)
 	if err != nil {

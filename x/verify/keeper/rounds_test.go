@@ -3,6 +3,7 @@ package keeper_test
 import (
 	"context"
 
+	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/math"
 
@@ -196,14 +197,17 @@ func (s *roundScenario) root(name string) []byte {
 	return r[:]
 }
 
-// commit (re)writes worker w's round-r commit from its files.
+// commit (re)writes worker w's round-r commit from its files, in the fake and in
+// x/market's store (whose checkpoint pay reads it).
 func (s *roundScenario) commit(r uint64, w uint32) {
 	n := func(kind string) string { return fmt.Sprintf("%s/%d/%d", kind, r, w) }
-	s.store.commits[[3]uint64{s.job.Id, r, uint64(w)}] = markettypes.RoundCommit{
+	c := markettypes.RoundCommit{
 		JobId: s.job.Id, Round: r, Worker: w, LeaseId: s.leases[w].Id, Provider: s.provs[w].String(),
 		StartRoot: s.root(n("start")), EndRoot: s.root(n("end")), PseudoGradientRoot: s.root(n("pg")),
 		PseudoGradientSize: uint64(len(s.files[n("pg")])), CommittedHeight: s.Ctx.BlockHeight(),
 	}
+	s.store.commits[[3]uint64{s.job.Id, r, uint64(w)}] = c
+	require.NoError(s.t, s.Market.RoundCommits.Set(s.Ctx, collections.Join3(s.job.Id, r, w), c))
 }
 
 // open returns chunks idx of a file with their proofs.
@@ -694,9 +698,10 @@ func TestRoundCheckpointStartsFromTheRoundCommit(t *testing.T) {
 	// A round the worker did not commit.
 	commit := s.store.commits[[3]uint64{s.job.Id, 1, 1}]
 	delete(s.store.commits, [3]uint64{s.job.Id, 1, 1})
+	require.NoError(t, s.Market.RoundCommits.Remove(s.Ctx, collections.Join3(s.job.Id, uint64(1), uint32(1))))
 	err = s.requireRejected(types.ErrInvalidCheckpoint, submit(checkpointMsg(w1, s.leases[1].Id, 0)))
 	require.ErrorContains(t, err, "commit the round")
-	s.store.commits[[3]uint64{s.job.Id, 1, 1}] = commit
+	s.commit(1, 1)
 	// Worker 1 skips round 0's checkpoint: its first checkpoint is round 1's.
 	cp := s.submitCheckpoint(w1, s.leases[1].Id, 0)
 	require.Equal(t, commit.StartRoot, cp.StartHash)
