@@ -182,6 +182,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, sk, authority)
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
+	// Before x/verify copies the market keeper: it excludes round workers and rejects
+	// globals, which release their custody objects.
+	mk.SetRoundCustody(rk)
 	var vm verifytypes.MarketKeeper = mk
 	if o.verifyMarket != nil {
 		vm = o.verifyMarket(mk)

@@ -154,11 +154,10 @@ func StepData(d traindata.Stream, cfg exact.Config, jobSeed []byte, step uint64)
 // JobSync is the integer DiLoCo sync of a job that trains in rounds (JobSpec.sync), checked
 // as every pseudo-gradient and global state header checks it.
 func JobSync(job markettypes.Job) (diloco.Sync, error) {
-	s := job.Spec.Sync
-	if s == nil {
+	if job.Spec.Sync == nil {
 		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d does not train in rounds (no sync spec)", job.Id)
 	}
-	sync := diloco.Sync{Every: int64(s.Every), OuterLR: int64(s.OuterLrQ30), OuterMomentum: int64(s.OuterMomentumQ30), TopK: int64(s.TopK)}
+	sync := job.Spec.Sync.Diloco()
 	if err := sync.Check(); err != nil {
 		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d: %s", job.Id, err)
 	}
