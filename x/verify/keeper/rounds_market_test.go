@@ -14,6 +14,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
@@ -129,8 +130,16 @@ func TestRoundFaultOnRealRounds(t *testing.T) {
 	err = e.requireRejected(types.ErrRoundConsistent, func(ctx sdk.Context) error { _, err := e.msg.ProveRoundFault(ctx, proof(0)); return err })
 	require.ErrorContains(t, err, "is G_0 − its end state")
 
+	// The builder a sidecar uses finds nothing in worker 0's file and worker 1's fabricated chunk.
+	none, err := dispute.PseudoGradientFault(prover.String(), job.Id, 0, 0, l, files["g0"], files["end/0"], files["pg/0"])
+	require.NoError(t, err)
+	require.Nil(t, none)
+	built, err := dispute.PseudoGradientFault(prover.String(), job.Id, 0, 1, l, files["g0"], files["end/1"], files["pg/1"])
+	require.NoError(t, err)
+	require.Equal(t, proof(1), built)
+
 	bond, balance := e.provider(provs[1]).Bond.Amount, e.Balance(prover)
-	_, err = e.deliver(func(ctx sdk.Context) error { _, err := e.msg.ProveRoundFault(ctx, proof(1)); return err })
+	_, err = e.deliver(func(ctx sdk.Context) error { _, err := e.msg.ProveRoundFault(ctx, built); return err })
 	require.NoError(t, err)
 	commit, err := e.Market.RoundCommits.Get(e.Ctx, collections.Join3(job.Id, uint64(0), uint32(1)))
 	require.NoError(t, err)

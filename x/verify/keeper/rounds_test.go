@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
@@ -408,8 +409,16 @@ func TestRoundFaultWrongAggregationConvicted(t *testing.T) {
 	prover := s.account("prover")
 	s.requireRefused(types.ErrRoundConsistent, "weights chunk 0", s.aggProof(prover, 1, 0, false))
 
+	var pgs [][]byte
+	for w := range 2 {
+		pgs = append(pgs, s.files[fmt.Sprintf("pg/1/%d", w)])
+	}
+	built, err := dispute.AggregationFault(prover.String(), s.job.Id, 1, s.layout, s.sync, s.files["g1"], s.files["g2"], []uint32{0, 1}, pgs)
+	require.NoError(t, err)
+	require.Equal(t, s.aggProof(prover, 1, 0, true), built, "the builder finds the momentum chunk")
+
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(prover)
-	_, err = s.prove(s.aggProof(prover, 1, 0, true))
+	_, err = s.prove(built)
 	require.NoError(t, err)
 	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
 	require.Equal(t, []uint64{1}, s.store.rejected)
@@ -445,8 +454,15 @@ func TestRoundFaultWrongStartConvicted(t *testing.T) {
 	joiner.Source = nil
 	s.requireRefused(types.ErrInvalidRoundProof, "want chunks", joiner)
 
+	built, err := dispute.StartFault(prover.String(), s.job.Id, 1, 0, s.layout, s.sync, s.files["g1"], s.files["end/0/0"], s.files["start/1/0"])
+	require.NoError(t, err)
+	require.Equal(t, s.startProof(prover, 1, 0, moments), built, "the builder finds the first dropped moments chunk")
+	honest, err := dispute.StartFault(prover.String(), s.job.Id, 1, 1, s.layout, s.sync, s.files["g1"], s.files["end/0/1"], s.files["start/1/1"])
+	require.NoError(t, err)
+	require.Nil(t, honest)
+
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(prover)
-	_, err = s.prove(s.startProof(prover, 1, 0, moments))
+	_, err = s.prove(built)
 	require.NoError(t, err)
 	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
 	require.True(t, s.store.commits[[3]uint64{s.job.Id, 1, 0}].Excluded)
