@@ -156,3 +156,91 @@ func StartFault(prover string, jobID, round uint64, worker uint32, l diloco.Layo
 	}
 	return nil, nil
 }
+
+// CompressedPseudoGradientFault is PseudoGradientFault for a job with top_k: pg is the
+// compressed file, prev the worker's pseudo-gradient file of its last entered round under
+// the same lease (nil for none), errIn and errOut the encoded error buffers
+// (diloco.EncodeErrorBuffer) whose roots pg's header names. A header whose error_in is not
+// what prev left is the fault (proven at chunk 0); else the first record or error-buffer
+// chunk that is not the compression of its inputs.
+func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, end, pg, prev, errIn, errOut []byte) (*verifytypes.MsgProveRoundFault, error) {
+	topK := int(sync.TopK)
+	in, out, err := diloco.CompressedErrorRoots(chunkOf(pg, 0))
+	if err != nil {
+		return nil, err
+	}
+	wantIn := l.ZeroErrorBufferRoot()
+	if prev != nil {
+		if _, wantIn, err = diloco.CompressedErrorRoots(chunkOf(prev, 0)); err != nil {
+			return nil, fmt.Errorf("previous pseudo-gradient: %w", err)
+		}
+	}
+	if merkle.RootOfBytes(errIn, diloco.ChunkSize) != in || merkle.RootOfBytes(errOut, diloco.ChunkSize) != out {
+		return nil, fmt.Errorf("dispute: the error buffers given are not the ones the pseudo-gradient's header names")
+	}
+	build := func(k int, full bool) (*verifytypes.MsgProveRoundFault, error) {
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return nil, err
+		}
+		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, Chunk: uint64(k)}
+		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k)); err != nil {
+			return nil, err
+		}
+		if msg.Source, err = OpenFileChunks(end, sc); err != nil {
+			return nil, err
+		}
+		open1 := func(file []byte, i uint64) (*verifytypes.FileChunk, error) {
+			cs, err := OpenFileChunks(file, i)
+			if err != nil {
+				return nil, err
+			}
+			return &cs[0], nil
+		}
+		if msg.Header, err = open1(pg, 0); err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			if msg.PreviousHeader, err = open1(prev, 0); err != nil {
+				return nil, err
+			}
+		}
+		if !full {
+			return msg, nil
+		}
+		first, last := diloco.RecordSpan(topK, k)
+		var span []uint64
+		for c := first; c <= last; c++ {
+			span = append(span, c)
+		}
+		if msg.Claimed, err = OpenFileChunks(pg, span...); err != nil {
+			return nil, err
+		}
+		if msg.ErrorIn, err = open1(errIn, uint64(k)); err != nil {
+			return nil, err
+		}
+		if msg.ErrorOut, err = open1(errOut, uint64(k)); err != nil {
+			return nil, err
+		}
+		return msg, nil
+	}
+	if in != wantIn {
+		return build(0, false)
+	}
+	for k := range l.Chunks {
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return nil, err
+		}
+		rec, next, err := diloco.CompressedChunk(chunkOf(global, diloco.WeightsChunk(k)), chunkOf(end, sc), chunkOf(errIn, uint64(k)), topK, l.Valid(k))
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", k, err)
+		}
+		start := diloco.ChunkSize + k*diloco.RecordBytes(topK)
+		if bytes.Equal(rec, pg[start:start+diloco.RecordBytes(topK)]) && bytes.Equal(next, chunkOf(errOut, uint64(k))) {
+			continue
+		}
+		return build(k, true)
+	}
+	return nil, nil
+}

@@ -583,6 +583,12 @@ func TestRoundFaultCompressedPseudoGradient(t *testing.T) {
 		s.requireRefused(types.ErrRoundConsistent, "are its compression", s.pgProof(prover, 1, 1, k))
 		s.requireRefused(types.ErrRoundConsistent, "weights chunk", s.aggProof(prover, 1, k, false))
 	}
+	hp, err := diloco.DecodeCompressed(s.files["pg/1/1"])
+	require.NoError(t, err)
+	none, err := dispute.CompressedPseudoGradientFault(prover.String(), s.job.Id, 1, 1, s.layout, s.sync, s.files["g1"], s.files["end/1/1"], s.files["pg/1/1"],
+		s.files["pg/0/1"], s.files["err/"+hp.ErrIn.Hex()], s.files["err/"+hp.ErrOut.Hex()])
+	require.NoError(t, err)
+	require.Nil(t, none, "the builder finds nothing in an honest compressed pseudo-gradient")
 	noPrev := s.pgProof(prover, 1, 1, 0)
 	noPrev.PreviousHeader = nil
 	s.requireRefused(types.ErrInvalidRoundProof, "previous_header: missing", noPrev)
@@ -603,8 +609,14 @@ func TestRoundFaultCompressedPseudoGradient(t *testing.T) {
 	s.files["err/"+cp.ErrIn.Hex()] = diloco.EncodeErrorBuffer(zero)
 	s.files["err/"+cp.ErrOut.Hex()] = diloco.EncodeErrorBuffer(out)
 	s.commit(1, 1)
+	built, err := dispute.CompressedPseudoGradientFault(prover.String(), s.job.Id, 1, 1, s.layout, s.sync, s.files["g1"], s.files["end/1/1"], s.files["pg/1/1"],
+		s.files["pg/0/1"], diloco.EncodeErrorBuffer(zero), diloco.EncodeErrorBuffer(out))
+	require.NoError(t, err)
+	require.NotNil(t, built)
+	require.Nil(t, built.Claimed, "a wrong error_in is proven by the headers alone")
+
 	bond, balance := s.provider(s.provs[1]).Bond.Amount, s.Balance(prover)
-	_, err = s.prove(s.pgProof(prover, 1, 1, 0))
+	_, err = s.prove(built)
 	require.NoError(t, err)
 	s.requireConvicted(prover, s.provs[1], s.leases[1].Id, bond, balance)
 	require.Contains(t, s.store.commits[[3]uint64{s.job.Id, 1, 1}].ExcludedReason, "starts from error buffer")
@@ -627,8 +639,12 @@ func TestRoundFaultFabricatedRecordConvicted(t *testing.T) {
 	s.replace("pg/0/0", c.Encode())
 	s.commit(0, 0)
 	prover := s.account("prover")
+	built, err := dispute.CompressedPseudoGradientFault(prover.String(), s.job.Id, 0, 0, s.layout, s.sync, s.files["g0"], s.files["end/0/0"], s.files["pg/0/0"],
+		nil, s.files["err/"+p.ErrIn.Hex()], s.files["err/"+p.ErrOut.Hex()])
+	require.NoError(t, err)
+	require.Equal(t, s.pgProof(prover, 0, 0, k), built, "the builder finds the fabricated record")
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(prover)
-	_, err = s.prove(s.pgProof(prover, 0, 0, k))
+	_, err = s.prove(built)
 	require.NoError(t, err)
 	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
 	require.Contains(t, s.store.commits[[3]uint64{s.job.Id, 0, 0}].ExcludedReason, fmt.Sprintf("record %d", k))
