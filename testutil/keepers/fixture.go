@@ -378,6 +378,7 @@ func (f *Fixture) MarketDeadlines() []Part {
 		KeySetPart("market checkpoint deadlines", f.context, f.Market.CheckpointDeadlines),
 		KeySetPart("market time deadlines", f.context, f.Market.TimeDeadlines),
 		KeySetPart("market rate checks", f.context, f.Market.RateChecks),
+		KeySetPart("market round deadlines", f.context, f.Market.RoundDeadlines),
 	}
 }
 

@@ -97,7 +97,7 @@ func TestGasConsumption(t *testing.T) {
 		// reads the params, and the custody params of x/verify version 4 add 21 gas to each read.)
 		// The job record carries storage_escrow and storage_fees (custody storage pay),
 		// read (and for a claim written) by these messages: +1176, +84 and +2268 gas.
-		// x/market v5 (training rounds: the job's round fields, the round params) adds 114.
+		// x/market version 5's round params make its params read 114 gas dearer.
 		{"SubmitCheckpoint", 97728},
 		{"Challenge", 53716},
 		// One write, whatever the number of games waiting on the step (x/verify
