@@ -115,7 +115,7 @@ func TestGasConsumption(t *testing.T) {
 		// One chunk of a dense pseudo-gradient against G_r's and the end state's weights
 		// chunks (3 chunks of 4 KiB and their proofs, 2 gas a byte, 10 a hash), then the
 		// exclusion and the fraud path's slash and payouts.
-		{"ProveRoundFault", 253490},
+		{"ProveRoundFault", 253616},
 	} {
 		t.Logf("%-16s %d gas", tc.msg, used[tc.msg])
 		assert.Equal(t, tc.gas, used[tc.msg], "gas of %s", tc.msg)

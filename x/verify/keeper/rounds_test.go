@@ -183,14 +183,25 @@ func newRoundScenario(t *testing.T, topK int) *roundScenario {
 		next, err := diloco.Aggregate(g, pgs)
 		require.NoError(t, err)
 		s.files[fmt.Sprintf("g%d", r+1)] = next.Encode()
-		s.store.rounds[[2]uint64{job.Id, r}] = markettypes.Round{
+		s.setRound(markettypes.Round{
 			JobId: job.Id, Round: r, State: markettypes.ROUND_STATE_CHALLENGE, GlobalRoot: s.root(fmt.Sprintf("g%d", r)),
 			Entered: []uint32{0, 1}, Workers: []uint32{0, 1}, Aggregator: s.provs[0].String(), AggregatorLeaseId: s.leases[0].Id,
 			NextGlobalRoot: s.root(fmt.Sprintf("g%d", r+1)), OpenedHeight: e.Ctx.BlockHeight(),
-		}
+		})
 		g = next
 	}
 	return s
+}
+
+// setRound writes a round to the fake and to x/market's store (whose invariants want
+// every commit's round), with the job at that round.
+func (s *roundScenario) setRound(r markettypes.Round) {
+	s.store.rounds[[2]uint64{r.JobId, r.Round}] = r
+	require.NoError(s.t, s.Market.Rounds.Set(s.Ctx, collections.Join(r.JobId, r.Round), r))
+	job := s.getJob(r.JobId)
+	job.Round = max(job.Round, r.Round)
+	require.NoError(s.t, s.Market.Jobs.Set(s.Ctx, job.Id, job))
+	s.job = job
 }
 
 func (s *roundScenario) root(name string) []byte {
@@ -208,6 +219,7 @@ func (s *roundScenario) commit(r uint64, w uint32) {
 		PseudoGradientSize: uint64(len(s.files[n("pg")])), CommittedHeight: s.Ctx.BlockHeight(),
 	}
 	s.store.commits[[3]uint64{s.job.Id, r, uint64(w)}] = c
+	c.Claim = sdk.NewCoin(s.job.Escrow.Denom, math.ZeroInt())
 	require.NoError(s.t, s.Market.RoundCommits.Set(s.Ctx, collections.Join3(s.job.Id, r, w), c))
 }
 
