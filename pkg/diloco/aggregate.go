@@ -20,6 +20,12 @@ type PseudoGradient struct {
 	// Base is the root of the global state the worker started from.
 	Base  merkle.Hash
 	Delta []int64
+	// ErrIn and ErrOut are set by Compress: the ErrorBufferRoot of the
+	// error buffer this pseudo-gradient was compressed with (the worker's
+	// carry from its last entered round; the zero buffer's root for its
+	// first) and of the one it leaves. The compressed file's header commits
+	// to both, so the error feedback is adjudicable chunk by chunk.
+	ErrIn, ErrOut merkle.Hash
 }
 
 func clamp32(v int64) int64 { return max(-exact.Max32, min(exact.Max32, v)) }
@@ -44,7 +50,11 @@ func NewPseudoGradient(g *GlobalState, worker uint32, local *exact.State) (*Pseu
 }
 
 func (p *PseudoGradient) header(kind Kind) header {
-	return header{kind: kind, round: p.Round, worker: p.Worker, cfg: p.Config, sync: p.Sync, base: p.Base, chunks: uint64(NewLayout(p.Config).Chunks)}
+	h := header{kind: kind, round: p.Round, worker: p.Worker, cfg: p.Config, sync: p.Sync, base: p.Base, chunks: uint64(NewLayout(p.Config).Chunks)}
+	if kind == KindCompressed {
+		h.errIn, h.errOut = p.ErrIn, p.ErrOut
+	}
+	return h
 }
 
 // EncodeDense is the dense file: the header chunk (kind
@@ -110,21 +120,7 @@ func AggregateChunk(sync Sync, valid int, weights, momentum []byte, deltas [][]b
 	if len(deltas) < 1 || len(deltas) > MaxWorkers {
 		return nil, nil, fmt.Errorf("%w: %d pseudo-gradients, need 1 to %d", ErrInvalid, len(deltas), MaxWorkers)
 	}
-	read := func(b []byte, what string) ([]int64, error) {
-		if len(b) != ChunkSize {
-			return nil, fmt.Errorf("%w: %s chunk is %d bytes, want %d", ErrInvalid, what, len(b), ChunkSize)
-		}
-		v := make([]int64, ChunkElems)
-		if err := exact.DecodeValues(v, exact.I32, b); err != nil {
-			return nil, fmt.Errorf("%w: %s chunk: %v", ErrInvalid, what, err)
-		}
-		for i := valid; i < ChunkElems; i++ {
-			if v[i] != 0 {
-				return nil, fmt.Errorf("%w: %s chunk: padding element %d is %d, not 0", ErrInvalid, what, i, v[i])
-			}
-		}
-		return v, nil
-	}
+	read := func(b []byte, what string) ([]int64, error) { return readChunk(b, valid, what) }
 	w, err := read(weights, "weights")
 	if err != nil {
 		return nil, nil, err
@@ -145,6 +141,25 @@ func AggregateChunk(sync Sync, valid int, weights, momentum []byte, deltas [][]b
 	}
 	aggregateElems(sync, w, u, sum, int64(len(deltas)))
 	return encodeSection(nil, w), encodeSection(nil, u), nil
+}
+
+// readChunk decodes one section chunk (ChunkSize bytes, int32
+// little-endian, s32 range) whose elements from valid on are padding and
+// must be zero.
+func readChunk(b []byte, valid int, what string) ([]int64, error) {
+	if len(b) != ChunkSize {
+		return nil, fmt.Errorf("%w: %s chunk is %d bytes, want %d", ErrInvalid, what, len(b), ChunkSize)
+	}
+	v := make([]int64, ChunkElems)
+	if err := exact.DecodeValues(v, exact.I32, b); err != nil {
+		return nil, fmt.Errorf("%w: %s chunk: %v", ErrInvalid, what, err)
+	}
+	for i := valid; i < ChunkElems; i++ {
+		if v[i] != 0 {
+			return nil, fmt.Errorf("%w: %s chunk: padding element %d is %d, not 0", ErrInvalid, what, i, v[i])
+		}
+	}
+	return v, nil
 }
 
 // aggregateElems applies the outer step in place to w and u given the sum

@@ -118,14 +118,16 @@ func (p *PseudoGradient) Compress(errBuf []int64) (*PseudoGradient, []int64, err
 		copy(out.Delta[lo:], sent)
 		copy(newErr[lo:], e)
 	}
+	out.ErrIn, out.ErrOut = ErrorBufferRoot(errBuf), ErrorBufferRoot(newErr)
 	return &out, newErr, nil
 }
 
 // Compressed is the committed form of a compressed pseudo-gradient: the
-// header chunk (kind KindCompressed) and one record per section chunk.
-// Its root is the RFC 6962 Merkle root over the leaves [header,
-// record_0, …, record_{Chunks-1}], so leaf 1+k — one record, RecordBytes
-// bytes — is provable on its own, as a dense file's chunk 1+k is.
+// header chunk (kind KindCompressed) and one record per section chunk,
+// served back to back (Encode). Its root is the Merkle root of Encode in
+// ChunkSize chunks, like every other file's, so the one root serves custody
+// (pieces are cut from the file as from a checkpoint state) and
+// adjudication (record k lies in the chunks RecordSpan names).
 type Compressed struct {
 	Header  []byte
 	Records [][]byte
@@ -150,8 +152,8 @@ func (p *PseudoGradient) Compressed() (*Compressed, error) {
 	return c, nil
 }
 
-// Root is the commitment (see Compressed).
-func (c *Compressed) Root() merkle.Hash { return merkle.Root(append([][]byte{c.Header}, c.Records...)) }
+// Root is the commitment: the chunk Merkle root of Encode.
+func (c *Compressed) Root() merkle.Hash { return merkle.RootOfBytes(c.Encode(), ChunkSize) }
 
 // Encode is the file that is served: the header chunk, then the records
 // back to back. Its length is ChunkSize + Chunks·RecordBytes(TopK).
@@ -178,7 +180,8 @@ func DecodeCompressed(b []byte) (*PseudoGradient, error) {
 	if want := ChunkSize + l.Chunks*RecordBytes(k); len(b) != want {
 		return nil, fmt.Errorf("%w: compressed pseudo-gradient of %d bytes, want %d", ErrInvalid, len(b), want)
 	}
-	p := &PseudoGradient{Config: l.Config, Sync: h.sync, Round: h.round, Worker: h.worker, Base: h.base, Delta: make([]int64, l.Elems())}
+	p := &PseudoGradient{Config: l.Config, Sync: h.sync, Round: h.round, Worker: h.worker, Base: h.base, Delta: make([]int64, l.Elems()),
+		ErrIn: h.errIn, ErrOut: h.errOut}
 	for c := range l.Chunks {
 		off := ChunkSize + c*RecordBytes(k)
 		v, err := decompress(b[off:off+RecordBytes(k)], k, l.Valid(c))

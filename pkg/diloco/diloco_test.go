@@ -526,7 +526,7 @@ func TestCompressionRoundTripAndErrorFeedback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equal(dec.Delta, c.Delta) || mustRoot(t, dec) != mustRoot(t, c) || mustRoot(t, c) != merkle.Root(append([][]byte{cf.Header}, cf.Records...)) {
+		if !equal(dec.Delta, c.Delta) || dec.ErrIn != c.ErrIn || dec.ErrOut != ErrorBufferRoot(newErr) || mustRoot(t, dec) != mustRoot(t, c) || mustRoot(t, c) != merkle.RootOfBytes(enc, ChunkSize) {
 			t.Fatal("compressed round trip")
 		}
 		for k := range l.Chunks {

@@ -4,8 +4,8 @@
 // Nesterov-momentum step on the average of their pseudo-gradients — with
 // every value an exact integer, so any party recomputes any part of a round
 // bit for bit. docs/training-together.md is the specification and says what
-// is wired to the chain (not yet: this package is the reference the chain,
-// the sidecar and the referee will share).
+// is wired to the chain: this package is the reference the chain (x/market's
+// round 0, x/verify's round fault referee), the sidecar and the provers share.
 //
 //	sync, _ := SyncSpec{Every: 100, OuterLR: 0.7, OuterMomentum: 0.9}.Sync()
 //	g, _ := InitGlobal(cfg, sync, seed)                     // round 0: Init's weights, zero momentum
@@ -20,7 +20,8 @@
 // config, each tensor starting on a 4 KiB chunk, int32 at FracW. Weights,
 // outer momentum, pseudo-gradients and error buffers share the layout, so
 // chunk k of the next global state depends on chunk k of the inputs only:
-// [AggregateChunk] is what a tile referee runs on Merkle-proven chunks.
+// [AggregateChunk] is what the referee runs on Merkle-proven chunks; proof.go
+// names the chunks every one-chunk round fault opens and what it recomputes.
 // [Simulate] runs a whole job in one process — the reference a
 // multi-sidecar run must reproduce bit for bit.
 package diloco

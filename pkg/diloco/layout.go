@@ -38,7 +38,9 @@ const (
 	offSync    = offConfig + exact.ConfigEncodedSize // 224
 	offBase    = offSync + SyncEncodedSize           // 256
 	offChunks  = offBase + merkle.HashSize           // 288
-	headerLen  = offChunks + 8                       // 296
+	offErrIn   = offChunks + 8                       // 296
+	offErrOut  = offErrIn + merkle.HashSize          // 328
+	headerLen  = offErrOut + merkle.HashSize         // 360
 )
 
 // Kind says what a file is.
@@ -129,6 +131,10 @@ type header struct {
 	sync   Sync
 	base   merkle.Hash
 	chunks uint64
+	// errIn and errOut are a compressed pseudo-gradient's error-buffer
+	// roots (ErrorBufferRoot): the buffer it was compressed with and the
+	// one it carries to the worker's next round. Zero in other kinds.
+	errIn, errOut merkle.Hash
 }
 
 func (h header) encode() []byte {
@@ -146,6 +152,8 @@ func (h header) encode() []byte {
 	copy(b[offSync:], h.sync.Encode())
 	copy(b[offBase:], h.base[:])
 	le.PutUint64(b[offChunks:], h.chunks)
+	copy(b[offErrIn:], h.errIn[:])
+	copy(b[offErrOut:], h.errOut[:])
 	return b
 }
 
@@ -180,8 +188,13 @@ func decodeHeader(b []byte) (header, error) {
 	h := header{kind: Kind(le.Uint32(b[offKind:])), round: le.Uint64(b[offRound:]), worker: le.Uint32(b[offWorker:]),
 		cfg: cfg, sync: sync, chunks: le.Uint64(b[offChunks:])}
 	copy(h.base[:], b[offBase:])
+	copy(h.errIn[:], b[offErrIn:])
+	copy(h.errOut[:], b[offErrOut:])
 	if h.kind < KindPseudoGradient || h.kind > KindCompressed {
 		return fail("unknown kind %d", h.kind)
+	}
+	if h.kind != KindCompressed && (h.errIn != (merkle.Hash{}) || h.errOut != (merkle.Hash{})) {
+		return fail("kind %d carries error-buffer roots", h.kind)
 	}
 	if want := uint64(NewLayout(cfg).Chunks); h.chunks != want {
 		return fail("%d section chunks, the config has %d", h.chunks, want)

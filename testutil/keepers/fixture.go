@@ -82,6 +82,7 @@ type options struct {
 	beginFirst   bool
 	// defaultCustody is x/market's default_custody (off unless WithDefaultCustody).
 	defaultCustody markettypes.CustodySpec
+	verifyMarket   func(marketkeeper.Keeper) verifytypes.MarketKeeper
 }
 
 // WithDefaultCustody starts x/market with default_custody c (the fixture's is off).
@@ -103,6 +104,13 @@ func Committing() Option { return func(o *options) { o.committing = true } }
 // BeginFirstBlock begins height 1 as a node begins a block: its header hash is
 // BlockHash(1) and x/market records it, so storage challenges of period 0 have a seed.
 func BeginFirstBlock() Option { return func(o *options) { o.beginFirst = true } }
+
+// WithVerifyMarket builds x/verify with wrap(the market keeper) as its MarketKeeper: a
+// referee test fakes the rounds x/market holds (a round's roots and commits) without
+// running every round through x/market.
+func WithVerifyMarket(wrap func(marketkeeper.Keeper) verifytypes.MarketKeeper) Option {
+	return func(o *options) { o.verifyMarket = wrap }
+}
 
 // BlockHash is the fixture's header hash at a height (after the first block, unless
 // BeginFirstBlock).
@@ -181,9 +189,15 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, sk, authority)
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
-	mk.SetCustodyKeeper(rk) // before x/verify takes its copy of the market keeper
+	// Before x/verify copies the market keeper (it registers checkpoint custody, excludes
+	// round workers and rejects globals, which release their custody objects).
+	mk.SetCustodyKeeper(rk)
+	var vm verifytypes.MarketKeeper = mk
+	if o.verifyMarket != nil {
+		vm = o.verifyMarket(mk)
+	}
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
-		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
+		addrCodec, ak, bk, vm, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
 

@@ -54,6 +54,7 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 				{RpcMethod: "RevealChunk", Skip: true},
 				{RpcMethod: "ProveTile", Skip: true},
 				{RpcMethod: "ProveParityFault", Skip: true}, // reads the state and the piece (client/cli)
+				{RpcMethod: "ProveRoundFault", Skip: true},  // built from the round's files (pkg/diloco openings)
 				{
 					RpcMethod: "ClaimTimeout", Use: "claim-timeout [challenge-id]",
 					Short:          "End a game whose party to move missed its deadline (anyone may), without waiting for the end blocker",

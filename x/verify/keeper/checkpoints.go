@@ -95,6 +95,12 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 	if err != nil {
 		return types.Checkpoint{}, err
 	}
+	if job.Spec.Sync != nil {
+		if startHash, err = k.roundCheckpointStart(ctx, job, lease, start, startHash, msg); err != nil {
+			return types.Checkpoint{}, err
+		}
+		start = msg.StartStep
+	}
 	if msg.Index != index {
 		return types.Checkpoint{}, errorsmod.Wrapf(types.ErrWrongIndex, "lease %d expects checkpoint %d next, got %d", lease.Id, index, msg.Index)
 	}
@@ -181,6 +187,44 @@ func (k Keeper) submitCheckpoint(ctx sdk.Context, msg *types.MsgSubmitCheckpoint
 		}
 	}
 	return cp, nil
+}
+
+// roundCheckpointStart is where a checkpoint of a job that trains in rounds starts. Such a
+// lease checkpoints each round it commits in x/market, once: steps [r·every, (r+1)·every)
+// of a round r at or after where its previous checkpoint ended (a round it missed has no
+// checkpoint). The checkpoint starts from the worker's start state of round r — its
+// RoundCommit's start_root, which a round fault proves against G_r and its carry; round
+// 0's is h_0, which WorkerStart(nil) of G_0 is — and must end at the commit's end_root, so
+// the trace a challenger disputes is the one the pseudo-gradient was computed from.
+func (k Keeper) roundCheckpointStart(ctx sdk.Context, job markettypes.Job, lease markettypes.Lease, next uint64, nextHash []byte, msg *types.MsgSubmitCheckpoint) ([]byte, error) {
+	sync, err := types.JobSync(job)
+	if err != nil {
+		return nil, err
+	}
+	every := uint64(sync.Every)
+	if msg.StartStep < next || msg.StartStep%every != 0 || msg.EndStep != msg.StartStep+every {
+		return nil, errorsmod.Wrapf(types.ErrWrongRange,
+			"job %d trains in rounds of %d steps: a checkpoint covers one round [r·%d, (r+1)·%d) from step %d on, got [%d, %d)",
+			job.Id, every, every, every, next, msg.StartStep, msg.EndStep)
+	}
+	round := sync.RoundOf(msg.StartStep)
+	commit, err := k.marketKeeper.GetRoundCommit(ctx, job.Id, round, lease.Worker)
+	if err != nil {
+		if !keeperutil.IsRefusal(err) {
+			return nil, err
+		}
+		return nil, keeperutil.WrapCause(types.ErrInvalidCheckpoint, err, "worker %d has no commit in round %d: commit the round (MsgCommitRound) first", lease.Worker, round)
+	}
+	if commit.LeaseId != lease.Id {
+		return nil, errorsmod.Wrapf(types.ErrInvalidCheckpoint, "round %d's commit of worker %d is lease %d's, not lease %d's", round, lease.Worker, commit.LeaseId, lease.Id)
+	}
+	if !sameHash(msg.FinalHash, commit.EndRoot) {
+		return nil, errorsmod.Wrapf(types.ErrInvalidCheckpoint, "final_hash %x is not round %d's committed end_root %x", msg.FinalHash, round, commit.EndRoot)
+	}
+	if round == 0 {
+		return nextHash, nil
+	}
+	return commit.StartRoot, nil
 }
 
 // updateParams replaces the params; only the authority may (MsgUpdateParams).

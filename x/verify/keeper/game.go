@@ -60,7 +60,7 @@ func (k Keeper) openChallenge(ctx sdk.Context, challenger sdk.AccAddress, msg *t
 	if err != nil {
 		return 0, err
 	}
-	if _, err := k.dataLayout(ctx, job, cp.Worker); err != nil {
+	if _, err := k.dataLayout(ctx, job, cp.Worker, cp.StartStep); err != nil {
 		return 0, keeperutil.WrapCause(types.ErrNotAdjudicable, err, "checkpoint %d/%d", cp.LeaseId, cp.Index)
 	}
 	if msg.Challenger == cp.Provider {

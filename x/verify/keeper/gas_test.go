@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
@@ -69,6 +70,18 @@ func TestGasConsumption(t *testing.T) {
 	}
 	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, s.challenge(id).Outcome)
 
+	// A round fault: a worker's fabricated dense pseudo-gradient chunk, convicted.
+	rs := newRoundScenario(t, 0)
+	p, err := diloco.DecodePseudoGradient(rs.files["pg/1/1"])
+	require.NoError(t, err)
+	p.Delta[7]++
+	rs.replace("pg/1/1", p.EncodeDense())
+	rs.commit(1, 1)
+	roundFault := rs.pgProof(rs.account("prover"), 1, 1, 0)
+	gas, err := rs.prove(roundFault)
+	require.NoError(t, err)
+	used["ProveRoundFault"] = gas
+
 	for _, tc := range []struct {
 		msg string
 		gas uint64
@@ -100,6 +113,10 @@ func TestGasConsumption(t *testing.T) {
 		// unbondings begun since the commit, and the payouts: the challenger's reward,
 		// the owner's compensation (into the job's escrow), the community pool.
 		{"Step", 10678544},
+		// One chunk of a dense pseudo-gradient against G_r's and the end state's weights
+		// chunks (3 chunks of 4 KiB and their proofs, 2 gas a byte, 10 a hash), then the
+		// exclusion and the fraud path's slash and payouts.
+		{"ProveRoundFault", 253616},
 	} {
 		t.Logf("%-16s %d gas", tc.msg, used[tc.msg])
 		assert.Equal(t, tc.gas, used[tc.msg], "gas of %s", tc.msg)

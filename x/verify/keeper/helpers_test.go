@@ -69,7 +69,12 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	f := keepers.New(t)
+	return newEnvOn(t, keepers.New(t))
+}
+
+// newEnvOn is newEnv on a fixture built with options.
+func newEnvOn(t testing.TB, f *keepers.Fixture) *env {
+	t.Helper()
 	e := &env{
 		Fixture: f,
 		t:       t,

@@ -10,6 +10,7 @@ import (
 	"cosmossdk.io/collections/indexes"
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
+	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/log"
 
 	"github.com/cosmos/cosmos-sdk/codec"
@@ -233,13 +234,19 @@ func (k Keeper) moduleAddress() sdk.AccAddress {
 // same stream.
 const assignmentEpoch = 0
 
-// dataLayout is the committed layout of a worker's training stream: the built-in corpus,
-// or the data pieces of the shards x/shardregistry assigns to the worker. What
-// x/shardregistry refuses (no such dataset, no shard for the worker) makes the data
-// ErrUnsupportedData; a store failure is returned as it is.
-func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32) (traindata.Layout, error) {
+// dataLayout is the committed layout of a worker's training stream at step: the built-in
+// corpus, the worker's assigned shards of it in the step's round for a job that trains in
+// rounds (types.WorkerTrainingData), or the data pieces of the shards x/shardregistry
+// assigns to the worker. What x/shardregistry refuses (no such dataset, no shard for the
+// worker) makes the data ErrUnsupportedData; a store failure is returned as it is.
+func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32, step uint64) (traindata.Layout, error) {
 	if job.Spec.DatasetId == "" {
-		return types.BuiltinData().Layout, nil
+		d, err := types.WorkerTrainingData(job, worker, step)
+		return d.Layout, err
+	}
+	if job.Spec.Sync != nil {
+		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData,
+			"job %d trains in rounds on dataset %q: per-round dataset assignment is not adjudicable yet", job.Id, job.Spec.DatasetId)
 	}
 	ds, err := k.shardKeeper.GetDataset(ctx, job.Spec.DatasetId)
 	if err != nil {

@@ -193,3 +193,14 @@ func (s msgServer) ProveParityFault(ctx context.Context, msg *types.MsgProvePari
 	}
 	return &types.MsgProveParityFaultResponse{}, nil
 }
+
+func (s msgServer) ProveRoundFault(ctx context.Context, msg *types.MsgProveRoundFault) (*types.MsgProveRoundFaultResponse, error) {
+	prover, err := keeperutil.ParseAddress(s.k.addressCodec, "prover", msg.Prover)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.k.proveRoundFault(sdk.UnwrapSDKContext(ctx), prover, msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgProveRoundFaultResponse{}, nil
+}

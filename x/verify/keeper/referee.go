@@ -80,7 +80,7 @@ func (k Keeper) executeStep(ctx sdk.Context, msg *types.MsgStep) (types.Challeng
 	if err != nil {
 		return 0, err
 	}
-	layout, err := k.dataLayout(ctx, job, cp.Worker)
+	layout, err := k.dataLayout(ctx, job, cp.Worker, cp.StartStep)
 	if err != nil {
 		return 0, err
 	}

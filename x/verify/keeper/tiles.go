@@ -454,7 +454,7 @@ func (k Keeper) loadChunk(ctx sdk.Context, params types.Params, ch types.Challen
 	if err != nil {
 		return nil, err
 	}
-	layout, err := k.dataLayout(ctx, job, cp.Worker)
+	layout, err := k.dataLayout(ctx, job, cp.Worker, cp.StartStep)
 	if err != nil {
 		return nil, err
 	}

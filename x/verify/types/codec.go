@@ -25,6 +25,7 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgRevealChunk{}, "depinchain/x/verify/MsgRevealChunk")
 	legacy.RegisterAminoMsg(cdc, &MsgProveTile{}, "depinchain/x/verify/MsgProveTile")
 	legacy.RegisterAminoMsg(cdc, &MsgProveParityFault{}, "depinchain/x/verify/MsgProveParityFault")
+	legacy.RegisterAminoMsg(cdc, &MsgProveRoundFault{}, "depinchain/x/verify/MsgProveRoundFault")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
 }
 
@@ -33,7 +34,7 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 	registry.RegisterImplementations((*sdk.Msg)(nil),
 		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
 		&MsgClaimTimeout{}, &MsgAttest{}, &MsgReportUnavailable{},
-		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{}, &MsgProveParityFault{},
+		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{}, &MsgProveParityFault{}, &MsgProveRoundFault{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

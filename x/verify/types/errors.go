@@ -47,3 +47,14 @@ var (
 	// data chunks: the trainer's parity is right there.
 	ErrParityConsistent = errors.Register(ModuleName, 34, "the parity chunk is the parity of the data chunks")
 )
+
+// Round fault proofs (MsgProveRoundFault).
+var (
+	// ErrInvalidRoundProof: a MsgProveRoundFault that proves nothing: no such round or
+	// commit, a chunk out of range, a missing or extra opening, an opening that does not
+	// match its committed root.
+	ErrInvalidRoundProof = errors.Register(ModuleName, 35, "invalid round fault proof")
+	// ErrRoundConsistent: the accused chunk is what pkg/diloco computes from the opened
+	// chunks: that part of the round is right.
+	ErrRoundConsistent = errors.Register(ModuleName, 36, "the round's chunk is consistent with its inputs")
+)

@@ -51,6 +51,17 @@ type MarketKeeper interface {
 	// job is over). kind says what it is: markettypes.CreditAuditFee, ...
 	CreditJob(ctx context.Context, fromModule string, jobID uint64, amount sdk.Coin, kind string) error
 	BlockHash(ctx context.Context, height int64) ([]byte, error)
+
+	// Training rounds (jobs with a sync spec): what a round fault proof is checked against,
+	// and what its conviction changes.
+	GetRound(ctx context.Context, jobID, round uint64) (markettypes.Round, error)
+	GetRoundCommit(ctx context.Context, jobID, round uint64, worker uint32) (markettypes.RoundCommit, error)
+	// ExcludeRoundWorker removes a convicted worker from the round's entered list and voids
+	// a committed aggregation of that round (it is re-aggregated without the worker).
+	ExcludeRoundWorker(ctx context.Context, jobID, round uint64, worker uint32, reason string) error
+	// RejectGlobal voids the round's committed aggregation (G_{round+1}) and the rounds
+	// built on it, and returns its aggregator.
+	RejectGlobal(ctx context.Context, jobID, round uint64) (aggregator string, err error)
 }
 
 // ProviderKeeper is x/stakingext: it punishes a provider proven to have committed a

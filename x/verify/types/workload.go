@@ -6,6 +6,7 @@ import (
 
 	errorsmod "cosmossdk.io/errors"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
@@ -62,12 +63,41 @@ func BuiltinData() traindata.Stream { return builtinData() }
 // JobTrainingData returns the built-in training data of a job that names no dataset. A
 // dataset-backed job's bytes live with storage providers: provers assemble them from the
 // worker's pieces (traindata.NewStream) and the referee checks them against DatasetLayout.
+//
+// A job that trains in rounds has no one stream: each worker trains on its own shards of
+// each round (WorkerTrainingData).
 func JobTrainingData(job markettypes.Job) (traindata.Stream, error) {
 	if job.Spec.DatasetId != "" {
 		return traindata.Stream{}, errorsmod.Wrapf(ErrUnsupportedData,
 			"job %d trains on dataset %q: its bytes come from the worker's shard pieces, not the chain", job.Id, job.Spec.DatasetId)
 	}
+	if job.Spec.Sync != nil {
+		return traindata.Stream{}, errorsmod.Wrapf(ErrUnsupportedData,
+			"job %d trains in rounds: each worker's data is its shards of the round (WorkerTrainingData)", job.Id)
+	}
 	return builtinData(), nil
+}
+
+// WorkerTrainingData is the training stream of worker at step: for a job that trains in
+// rounds, the worker's shards of the built-in corpus in the step's round (pkg/diloco
+// WorkerData over CorpusShards of DefaultShardBytes, assigned among the job's workers by
+// the job seed) — so a trace trained on another worker's shards fails at its batch —
+// otherwise JobTrainingData.
+func WorkerTrainingData(job markettypes.Job, worker uint32, step uint64) (traindata.Stream, error) {
+	if job.Spec.Sync == nil || job.Spec.DatasetId != "" {
+		return JobTrainingData(job)
+	}
+	sync, err := JobSync(job)
+	if err != nil {
+		return traindata.Stream{}, err
+	}
+	corpus := traindata.BuiltinCorpus()
+	shards := diloco.CorpusShards(uint64(len(corpus)), diloco.DefaultShardBytes)
+	data, err := diloco.WorkerData(corpus, job.Seed, sync.RoundOf(step), shards, int(job.Spec.Workers), int(worker))
+	if err != nil {
+		return traindata.Stream{}, errorsmod.Wrapf(ErrUnsupportedData, "job %d worker %d: %s", job.Id, worker, err)
+	}
+	return traindata.SingleSegment(data, DataChunkSize), nil
 }
 
 // DatasetLayout is the training stream of a worker of a dataset-backed job: the data
@@ -119,4 +149,17 @@ func StepData(d traindata.Stream, cfg exact.Config, jobSeed []byte, step uint64)
 		chunks[i] = DataChunk{Index: p.Index, Data: p.Data, Proof: merkle.HashesToBytes(p.Proof)}
 	}
 	return chunks, nil
+}
+
+// JobSync is the integer DiLoCo sync of a job that trains in rounds (JobSpec.sync), checked
+// as every pseudo-gradient and global state header checks it.
+func JobSync(job markettypes.Job) (diloco.Sync, error) {
+	if job.Spec.Sync == nil {
+		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d does not train in rounds (no sync spec)", job.Id)
+	}
+	sync := job.Spec.Sync.Diloco()
+	if err := sync.Check(); err != nil {
+		return diloco.Sync{}, errorsmod.Wrapf(ErrNotAdjudicable, "job %d: %s", job.Id, err)
+	}
+	return sync, nil
 }

@@ -10,7 +10,7 @@ import torch
 
 from .arith import DIV, MAX32, clamp32, rs
 from .config import CONFIG_ENCODED_SIZE, Hyper, params
-from .merkle import CHUNK_SIZE, leaf_hash, root_of_bytes, root_of_leaf_hashes
+from .merkle import CHUNK_SIZE, root_of_bytes
 
 MAGIC = b"DPXDLOCO"
 VERSION = 1
@@ -20,6 +20,9 @@ OFF_KIND, OFF_ROUND, OFF_WORKER, OFF_DIGEST, OFF_CONFIG = 12, 16, 24, 32, 64
 OFF_SYNC = OFF_CONFIG + CONFIG_ENCODED_SIZE
 OFF_BASE = OFF_SYNC + 32
 OFF_CHUNKS = OFF_BASE + 32
+OFF_ERR_IN = OFF_CHUNKS + 8
+OFF_ERR_OUT = OFF_ERR_IN + 32
+ZERO_ROOT = bytes(32)
 Q_OUTER = 30
 ENTRY_BYTES = 6
 
@@ -52,9 +55,11 @@ class Layout:
 
 
 class Header:
-    def __init__(self, kind, rnd, worker, hyp, sync, base, chunks):
+    def __init__(self, kind, rnd, worker, hyp, sync, base, chunks, err_in=ZERO_ROOT, err_out=ZERO_ROOT):
         self.kind, self.round, self.worker, self.hyper = kind, rnd, worker, hyp
         self.sync, self.base, self.chunks = tuple(sync), base, chunks  # sync: every, outer_lr, outer_momentum, top_k
+        # A compressed pseudo-gradient's error-buffer roots (in, out); zero otherwise.
+        self.err_in, self.err_out = err_in, err_out
 
     def encode(self):
         b = bytearray(CHUNK_SIZE)
@@ -65,6 +70,8 @@ class Header:
         struct.pack_into("<4q", b, OFF_SYNC, *self.sync)
         b[OFF_BASE:OFF_BASE + 32] = self.base
         struct.pack_into("<Q", b, OFF_CHUNKS, self.chunks)
+        b[OFF_ERR_IN:OFF_ERR_IN + 32] = self.err_in
+        b[OFF_ERR_OUT:OFF_ERR_OUT + 32] = self.err_out
         return bytes(b)
 
     @staticmethod
@@ -77,7 +84,10 @@ class Header:
         hyp = Hyper.decode(b[OFF_CONFIG:OFF_SYNC])
         sync = struct.unpack_from("<4q", b, OFF_SYNC)
         chunks, = struct.unpack_from("<Q", b, OFF_CHUNKS)
-        h = Header(kind, rnd, worker, hyp, sync, bytes(b[OFF_BASE:OFF_BASE + 32]), chunks)
+        h = Header(kind, rnd, worker, hyp, sync, bytes(b[OFF_BASE:OFF_BASE + 32]), chunks,
+                   bytes(b[OFF_ERR_IN:OFF_ERR_IN + 32]), bytes(b[OFF_ERR_OUT:OFF_ERR_OUT + 32]))
+        if kind != KIND_COMPRESSED and (h.err_in != ZERO_ROOT or h.err_out != ZERO_ROOT):
+            raise ValueError("only a compressed pseudo-gradient carries error-buffer roots")
         if h.encode() != bytes(b[:CHUNK_SIZE]) or chunks != Layout(hyp.config()).chunks:
             raise ValueError("header is not canonical")
         return h
@@ -152,14 +162,20 @@ def compress_chunks(delta, err, k):
     return sent, rec.tobytes(), a - sent
 
 
-def compressed_file(h, sent):
-    """The served compressed file and its root (leaves: header, records)."""
+def error_buffer_root(e):
+    """The commitment to an error buffer: the chunk root of its section."""
+    return root_of_bytes(section_bytes(e))
+
+
+def compressed_file(h, sent, err_in, err_out):
+    """The served compressed file (header naming the error buffers' roots,
+    then the records) and its root: the file's chunk root, as every file's."""
     k = h.sync[3]
-    hc = Header(KIND_COMPRESSED, h.round, h.worker, h.hyper, h.sync, h.base, h.chunks).encode()
+    hc = Header(KIND_COMPRESSED, h.round, h.worker, h.hyper, h.sync, h.base, h.chunks,
+                error_buffer_root(err_in), error_buffer_root(err_out)).encode()
     _, recs, _ = compress_chunks(sent.reshape(-1, CHUNK_ELEMS), torch.zeros_like(sent).reshape(-1, CHUNK_ELEMS), k)
-    n = k * ENTRY_BYTES
-    leaves = [leaf_hash(hc)] + [leaf_hash(recs[i:i + n]) for i in range(0, len(recs), n)]
-    return hc + recs, root_of_leaf_hashes(leaves)
+    b = hc + recs
+    return b, root_of_bytes(b)
 
 
 def pseudo_gradient(global_bytes, local_state, worker, err=None):
@@ -181,8 +197,9 @@ def pseudo_gradient(global_bytes, local_state, worker, err=None):
     if err is None:
         err = torch.zeros_like(delta)
     sent, _, new_err = compress_chunks(delta.reshape(-1, CHUNK_ELEMS), err.reshape(-1, CHUNK_ELEMS), h.sync[3])
-    b, root = compressed_file(ph, sent.reshape(-1))
-    return b, root, new_err.reshape(-1)
+    new_err = new_err.reshape(-1)
+    b, root = compressed_file(ph, sent.reshape(-1), err, new_err)
+    return b, root, new_err
 
 
 def aggregate(global_bytes, pg_files):

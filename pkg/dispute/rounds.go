@@ -1,0 +1,246 @@
+package dispute
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/merkle"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// Round fault proofs (MsgProveRoundFault): each builder scans a round's files, as a
+// party that fetched them from custody holds them, for the first chunk pkg/diloco
+// recomputes differently, and returns the one-chunk proof of it — or nil when every chunk
+// is right. The files must be the ones whose roots x/market holds; the chain checks every
+// opening against those roots.
+
+// OpenFileChunks returns chunks idx of file (4 KiB Merkle chunks) with their proofs.
+func OpenFileChunks(file []byte, idx ...uint64) ([]verifytypes.FileChunk, error) {
+	leaves := merkle.LeafHashesOfBytes(file, diloco.ChunkSize)
+	out := make([]verifytypes.FileChunk, 0, len(idx))
+	for _, i := range idx {
+		proof, err := merkle.InclusionProof(leaves, i)
+		if err != nil {
+			return nil, err
+		}
+		lo := i * diloco.ChunkSize
+		out = append(out, verifytypes.FileChunk{Index: i, Data: file[lo:min(uint64(len(file)), lo+diloco.ChunkSize)], Proof: merkle.HashesToBytes(proof)})
+	}
+	return out, nil
+}
+
+func chunkOf(file []byte, i uint64) []byte {
+	lo := i * diloco.ChunkSize
+	if lo >= uint64(len(file)) {
+		return nil
+	}
+	return file[lo:min(uint64(len(file)), lo+diloco.ChunkSize)]
+}
+
+// PseudoGradientFault scans a worker's dense pseudo-gradient file of round r against
+// G_r's file and its end state's file, and returns the proof of the first wrong chunk.
+// (Compressed pseudo-gradients need the error buffers too: see the x/verify README.)
+func PseudoGradientFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, global, end, pg []byte) (*verifytypes.MsgProveRoundFault, error) {
+	for k := range l.Chunks {
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return nil, err
+		}
+		want, err := diloco.PseudoGradientChunk(chunkOf(global, diloco.WeightsChunk(k)), chunkOf(end, sc), l.Valid(k))
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", k, err)
+		}
+		if bytes.Equal(want, chunkOf(pg, diloco.WeightsChunk(k))) {
+			continue
+		}
+		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, Chunk: uint64(k)}
+		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k)); err != nil {
+			return nil, err
+		}
+		if msg.Source, err = OpenFileChunks(end, sc); err != nil {
+			return nil, err
+		}
+		if msg.Claimed, err = OpenFileChunks(pg, diloco.WeightsChunk(k)); err != nil {
+			return nil, err
+		}
+		return msg, nil
+	}
+	return nil, nil
+}
+
+// AggregationFault scans round r's committed next global state against G_r and the
+// dense pseudo-gradient files of the workers that entered (ascending), and returns the
+// proof of the first wrong weights or momentum chunk.
+func AggregationFault(prover string, jobID, round uint64, l diloco.Layout, sync diloco.Sync, global, next []byte, entered []uint32, pgs [][]byte) (*verifytypes.MsgProveRoundFault, error) {
+	if len(entered) != len(pgs) {
+		return nil, fmt.Errorf("dispute: %d entered workers, %d pseudo-gradient files", len(entered), len(pgs))
+	}
+	for k := range l.Chunks {
+		deltas := make([][]byte, len(pgs))
+		for i, pg := range pgs {
+			deltas[i] = chunkOf(pg, diloco.WeightsChunk(k))
+		}
+		w, u, err := diloco.AggregateChunk(sync, l.Valid(k), chunkOf(global, diloco.WeightsChunk(k)), chunkOf(global, l.MomentumChunk(k)), deltas)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", k, err)
+		}
+		momentum := false
+		switch {
+		case !bytes.Equal(w, chunkOf(next, diloco.WeightsChunk(k))):
+		case !bytes.Equal(u, chunkOf(next, l.MomentumChunk(k))):
+			momentum = true
+		default:
+			continue
+		}
+		at := diloco.WeightsChunk(k)
+		if momentum {
+			at = l.MomentumChunk(k)
+		}
+		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Kind: verifytypes.ROUND_FAULT_AGGREGATION, Chunk: uint64(k), Momentum: momentum}
+		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k), l.MomentumChunk(k)); err != nil {
+			return nil, err
+		}
+		if msg.Claimed, err = OpenFileChunks(next, at); err != nil {
+			return nil, err
+		}
+		for i, pg := range pgs {
+			cs, err := OpenFileChunks(pg, diloco.WeightsChunk(k))
+			if err != nil {
+				return nil, err
+			}
+			msg.PseudoGradients = append(msg.PseudoGradients, verifytypes.WorkerChunks{Worker: entered[i], Chunks: cs})
+		}
+		return msg, nil
+	}
+	return nil, nil
+}
+
+// StartFault scans a worker's round-r start state file against G_r's file and its carry
+// state's file (nil for a worker without one) and returns the proof of the first wrong
+// chunk.
+func StartFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, carry, start []byte) (*verifytypes.MsgProveRoundFault, error) {
+	for c := range l.StateChunks() {
+		src, k, err := l.StartSourceOf(c)
+		if err != nil {
+			return nil, err
+		}
+		var source []byte
+		switch {
+		case src == diloco.StartWeights:
+			source = chunkOf(global, diloco.WeightsChunk(k))
+		case src == diloco.StartMoments && carry != nil:
+			source = chunkOf(carry, c)
+		}
+		want, err := l.StartChunk(sync, round, c, source)
+		if err != nil {
+			return nil, fmt.Errorf("state chunk %d: %w", c, err)
+		}
+		if bytes.Equal(want, chunkOf(start, c)) {
+			continue
+		}
+		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_START, Chunk: c}
+		if msg.Claimed, err = OpenFileChunks(start, c); err != nil {
+			return nil, err
+		}
+		switch {
+		case src == diloco.StartWeights:
+			msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k))
+		case src == diloco.StartMoments && carry != nil:
+			msg.Source, err = OpenFileChunks(carry, c)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return msg, nil
+	}
+	return nil, nil
+}
+
+// CompressedPseudoGradientFault is PseudoGradientFault for a job with top_k: pg is the
+// compressed file, prev the worker's pseudo-gradient file of its last entered round under
+// the same lease (nil for none), errIn and errOut the encoded error buffers
+// (diloco.EncodeErrorBuffer) whose roots pg's header names. A header whose error_in is not
+// what prev left is the fault (proven at chunk 0); else the first record or error-buffer
+// chunk that is not the compression of its inputs.
+func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, end, pg, prev, errIn, errOut []byte) (*verifytypes.MsgProveRoundFault, error) {
+	topK := int(sync.TopK)
+	in, out, err := diloco.CompressedErrorRoots(chunkOf(pg, 0))
+	if err != nil {
+		return nil, err
+	}
+	wantIn := l.ZeroErrorBufferRoot()
+	if prev != nil {
+		if _, wantIn, err = diloco.CompressedErrorRoots(chunkOf(prev, 0)); err != nil {
+			return nil, fmt.Errorf("previous pseudo-gradient: %w", err)
+		}
+	}
+	if merkle.RootOfBytes(errIn, diloco.ChunkSize) != in || merkle.RootOfBytes(errOut, diloco.ChunkSize) != out {
+		return nil, fmt.Errorf("dispute: the error buffers given are not the ones the pseudo-gradient's header names")
+	}
+	build := func(k int, full bool) (*verifytypes.MsgProveRoundFault, error) {
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return nil, err
+		}
+		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, Chunk: uint64(k)}
+		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k)); err != nil {
+			return nil, err
+		}
+		if msg.Source, err = OpenFileChunks(end, sc); err != nil {
+			return nil, err
+		}
+		open1 := func(file []byte, i uint64) (*verifytypes.FileChunk, error) {
+			cs, err := OpenFileChunks(file, i)
+			if err != nil {
+				return nil, err
+			}
+			return &cs[0], nil
+		}
+		if msg.Header, err = open1(pg, 0); err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			if msg.PreviousHeader, err = open1(prev, 0); err != nil {
+				return nil, err
+			}
+		}
+		if !full {
+			return msg, nil
+		}
+		first, last := diloco.RecordSpan(topK, k)
+		var span []uint64
+		for c := first; c <= last; c++ {
+			span = append(span, c)
+		}
+		if msg.Claimed, err = OpenFileChunks(pg, span...); err != nil {
+			return nil, err
+		}
+		if msg.ErrorIn, err = open1(errIn, uint64(k)); err != nil {
+			return nil, err
+		}
+		if msg.ErrorOut, err = open1(errOut, uint64(k)); err != nil {
+			return nil, err
+		}
+		return msg, nil
+	}
+	if in != wantIn {
+		return build(0, false)
+	}
+	for k := range l.Chunks {
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return nil, err
+		}
+		rec, next, err := diloco.CompressedChunk(chunkOf(global, diloco.WeightsChunk(k)), chunkOf(end, sc), chunkOf(errIn, uint64(k)), topK, l.Valid(k))
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", k, err)
+		}
+		start := diloco.ChunkSize + k*diloco.RecordBytes(topK)
+		if bytes.Equal(rec, pg[start:start+diloco.RecordBytes(topK)]) && bytes.Equal(next, chunkOf(errOut, uint64(k))) {
+			continue
+		}
+		return build(k, true)
+	}
+	return nil, nil
+}
