@@ -75,47 +75,18 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real node and five real sidecars")
 	}
-	start := time.Now()
-	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 	names := []string{"t1", "t2", "h1", "h2", "h3"}
-	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
-	for _, n := range names {
-		accounts[n] = 1_000_000_000_000
-	}
-	node, err := localnet.Start(ctx, localnet.Options{
-		Home:      filepath.Join(dir, "chain"),
-		BlockTime: 500 * time.Millisecond,
-		Accounts:  accounts,
-		Genesis: func(state map[string]any) error {
-			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
-			v := state["verify"].(map[string]any)["params"].(map[string]any)
-			v["challenge_window"], v["move_timeout"] = "10", "20"
-			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
-	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	market, verify := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
-	shards, staking := shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
-
-	sidecars := map[string]*sidecar.Provider{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var setupErr []error
-	for _, name := range names {
-		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+	c := startCluster(ctx, t, dir, names, func(state map[string]any) error {
+		sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+		sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+		v := state["verify"].(map[string]any)["params"].(map[string]any)
+		v["challenge_window"], v["move_timeout"] = "10", "20"
+		v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+		return nil
+	}, func(name string) sidecar.Options {
 		// The trainers commit the same configured rate (not one measured on a busy
 		// host, which the per-step auction would rank by) at the same price: t1 bids
 		// alone, t2 starts once t1 has the lease, and a reopened job takes no bid
@@ -123,62 +94,17 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		fixedRate := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
 		switch name {
 		case "t1":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
-			opts.Set = fixedRate
+			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: []string{"--pause-before-checkpoint", "2"}, Set: fixedRate}
 		case "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.Set = fixedRate
+			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, Set: fixedRate}
 		default:
-			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
+			return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
 		}
-		if testing.Verbose() {
-			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := sidecar.Setup(ctx, node, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
-				return
-			}
-			sidecars[name] = p
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(setupErr...); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		t.Cleanup(sidecars[name].Stop)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, name := range names {
-			t.Logf("%s's log tail:\n%s", name, readTail(sidecars[name].LogPath()))
-		}
-		t.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
 	})
-	errs := make([]error, len(names))
-	for i, name := range names {
-		if name == "t2" {
-			continue // started once t1 has the lease
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = sidecars[name].Start(ctx)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	node, conn, sidecars, since := c.node, c.conn, c.sidecars, c.since
+	market, verify := markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn)
+	shards, staking := shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
+	c.startSidecars(ctx, t, "t1", "h1", "h2", "h3") // t2 once t1 has the lease
 	bond := func(name string) sdkmath.Int {
 		t.Helper()
 		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: sidecars[name].Operator})
@@ -193,14 +119,7 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	}
 	waitFor := func(what string, timeout time.Duration, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !cond() {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				t.Fatalf("timed out after %s waiting until %s", timeout, what)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Logf("%s at %s", what, since())
+		c.waitFor(ctx, t, what, timeout, cond)
 	}
 	t.Logf("node and five sidecars up at %s", since())
 
