@@ -71,11 +71,11 @@ type Metrics struct {
 	// roundMismatch and roundWait are the rounds role's (training together).
 	roundMismatch prometheus.Counter
 	roundWait     prometheus.Counter
-	disputeMoves *prometheus.CounterVec
-	moveMargin   *prometheus.HistogramVec
-	verified     *prometheus.CounterVec
-	bidLatency   prometheus.Histogram
-	audits       AuditMetrics
+	disputeMoves  *prometheus.CounterVec
+	moveMargin    *prometheus.HistogramVec
+	verified      *prometheus.CounterVec
+	bidLatency    prometheus.Histogram
+	audits        AuditMetrics
 
 	// What an operator is alerted on (docs/monitoring/alerts.yml).
 	checkpointDeadline            *prometheus.GaugeVec

@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -366,6 +365,13 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 			PseudoGradientRoot: con.PseudoGradientRoot[:], PseudoGradientSize: con.PseudoGradientSize, PieceRoots: merkle.HashesToBytes(p.Roots),
 		}
 		if err := l.SubmitCheckpoint(ctx, con.Checkpoint, msg); err != nil {
+			// Too late: the round closed without this slot, which misses it (its carry
+			// stays that of the last round it entered) and trains the next one.
+			if res, rerr := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round}); rerr == nil &&
+				res.Round.State != markettypes.ROUND_STATE_OPEN && !slices.Contains(res.Round.Entered, l.Worker) {
+				r.log.Warn("the round closed before this slot's commit; it misses the round", "lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
+				return nil
+			}
 			return fmt.Errorf("committing round %d: %w", round, err)
 		}
 		r.log.Info("round committed", "lease", l.ID, "job", l.Job.Id, "round", round, "slot", l.Worker,
@@ -518,8 +524,10 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 		GlobalRoot: root[:], GlobalSize: p.Size, PieceRoots: merkle.HashesToBytes(p.Roots),
 	})
 	var txErr *chain.TxError
-	if errors.As(err, &txErr) && strings.Contains(err.Error(), "already") {
-		return nil // another slot's came first
+	if errors.As(err, &txErr) {
+		// Refused: most likely another slot's came first; waiting shows what is on chain.
+		r.log.Warn("the chain refused this sidecar's global state", "job", j.ID, "round", round, "err", err)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("committing the global state of round %d: %w", round+1, err)
