@@ -81,6 +81,14 @@ type Keeper struct {
 	// its committed rate (consensus version 4).
 	RateChecks collections.KeySet[collections.Pair[int64, uint64]]
 
+	// Rounds of sync jobs, keyed (job, round); RoundCommits keyed (job, round, worker)
+	// (consensus version 5).
+	Rounds       collections.Map[collections.Pair[uint64, uint64], types.Round]
+	RoundCommits collections.Map[collections.Triple[uint64, uint64, uint32], types.RoundCommit]
+	// RoundDeadlines: (height, job, round) of rounds whose current state's deadline (commit,
+	// aggregate or challenge) passes at the end of height.
+	RoundDeadlines collections.KeySet[collections.Triple[int64, uint64, uint64]]
+
 	NextJobID       collections.Sequence
 	NextLeaseID     collections.Sequence
 	NextBidSequence collections.Sequence
@@ -141,6 +149,12 @@ func NewKeeper(
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		RateChecks: collections.NewKeySet(sb, types.RateChecksKey, "rate_checks",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		Rounds: collections.NewMap(sb, types.RoundsKey, "rounds",
+			collections.PairKeyCodec(collections.Uint64Key, collections.Uint64Key), codec.CollValue[types.Round](cdc)),
+		RoundCommits: collections.NewMap(sb, types.RoundCommitsKey, "round_commits",
+			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint32Key), codec.CollValue[types.RoundCommit](cdc)),
+		RoundDeadlines: collections.NewKeySet(sb, types.RoundDeadlinesKey, "round_deadlines",
+			collections.TripleKeyCodec(collections.Int64Key, collections.Uint64Key, collections.Uint64Key)),
 		NextJobID:       collections.NewSequence(sb, types.NextJobIDKey, "next_job_id"),
 		NextLeaseID:     collections.NewSequence(sb, types.NextLeaseIDKey, "next_lease_id"),
 		NextBidSequence: collections.NewSequence(sb, types.NextBidSequenceKey, "next_bid_sequence"),

@@ -17,6 +17,8 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgTopUpDeposit{}, "depinchain/x/market/MsgTopUpDeposit")
 	legacy.RegisterAminoMsg(cdc, &MsgWithdrawEarnings{}, "depinchain/x/market/MsgWithdrawEarnings")
 	legacy.RegisterAminoMsg(cdc, &MsgUpdateParams{}, "depinchain/x/market/MsgUpdateParams")
+	legacy.RegisterAminoMsg(cdc, &MsgCommitRound{}, "depinchain/x/market/MsgCommitRound")
+	legacy.RegisterAminoMsg(cdc, &MsgCommitGlobal{}, "depinchain/x/market/MsgCommitGlobal")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/market/Params", nil)
 }
 
@@ -25,6 +27,7 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 	registry.RegisterImplementations((*sdk.Msg)(nil),
 		&MsgSubmitJob{}, &MsgPlaceBid{}, &MsgWithdrawBid{}, &MsgCancelJob{},
 		&MsgTopUpDeposit{}, &MsgWithdrawEarnings{}, &MsgUpdateParams{},
+		&MsgCommitRound{}, &MsgCommitGlobal{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

@@ -40,4 +40,14 @@ var (
 	// ErrPricePerStepAboveCap: a replacement bid asks more per step than the job's first
 	// auction accepted, which would break the owner's cost bound.
 	ErrPricePerStepAboveCap = errors.Register(ModuleName, 52, "price per step above the job's cap")
+	// Rounds of sync jobs (consensus version 5).
+	ErrRoundNotFound       = errors.Register(ModuleName, 60, "round not found")
+	ErrRoundCommitNotFound = errors.Register(ModuleName, 61, "round commit not found")
+	ErrNotSyncJob          = errors.Register(ModuleName, 62, "job has no sync section")
+	ErrWrongRound          = errors.Register(ModuleName, 63, "wrong round")
+	ErrRoundNotOpen        = errors.Register(ModuleName, 64, "round is not open")
+	ErrRoundNotAggregating = errors.Register(ModuleName, 65, "round is not aggregating")
+	ErrInvalidRoundCommit  = errors.Register(ModuleName, 66, "invalid round commit")
+	ErrEnteredMismatch     = errors.Register(ModuleName, 67, "entered does not match the round's entered workers")
+	ErrNotRoundWorker      = errors.Register(ModuleName, 68, "worker does not train in this round")
 )

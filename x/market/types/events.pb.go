@@ -1322,6 +1322,675 @@ func (m *EventJobCredited) GetToOwner() bool {
 	return false
 }
 
+// EventRoundOpened: a sync job's round opened from global_root; workers lists the slots
+// that train in it.
+type EventRoundOpened struct {
+	JobId      uint64   `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64   `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	GlobalRoot []byte   `protobuf:"bytes,3,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	GlobalSize uint64   `protobuf:"varint,4,opt,name=global_size,json=globalSize,proto3" json:"global_size,omitempty"`
+	Deadline   int64    `protobuf:"varint,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Workers    []uint32 `protobuf:"varint,6,rep,packed,name=workers,proto3" json:"workers,omitempty"`
+}
+
+func (m *EventRoundOpened) Reset()         { *m = EventRoundOpened{} }
+func (m *EventRoundOpened) String() string { return proto.CompactTextString(m) }
+func (*EventRoundOpened) ProtoMessage()    {}
+func (*EventRoundOpened) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{18}
+}
+func (m *EventRoundOpened) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundOpened) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundOpened.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundOpened) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundOpened.Merge(m, src)
+}
+func (m *EventRoundOpened) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundOpened) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundOpened.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundOpened proto.InternalMessageInfo
+
+func (m *EventRoundOpened) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventRoundOpened) GetGlobalSize() uint64 {
+	if m != nil {
+		return m.GlobalSize
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+func (m *EventRoundOpened) GetWorkers() []uint32 {
+	if m != nil {
+		return m.Workers
+	}
+	return nil
+}
+
+// EventRoundCommitted: a worker committed its pseudo-gradient for a round.
+type EventRoundCommitted struct {
+	JobId              uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round              uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Worker             uint32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	LeaseId            uint64 `protobuf:"varint,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Provider           string `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	PseudoGradientRoot []byte `protobuf:"bytes,6,opt,name=pseudo_gradient_root,json=pseudoGradientRoot,proto3" json:"pseudo_gradient_root,omitempty"`
+	PseudoGradientSize uint64 `protobuf:"varint,7,opt,name=pseudo_gradient_size,json=pseudoGradientSize,proto3" json:"pseudo_gradient_size,omitempty"`
+	CustodyId          string `protobuf:"bytes,8,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+}
+
+func (m *EventRoundCommitted) Reset()         { *m = EventRoundCommitted{} }
+func (m *EventRoundCommitted) String() string { return proto.CompactTextString(m) }
+func (*EventRoundCommitted) ProtoMessage()    {}
+func (*EventRoundCommitted) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{19}
+}
+func (m *EventRoundCommitted) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundCommitted) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundCommitted.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundCommitted) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundCommitted.Merge(m, src)
+}
+func (m *EventRoundCommitted) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundCommitted) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundCommitted.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundCommitted proto.InternalMessageInfo
+
+func (m *EventRoundCommitted) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *EventRoundCommitted) GetPseudoGradientRoot() []byte {
+	if m != nil {
+		return m.PseudoGradientRoot
+	}
+	return nil
+}
+
+func (m *EventRoundCommitted) GetPseudoGradientSize() uint64 {
+	if m != nil {
+		return m.PseudoGradientSize
+	}
+	return 0
+}
+
+func (m *EventRoundCommitted) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+// EventRoundDeadlineExtended: the commit deadline passed short of the quorum; the round
+// stays open until deadline.
+type EventRoundDeadlineExtended struct {
+	JobId     uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round     uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Deadline  int64  `protobuf:"varint,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Committed uint32 `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	Quorum    uint32 `protobuf:"varint,5,opt,name=quorum,proto3" json:"quorum,omitempty"`
+}
+
+func (m *EventRoundDeadlineExtended) Reset()         { *m = EventRoundDeadlineExtended{} }
+func (m *EventRoundDeadlineExtended) String() string { return proto.CompactTextString(m) }
+func (*EventRoundDeadlineExtended) ProtoMessage()    {}
+func (*EventRoundDeadlineExtended) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{20}
+}
+func (m *EventRoundDeadlineExtended) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundDeadlineExtended) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundDeadlineExtended.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundDeadlineExtended) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundDeadlineExtended.Merge(m, src)
+}
+func (m *EventRoundDeadlineExtended) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundDeadlineExtended) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundDeadlineExtended.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundDeadlineExtended proto.InternalMessageInfo
+
+func (m *EventRoundDeadlineExtended) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetCommitted() uint32 {
+	if m != nil {
+		return m.Committed
+	}
+	return 0
+}
+
+func (m *EventRoundDeadlineExtended) GetQuorum() uint32 {
+	if m != nil {
+		return m.Quorum
+	}
+	return 0
+}
+
+// EventRoundClosed: a round left OPEN; entered is the aggregation's input, missed the
+// slots without a commit. The global is due by aggregate_deadline.
+type EventRoundClosed struct {
+	JobId             uint64   `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64   `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Entered           []uint32 `protobuf:"varint,3,rep,packed,name=entered,proto3" json:"entered,omitempty"`
+	Missed            []uint32 `protobuf:"varint,4,rep,packed,name=missed,proto3" json:"missed,omitempty"`
+	AggregateDeadline int64    `protobuf:"varint,5,opt,name=aggregate_deadline,json=aggregateDeadline,proto3" json:"aggregate_deadline,omitempty"`
+}
+
+func (m *EventRoundClosed) Reset()         { *m = EventRoundClosed{} }
+func (m *EventRoundClosed) String() string { return proto.CompactTextString(m) }
+func (*EventRoundClosed) ProtoMessage()    {}
+func (*EventRoundClosed) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{21}
+}
+func (m *EventRoundClosed) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundClosed) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundClosed.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundClosed) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundClosed.Merge(m, src)
+}
+func (m *EventRoundClosed) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundClosed) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundClosed.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundClosed proto.InternalMessageInfo
+
+func (m *EventRoundClosed) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundClosed) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundClosed) GetEntered() []uint32 {
+	if m != nil {
+		return m.Entered
+	}
+	return nil
+}
+
+func (m *EventRoundClosed) GetMissed() []uint32 {
+	if m != nil {
+		return m.Missed
+	}
+	return nil
+}
+
+func (m *EventRoundClosed) GetAggregateDeadline() int64 {
+	if m != nil {
+		return m.AggregateDeadline
+	}
+	return 0
+}
+
+// EventGlobalCommitted: the aggregation of `round` (G_{round+1}) was committed; round+1
+// is open.
+type EventGlobalCommitted struct {
+	JobId             uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Aggregator        string `protobuf:"bytes,3,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	GlobalRoot        []byte `protobuf:"bytes,4,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	GlobalSize        uint64 `protobuf:"varint,5,opt,name=global_size,json=globalSize,proto3" json:"global_size,omitempty"`
+	CustodyId         string `protobuf:"bytes,6,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+	ChallengeDeadline int64  `protobuf:"varint,7,opt,name=challenge_deadline,json=challengeDeadline,proto3" json:"challenge_deadline,omitempty"`
+}
+
+func (m *EventGlobalCommitted) Reset()         { *m = EventGlobalCommitted{} }
+func (m *EventGlobalCommitted) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalCommitted) ProtoMessage()    {}
+func (*EventGlobalCommitted) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{22}
+}
+func (m *EventGlobalCommitted) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalCommitted) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalCommitted.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalCommitted) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalCommitted.Merge(m, src)
+}
+func (m *EventGlobalCommitted) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalCommitted) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalCommitted.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalCommitted proto.InternalMessageInfo
+
+func (m *EventGlobalCommitted) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetAggregator() string {
+	if m != nil {
+		return m.Aggregator
+	}
+	return ""
+}
+
+func (m *EventGlobalCommitted) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalCommitted) GetGlobalSize() uint64 {
+	if m != nil {
+		return m.GlobalSize
+	}
+	return 0
+}
+
+func (m *EventGlobalCommitted) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+func (m *EventGlobalCommitted) GetChallengeDeadline() int64 {
+	if m != nil {
+		return m.ChallengeDeadline
+	}
+	return 0
+}
+
+// EventGlobalFinal: G_{round+1} is final; the entered workers were paid for the round.
+type EventGlobalFinal struct {
+	JobId      uint64     `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64     `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	GlobalRoot []byte     `protobuf:"bytes,3,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	Paid       types.Coin `protobuf:"bytes,4,opt,name=paid,proto3" json:"paid"`
+	Refunded   types.Coin `protobuf:"bytes,5,opt,name=refunded,proto3" json:"refunded"`
+}
+
+func (m *EventGlobalFinal) Reset()         { *m = EventGlobalFinal{} }
+func (m *EventGlobalFinal) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalFinal) ProtoMessage()    {}
+func (*EventGlobalFinal) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{23}
+}
+func (m *EventGlobalFinal) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalFinal) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalFinal.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalFinal) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalFinal.Merge(m, src)
+}
+func (m *EventGlobalFinal) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalFinal) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalFinal.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalFinal proto.InternalMessageInfo
+
+func (m *EventGlobalFinal) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalFinal) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalFinal) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalFinal) GetPaid() types.Coin {
+	if m != nil {
+		return m.Paid
+	}
+	return types.Coin{}
+}
+
+func (m *EventGlobalFinal) GetRefunded() types.Coin {
+	if m != nil {
+		return m.Refunded
+	}
+	return types.Coin{}
+}
+
+// EventRoundWorkerExcluded: x/verify convicted a worker's commit of a round.
+type EventRoundWorkerExcluded struct {
+	JobId  uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round  uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Worker uint32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (m *EventRoundWorkerExcluded) Reset()         { *m = EventRoundWorkerExcluded{} }
+func (m *EventRoundWorkerExcluded) String() string { return proto.CompactTextString(m) }
+func (*EventRoundWorkerExcluded) ProtoMessage()    {}
+func (*EventRoundWorkerExcluded) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{24}
+}
+func (m *EventRoundWorkerExcluded) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventRoundWorkerExcluded) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventRoundWorkerExcluded.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventRoundWorkerExcluded) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventRoundWorkerExcluded.Merge(m, src)
+}
+func (m *EventRoundWorkerExcluded) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventRoundWorkerExcluded) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventRoundWorkerExcluded.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventRoundWorkerExcluded proto.InternalMessageInfo
+
+func (m *EventRoundWorkerExcluded) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventRoundWorkerExcluded) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+// EventGlobalRejected: the committed aggregation of `round` was voided (proven wrong, or
+// an entered worker was excluded); the round aggregates again by aggregate_deadline.
+type EventGlobalRejected struct {
+	JobId             uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round             uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Aggregator        string `protobuf:"bytes,3,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	GlobalRoot        []byte `protobuf:"bytes,4,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	Reason            string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AggregateDeadline int64  `protobuf:"varint,6,opt,name=aggregate_deadline,json=aggregateDeadline,proto3" json:"aggregate_deadline,omitempty"`
+}
+
+func (m *EventGlobalRejected) Reset()         { *m = EventGlobalRejected{} }
+func (m *EventGlobalRejected) String() string { return proto.CompactTextString(m) }
+func (*EventGlobalRejected) ProtoMessage()    {}
+func (*EventGlobalRejected) Descriptor() ([]byte, []int) {
+	return fileDescriptor_77eec102afca3c04, []int{25}
+}
+func (m *EventGlobalRejected) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventGlobalRejected) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventGlobalRejected.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventGlobalRejected) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventGlobalRejected.Merge(m, src)
+}
+func (m *EventGlobalRejected) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventGlobalRejected) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventGlobalRejected.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventGlobalRejected proto.InternalMessageInfo
+
+func (m *EventGlobalRejected) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventGlobalRejected) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventGlobalRejected) GetAggregator() string {
+	if m != nil {
+		return m.Aggregator
+	}
+	return ""
+}
+
+func (m *EventGlobalRejected) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *EventGlobalRejected) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
+func (m *EventGlobalRejected) GetAggregateDeadline() int64 {
+	if m != nil {
+		return m.AggregateDeadline
+	}
+	return 0
+}
+
 func init() {
 	proto.RegisterType((*EventJobCreated)(nil), "depinchain.market.v1.EventJobCreated")
 	proto.RegisterType((*EventBidPlaced)(nil), "depinchain.market.v1.EventBidPlaced")
@@ -1341,92 +2010,124 @@ func init() {
 	proto.RegisterType((*EventAuditFeesCharged)(nil), "depinchain.market.v1.EventAuditFeesCharged")
 	proto.RegisterType((*EventStorageFeePaid)(nil), "depinchain.market.v1.EventStorageFeePaid")
 	proto.RegisterType((*EventJobCredited)(nil), "depinchain.market.v1.EventJobCredited")
+	proto.RegisterType((*EventRoundOpened)(nil), "depinchain.market.v1.EventRoundOpened")
+	proto.RegisterType((*EventRoundCommitted)(nil), "depinchain.market.v1.EventRoundCommitted")
+	proto.RegisterType((*EventRoundDeadlineExtended)(nil), "depinchain.market.v1.EventRoundDeadlineExtended")
+	proto.RegisterType((*EventRoundClosed)(nil), "depinchain.market.v1.EventRoundClosed")
+	proto.RegisterType((*EventGlobalCommitted)(nil), "depinchain.market.v1.EventGlobalCommitted")
+	proto.RegisterType((*EventGlobalFinal)(nil), "depinchain.market.v1.EventGlobalFinal")
+	proto.RegisterType((*EventRoundWorkerExcluded)(nil), "depinchain.market.v1.EventRoundWorkerExcluded")
+	proto.RegisterType((*EventGlobalRejected)(nil), "depinchain.market.v1.EventGlobalRejected")
 }
 
 func init() { proto.RegisterFile("depinchain/market/v1/events.proto", fileDescriptor_77eec102afca3c04) }
 
 var fileDescriptor_77eec102afca3c04 = []byte{
-	// 1274 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x57, 0x4f, 0x6f, 0x1b, 0x45,
-	0x14, 0xcf, 0xda, 0x8e, 0x63, 0xbf, 0x38, 0x49, 0x3b, 0x4d, 0x2b, 0xb7, 0x80, 0x6b, 0x0c, 0x54,
-	0xee, 0xc5, 0x56, 0x02, 0x52, 0x05, 0x48, 0x85, 0x36, 0xfd, 0x97, 0x12, 0x54, 0x6b, 0x43, 0x89,
-	0xc4, 0x65, 0x35, 0xf6, 0x4c, 0xed, 0x69, 0x76, 0x67, 0x56, 0x33, 0xb3, 0x4e, 0x7a, 0xe4, 0xca,
-	0x89, 0x7e, 0x02, 0xf8, 0x0c, 0x7c, 0x8a, 0x4a, 0x48, 0xa8, 0x07, 0x0e, 0x5c, 0x40, 0xa8, 0x95,
-	0xf8, 0x14, 0x20, 0xa1, 0x99, 0x9d, 0x8d, 0x37, 0xc5, 0x89, 0x1c, 0x1f, 0xb8, 0xcd, 0xfc, 0xf6,
-	0xbd, 0x99, 0xf7, 0x7e, 0xef, 0xdf, 0x2c, 0xbc, 0x4b, 0x68, 0xcc, 0xf8, 0x60, 0x84, 0x19, 0xef,
-	0x46, 0x58, 0xee, 0x53, 0xdd, 0x1d, 0x6f, 0x74, 0xe9, 0x98, 0x72, 0xad, 0x3a, 0xb1, 0x14, 0x5a,
-	0xa0, 0xf5, 0x89, 0x48, 0x27, 0x15, 0xe9, 0x8c, 0x37, 0xae, 0x34, 0x06, 0x42, 0x45, 0x42, 0x75,
-	0xfb, 0x58, 0xd1, 0xee, 0x78, 0xa3, 0x4f, 0x35, 0xde, 0xe8, 0x0e, 0x04, 0xe3, 0xa9, 0xd6, 0x95,
-	0xf5, 0xa1, 0x18, 0x0a, 0xbb, 0xec, 0x9a, 0x95, 0x43, 0xa7, 0x5f, 0xe7, 0x4e, 0xb5, 0x22, 0xad,
-	0xbf, 0x8b, 0xb0, 0x76, 0xd7, 0xdc, 0xff, 0x50, 0xf4, 0xb7, 0x24, 0xc5, 0x9a, 0x12, 0x74, 0x11,
-	0xca, 0x4f, 0x45, 0x3f, 0x60, 0xa4, 0xee, 0x35, 0xbd, 0x76, 0xc9, 0x5f, 0x7c, 0x2a, 0xfa, 0xdb,
-	0x04, 0xad, 0xc3, 0xa2, 0x38, 0xe0, 0x54, 0xd6, 0x0b, 0x4d, 0xaf, 0x5d, 0xf5, 0xd3, 0x0d, 0x7a,
-	0x07, 0x60, 0x18, 0x27, 0x41, 0x24, 0x08, 0x0d, 0x55, 0xbd, 0xd8, 0x2c, 0xb6, 0xab, 0x7e, 0x75,
-	0x18, 0x27, 0x5f, 0x5a, 0x00, 0x35, 0xa1, 0x16, 0x31, 0x1e, 0x8c, 0x25, 0x8e, 0x82, 0x21, 0xeb,
-	0xd7, 0x4b, 0xf6, 0x44, 0x88, 0x18, 0xff, 0x5a, 0xe2, 0xe8, 0x3e, 0xeb, 0xa3, 0x6b, 0xb0, 0x36,
-	0x8c, 0x13, 0x15, 0xc4, 0x54, 0x06, 0x07, 0x42, 0xee, 0x53, 0x59, 0x5f, 0x6c, 0x7a, 0xed, 0x15,
-	0x7f, 0xc5, 0xc0, 0x3d, 0x2a, 0xf7, 0x2c, 0x88, 0xea, 0xb0, 0x94, 0x7e, 0x56, 0xf5, 0xb2, 0xfd,
-	0x9e, 0x6d, 0xd1, 0x4d, 0xa8, 0x98, 0x65, 0x28, 0x30, 0xa9, 0x2f, 0x35, 0xbd, 0xf6, 0xea, 0x66,
-	0xab, 0x33, 0x8d, 0xc5, 0xce, 0x9e, 0x93, 0xfa, 0x82, 0x71, 0xe2, 0x1f, 0xe9, 0xa0, 0x5d, 0xb8,
-	0x14, 0xe1, 0xc3, 0x20, 0x96, 0x6c, 0x40, 0xad, 0x19, 0xc6, 0xa1, 0x91, 0x48, 0x64, 0xbd, 0xd2,
-	0xf4, 0xda, 0xcb, 0x9b, 0x97, 0x3b, 0x29, 0xfb, 0x1d, 0xc3, 0x7e, 0xc7, 0xb1, 0xdf, 0xd9, 0x12,
-	0x8c, 0xdf, 0x2e, 0xbd, 0xf8, 0xe3, 0xea, 0x82, 0x8f, 0x22, 0x7c, 0xd8, 0x33, 0xda, 0x3d, 0x2a,
-	0xef, 0xc7, 0xc9, 0x03, 0x91, 0x48, 0x74, 0x1d, 0xce, 0xf5, 0x19, 0x21, 0x8c, 0x0f, 0x03, 0x42,
-	0x31, 0x09, 0x19, 0xa7, 0xf5, 0x6a, 0xd3, 0x6b, 0x17, 0xfd, 0x35, 0x87, 0xdf, 0x71, 0x30, 0xba,
-	0x0a, 0xcb, 0x5a, 0x68, 0x1c, 0x06, 0x4a, 0xd3, 0x58, 0xd5, 0x21, 0xa5, 0xc8, 0x42, 0xbb, 0x06,
-	0x41, 0x1f, 0xc3, 0x12, 0xa1, 0xb1, 0x50, 0x4c, 0xd7, 0x97, 0x67, 0xb3, 0x28, 0x93, 0x37, 0xe1,
-	0x21, 0x58, 0x63, 0x45, 0xb5, 0x89, 0x67, 0xcd, 0x46, 0xae, 0xea, 0x90, 0x6d, 0xd2, 0x7a, 0xee,
-	0xc1, 0xaa, 0x0d, 0xff, 0x6d, 0x46, 0x7a, 0x21, 0x1e, 0x9c, 0x1c, 0xfd, 0x2b, 0x50, 0x89, 0xa5,
-	0x18, 0x33, 0x72, 0x94, 0x00, 0x47, 0x7b, 0xb4, 0x03, 0x68, 0x0a, 0x79, 0xc5, 0xd9, 0x4c, 0x5d,
-	0x8b, 0x8f, 0x33, 0xd7, 0xba, 0x07, 0xe7, 0x33, 0x93, 0xf6, 0x98, 0x1e, 0x11, 0x89, 0x0f, 0xf8,
-	0x1c, 0x56, 0xb5, 0x6e, 0x41, 0x2d, 0x3b, 0x67, 0x47, 0x28, 0x3d, 0xcf, 0x11, 0xbf, 0x16, 0x9d,
-	0x2d, 0x3b, 0x14, 0x2b, 0x9a, 0xd5, 0xc7, 0x65, 0xa8, 0x84, 0x66, 0x3f, 0x39, 0x6a, 0xc9, 0xee,
-	0xb7, 0xf3, 0xe4, 0x15, 0xf2, 0x77, 0x5c, 0x82, 0xb2, 0x4b, 0xed, 0xa2, 0x4d, 0x5d, 0xb7, 0x3b,
-	0x76, 0x77, 0x69, 0x26, 0x52, 0x17, 0xe7, 0x23, 0x15, 0x21, 0x28, 0x99, 0x72, 0x72, 0xa5, 0x63,
-	0xd7, 0xe8, 0x33, 0x80, 0x81, 0x08, 0x43, 0xac, 0xa9, 0xc4, 0xa1, 0xad, 0x9c, 0x19, 0x4e, 0xce,
-	0xa9, 0xa0, 0x2e, 0x5c, 0x18, 0x8c, 0xe8, 0x60, 0x3f, 0x16, 0x8c, 0xeb, 0x49, 0x9a, 0x57, 0x6c,
-	0x9a, 0xa3, 0xc9, 0xa7, 0x7c, 0xa6, 0x4b, 0xaa, 0x92, 0x88, 0xda, 0x54, 0xb7, 0xf5, 0x50, 0xf2,
-	0x21, 0x85, 0x4c, 0xaa, 0xe7, 0x04, 0x46, 0x58, 0x8d, 0x6c, 0x29, 0xd4, 0x32, 0x81, 0x07, 0x58,
-	0x8d, 0x4c, 0x3e, 0x3b, 0x81, 0x44, 0x32, 0x5b, 0x0d, 0x55, 0xbf, 0x9a, 0x22, 0x8f, 0x25, 0x43,
-	0xef, 0xc3, 0xaa, 0x2d, 0x22, 0x4b, 0x9a, 0x25, 0xec, 0xba, 0xbd, 0xa3, 0x66, 0xd1, 0x1e, 0x95,
-	0x36, 0xc3, 0x7e, 0xf7, 0xe0, 0x5c, 0x2e, 0xac, 0xa1, 0x50, 0x73, 0x45, 0x35, 0x1f, 0xbd, 0xe2,
-	0x1b, 0xd1, 0xbb, 0x09, 0x65, 0x49, 0xb1, 0x12, 0xdc, 0xc6, 0x75, 0x75, 0xf3, 0xda, 0xf4, 0x8e,
-	0x34, 0x31, 0xc0, 0xb7, 0xd2, 0xbe, 0xd3, 0x42, 0x9f, 0x42, 0x45, 0xd2, 0x27, 0x09, 0x27, 0x94,
-	0xcc, 0x1a, 0xf3, 0x23, 0x85, 0xd6, 0x3f, 0x1e, 0x5c, 0xb0, 0xfe, 0xf5, 0xf0, 0xb3, 0x88, 0x72,
-	0xbd, 0x4b, 0xb5, 0x0e, 0xe7, 0x72, 0xf1, 0x06, 0x94, 0x71, 0x24, 0x12, 0xae, 0x67, 0xad, 0x66,
-	0x27, 0x6e, 0x5a, 0x56, 0x4c, 0xb9, 0x69, 0x73, 0x96, 0x80, 0x59, 0x5a, 0x96, 0x93, 0x47, 0x9f,
-	0xc3, 0x32, 0x55, 0x03, 0x29, 0x0e, 0x82, 0x90, 0x3e, 0xd1, 0xb3, 0x7a, 0x0f, 0xa9, 0xce, 0x0e,
-	0x7d, 0xa2, 0x5b, 0x3f, 0x7b, 0xb0, 0x9e, 0xf7, 0xdf, 0xa7, 0xd6, 0xcd, 0x53, 0x09, 0x38, 0xad,
-	0xbf, 0xcd, 0xcd, 0xc2, 0x16, 0xd4, 0x0e, 0x5c, 0x0b, 0xc3, 0xfd, 0x90, 0xce, 0x4a, 0xc5, 0x31,
-	0xa5, 0xd6, 0xb7, 0xff, 0xf1, 0x26, 0x0d, 0xf3, 0xff, 0x18, 0xce, 0xd6, 0x77, 0x1e, 0x5c, 0xb2,
-	0x36, 0xdc, 0xc5, 0x92, 0x33, 0x3e, 0x54, 0x93, 0xce, 0x9c, 0x27, 0xce, 0x7b, 0x83, 0xb8, 0xb7,
-	0xa0, 0x9a, 0x59, 0xa8, 0xea, 0x85, 0x66, 0xb1, 0x5d, 0xf2, 0x2b, 0xce, 0x44, 0x35, 0xbf, 0x31,
-	0x3f, 0x64, 0x84, 0xdc, 0x49, 0x87, 0xdc, 0x57, 0x22, 0x8e, 0x29, 0x79, 0x1c, 0x9f, 0xd4, 0xe1,
-	0x27, 0x17, 0x15, 0xce, 0x16, 0xbe, 0x1b, 0x50, 0x4e, 0xb3, 0x6a, 0x66, 0x0b, 0x53, 0xf1, 0xd6,
-	0x8f, 0x59, 0x83, 0x79, 0x28, 0xfa, 0x3e, 0x15, 0x31, 0xe5, 0x27, 0x0f, 0xd6, 0x69, 0x0f, 0x85,
-	0xc2, 0xf4, 0x87, 0xc2, 0x07, 0xb0, 0x3a, 0xc6, 0x03, 0xcc, 0x75, 0x90, 0xbd, 0x84, 0xcc, 0x7b,
-	0x6b, 0xc5, 0x5f, 0x49, 0xd1, 0x3d, 0xf7, 0x1e, 0x7a, 0x0f, 0x56, 0x70, 0x32, 0xd0, 0x4c, 0xf0,
-	0x40, 0x8a, 0x84, 0x13, 0x9b, 0x76, 0x2b, 0x7e, 0xcd, 0x81, 0xbe, 0xc1, 0x5a, 0x3f, 0x65, 0x93,
-	0xdf, 0x3c, 0xfc, 0xd2, 0x0e, 0x78, 0x82, 0x81, 0x1f, 0xc1, 0xa2, 0xd2, 0x58, 0xa7, 0x56, 0xad,
-	0x6e, 0x36, 0xa6, 0x77, 0xb2, 0x87, 0xa2, 0xbf, 0x6b, 0xa4, 0xfc, 0x54, 0xd8, 0x8c, 0x3c, 0xd7,
-	0x00, 0xd3, 0xd6, 0x38, 0xad, 0xb1, 0x95, 0xce, 0xda, 0xd8, 0x0e, 0x5c, 0x5f, 0x4b, 0x3d, 0xed,
-	0x49, 0x31, 0x94, 0x54, 0xa9, 0x93, 0x0c, 0x9f, 0x4c, 0xdd, 0xc2, 0xb1, 0xa9, 0x8b, 0xa0, 0x64,
-	0xc7, 0x4f, 0xd1, 0x0a, 0xdb, 0xb5, 0x99, 0x2b, 0xd6, 0xee, 0x74, 0xee, 0x94, 0xec, 0xdc, 0xa9,
-	0x5a, 0xc4, 0x8c, 0x9d, 0x56, 0x0f, 0x90, 0x2b, 0x41, 0x89, 0x23, 0xf5, 0x38, 0x26, 0xf6, 0x21,
-	0xf0, 0x09, 0x94, 0x63, 0x0b, 0xd8, 0x7b, 0x97, 0x37, 0xdf, 0x9e, 0x4e, 0x4d, 0xaa, 0x94, 0xa5,
-	0x48, 0xaa, 0xd1, 0xfa, 0xcb, 0x83, 0x8b, 0xf6, 0xc8, 0x5b, 0x09, 0x61, 0xfa, 0x1e, 0xa5, 0x6a,
-	0x6b, 0x84, 0xe5, 0xf0, 0xe4, 0x30, 0xe4, 0xab, 0xbd, 0x70, 0xbc, 0xda, 0xaf, 0xc3, 0xb9, 0xdc,
-	0x1c, 0x66, 0x9c, 0xd0, 0x43, 0xe7, 0xdc, 0xda, 0x04, 0xdf, 0x36, 0x70, 0xae, 0x16, 0x4a, 0xf3,
-	0xd6, 0xc2, 0xe2, 0xd9, 0x6a, 0xe1, 0x97, 0x6c, 0x18, 0xed, 0x6a, 0x21, 0xf1, 0x90, 0xde, 0xa3,
-	0xb4, 0x87, 0x19, 0x39, 0x25, 0x68, 0x23, 0x11, 0x4e, 0xba, 0xb0, 0xdb, 0xcd, 0xdf, 0x83, 0x1f,
-	0xc1, 0x05, 0x95, 0xde, 0x1c, 0xe4, 0xc7, 0xca, 0x8c, 0xee, 0x9f, 0x77, 0xba, 0x77, 0x27, 0xd3,
-	0xe5, 0x79, 0xae, 0xb8, 0xb7, 0x24, 0x25, 0xec, 0x94, 0x7f, 0x26, 0x04, 0xa5, 0x7d, 0xc6, 0x89,
-	0xf3, 0xc5, 0xae, 0xe7, 0xf7, 0xe4, 0x32, 0x54, 0xb4, 0x08, 0xd2, 0x7f, 0x30, 0x63, 0x7e, 0xc5,
-	0x5f, 0xd2, 0xe2, 0x91, 0xd9, 0xde, 0xde, 0x7e, 0xf1, 0xaa, 0xe1, 0xbd, 0x7c, 0xd5, 0xf0, 0xfe,
-	0x7c, 0xd5, 0xf0, 0xbe, 0x7f, 0xdd, 0x58, 0x78, 0xf9, 0xba, 0xb1, 0xf0, 0xdb, 0xeb, 0xc6, 0xc2,
-	0x37, 0xdd, 0x21, 0xd3, 0xa3, 0xa4, 0xdf, 0x19, 0x88, 0xa8, 0x9b, 0xfb, 0x1d, 0xcc, 0x2d, 0x0f,
-	0xb3, 0x7f, 0x43, 0xfd, 0x2c, 0xa6, 0xaa, 0x5f, 0xb6, 0x3f, 0x86, 0x1f, 0xfe, 0x1b, 0x00, 0x00,
-	0xff, 0xff, 0x12, 0xf3, 0x00, 0xd2, 0xac, 0x0e, 0x00, 0x00,
+	// 1649 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x58, 0xcd, 0x8f, 0x1b, 0x49,
+	0x15, 0x4f, 0x8f, 0x3f, 0xc6, 0x7e, 0xf3, 0x95, 0x74, 0x66, 0x23, 0x27, 0xec, 0x7a, 0x4d, 0x03,
+	0x2b, 0xe7, 0x80, 0x4d, 0x66, 0x91, 0x56, 0x80, 0xb4, 0xb0, 0x99, 0x9d, 0x64, 0x27, 0x04, 0xc5,
+	0xea, 0x21, 0x44, 0xe2, 0xd2, 0x2a, 0x77, 0x55, 0xda, 0x95, 0xe9, 0xee, 0x6a, 0xaa, 0xaa, 0x67,
+	0x26, 0x7b, 0xe3, 0xca, 0x89, 0x95, 0xb8, 0x71, 0x80, 0xbf, 0x81, 0x0b, 0xff, 0xc2, 0x0a, 0x24,
+	0xb4, 0x42, 0x1c, 0xb8, 0x80, 0x50, 0x22, 0xf1, 0x0f, 0x70, 0x05, 0x09, 0xd5, 0x47, 0xbb, 0xdb,
+	0x5e, 0x7b, 0xf0, 0x98, 0xd5, 0xde, 0xba, 0x5e, 0xbd, 0xaa, 0x7a, 0xef, 0xf7, 0x3e, 0x7e, 0x55,
+	0x0d, 0x5f, 0xc5, 0x24, 0xa3, 0x69, 0x38, 0x41, 0x34, 0x1d, 0x26, 0x88, 0x9f, 0x12, 0x39, 0x3c,
+	0xbb, 0x37, 0x24, 0x67, 0x24, 0x95, 0x62, 0x90, 0x71, 0x26, 0x99, 0xbb, 0x5f, 0xaa, 0x0c, 0x8c,
+	0xca, 0xe0, 0xec, 0xde, 0x9d, 0x6e, 0xc8, 0x44, 0xc2, 0xc4, 0x70, 0x8c, 0x04, 0x19, 0x9e, 0xdd,
+	0x1b, 0x13, 0x89, 0xee, 0x0d, 0x43, 0x46, 0x53, 0xb3, 0xea, 0xce, 0x7e, 0xc4, 0x22, 0xa6, 0x3f,
+	0x87, 0xea, 0xcb, 0x4a, 0x17, 0x1f, 0x67, 0x77, 0xd5, 0x2a, 0xde, 0xbf, 0x6b, 0xb0, 0x77, 0xa4,
+	0xce, 0x7f, 0xc4, 0xc6, 0x87, 0x9c, 0x20, 0x49, 0xb0, 0xfb, 0x06, 0x34, 0x5f, 0xb0, 0x71, 0x40,
+	0x71, 0xc7, 0xe9, 0x39, 0xfd, 0xba, 0xdf, 0x78, 0xc1, 0xc6, 0xc7, 0xd8, 0xdd, 0x87, 0x06, 0x3b,
+	0x4f, 0x09, 0xef, 0x6c, 0xf4, 0x9c, 0x7e, 0xdb, 0x37, 0x03, 0xf7, 0x2d, 0x80, 0x28, 0xcb, 0x83,
+	0x84, 0x61, 0x12, 0x8b, 0x4e, 0xad, 0x57, 0xeb, 0xb7, 0xfd, 0x76, 0x94, 0xe5, 0x3f, 0xd2, 0x02,
+	0xb7, 0x07, 0xdb, 0x09, 0x4d, 0x83, 0x33, 0x8e, 0x92, 0x20, 0xa2, 0xe3, 0x4e, 0x5d, 0xef, 0x08,
+	0x09, 0x4d, 0x7f, 0xc2, 0x51, 0xf2, 0x90, 0x8e, 0xdd, 0x77, 0x60, 0x2f, 0xca, 0x72, 0x11, 0x64,
+	0x84, 0x07, 0xe7, 0x8c, 0x9f, 0x12, 0xde, 0x69, 0xf4, 0x9c, 0xfe, 0x8e, 0xbf, 0xa3, 0xc4, 0x23,
+	0xc2, 0x9f, 0x69, 0xa1, 0xdb, 0x81, 0x4d, 0x33, 0x2d, 0x3a, 0x4d, 0x3d, 0x5f, 0x0c, 0xdd, 0xf7,
+	0xa1, 0xa5, 0x3e, 0x63, 0x86, 0x70, 0x67, 0xb3, 0xe7, 0xf4, 0x77, 0x0f, 0xbc, 0xc1, 0x22, 0x14,
+	0x07, 0xcf, 0xac, 0xd6, 0x0f, 0x69, 0x8a, 0xfd, 0xe9, 0x1a, 0xf7, 0x04, 0x6e, 0x25, 0xe8, 0x22,
+	0xc8, 0x38, 0x0d, 0x89, 0x36, 0x43, 0x39, 0x34, 0x61, 0x39, 0xef, 0xb4, 0x7a, 0x4e, 0x7f, 0xeb,
+	0xe0, 0xf6, 0xc0, 0xa0, 0x3f, 0x50, 0xe8, 0x0f, 0x2c, 0xfa, 0x83, 0x43, 0x46, 0xd3, 0xfb, 0xf5,
+	0x4f, 0xff, 0xfe, 0xf6, 0x35, 0xdf, 0x4d, 0xd0, 0xc5, 0x48, 0xad, 0x1e, 0x11, 0xfe, 0x30, 0xcb,
+	0x3f, 0x62, 0x39, 0x77, 0xef, 0xc2, 0xf5, 0x31, 0xc5, 0x98, 0xa6, 0x51, 0x80, 0x09, 0xc2, 0x31,
+	0x4d, 0x49, 0xa7, 0xdd, 0x73, 0xfa, 0x35, 0x7f, 0xcf, 0xca, 0x3f, 0xb4, 0x62, 0xf7, 0x6d, 0xd8,
+	0x92, 0x4c, 0xa2, 0x38, 0x10, 0x92, 0x64, 0xa2, 0x03, 0x06, 0x22, 0x2d, 0x3a, 0x51, 0x12, 0xf7,
+	0x3b, 0xb0, 0x89, 0x49, 0xc6, 0x04, 0x95, 0x9d, 0xad, 0xd5, 0x2c, 0x2a, 0xf4, 0x55, 0x78, 0x30,
+	0x92, 0x48, 0x10, 0xa9, 0xe2, 0xb9, 0xad, 0x23, 0xd7, 0xb6, 0x92, 0x63, 0xec, 0x7d, 0xe2, 0xc0,
+	0xae, 0x0e, 0xff, 0x7d, 0x8a, 0x47, 0x31, 0x0a, 0x97, 0x47, 0xff, 0x0e, 0xb4, 0x32, 0xce, 0xce,
+	0x28, 0x9e, 0x26, 0xc0, 0x74, 0xec, 0x3e, 0x06, 0x77, 0x01, 0x78, 0xb5, 0xd5, 0x4c, 0xdd, 0xcb,
+	0x66, 0x91, 0xf3, 0x1e, 0xc0, 0x8d, 0xc2, 0xa4, 0x67, 0x54, 0x4e, 0x30, 0x47, 0xe7, 0xe9, 0x1a,
+	0x56, 0x79, 0x1f, 0xc0, 0x76, 0xb1, 0xcf, 0x63, 0x26, 0xe4, 0x3a, 0x5b, 0xfc, 0xa5, 0x66, 0x6d,
+	0x79, 0x4c, 0x90, 0x20, 0x45, 0x7d, 0xdc, 0x86, 0x56, 0xac, 0xc6, 0xe5, 0x56, 0x9b, 0x7a, 0x7c,
+	0x5c, 0x05, 0x6f, 0xa3, 0x7a, 0xc6, 0x2d, 0x68, 0xda, 0xd4, 0xae, 0xe9, 0xd4, 0xb5, 0xa3, 0x99,
+	0xb3, 0xeb, 0x2b, 0x81, 0xda, 0x58, 0x0f, 0x54, 0xd7, 0x85, 0xba, 0x2a, 0x27, 0x5b, 0x3a, 0xfa,
+	0xdb, 0xfd, 0x3e, 0x40, 0xc8, 0xe2, 0x18, 0x49, 0xc2, 0x51, 0xac, 0x2b, 0x67, 0x85, 0x9d, 0x2b,
+	0x4b, 0xdc, 0x21, 0xdc, 0x0c, 0x27, 0x24, 0x3c, 0xcd, 0x18, 0x4d, 0x65, 0x99, 0xe6, 0x2d, 0x9d,
+	0xe6, 0x6e, 0x39, 0x55, 0xcd, 0x74, 0x4e, 0x44, 0x9e, 0x10, 0x9d, 0xea, 0xba, 0x1e, 0xea, 0x3e,
+	0x18, 0x91, 0x4a, 0xf5, 0x8a, 0xc2, 0x04, 0x89, 0x89, 0x2e, 0x85, 0xed, 0x42, 0xe1, 0x23, 0x24,
+	0x26, 0x2a, 0x9f, 0xad, 0x42, 0xce, 0xa9, 0xae, 0x86, 0xb6, 0xdf, 0x36, 0x92, 0xa7, 0x9c, 0xba,
+	0x5f, 0x87, 0x5d, 0x5d, 0x44, 0x1a, 0x34, 0x0d, 0xd8, 0x5d, 0x7d, 0xc6, 0xb6, 0x96, 0x8e, 0x08,
+	0xd7, 0x19, 0xf6, 0x37, 0x07, 0xae, 0x57, 0xc2, 0x1a, 0x33, 0xb1, 0x56, 0x54, 0xab, 0xd1, 0xab,
+	0xcd, 0x45, 0xef, 0x7d, 0x68, 0x72, 0x82, 0x04, 0x4b, 0x75, 0x5c, 0x77, 0x0f, 0xde, 0x59, 0xdc,
+	0x91, 0x4a, 0x03, 0x7c, 0xad, 0xed, 0xdb, 0x55, 0xee, 0xf7, 0xa0, 0xc5, 0xc9, 0xf3, 0x3c, 0xc5,
+	0x04, 0xaf, 0x1a, 0xf3, 0xe9, 0x02, 0xef, 0x3f, 0x0e, 0xdc, 0xd4, 0xfe, 0x8d, 0xd0, 0xcb, 0x84,
+	0xa4, 0xf2, 0x84, 0x48, 0x19, 0xaf, 0xe5, 0xe2, 0x7b, 0xd0, 0x44, 0x09, 0xcb, 0x53, 0xb9, 0x6a,
+	0x35, 0x5b, 0x75, 0xd5, 0xb2, 0x32, 0x92, 0xaa, 0x36, 0xa7, 0x01, 0x58, 0xa5, 0x65, 0x59, 0x7d,
+	0xf7, 0x07, 0xb0, 0x45, 0x44, 0xc8, 0xd9, 0x79, 0x10, 0x93, 0xe7, 0x72, 0x55, 0xef, 0xc1, 0xac,
+	0x79, 0x4c, 0x9e, 0x4b, 0xef, 0x8f, 0x0e, 0xec, 0x57, 0xfd, 0xf7, 0x89, 0x76, 0xf3, 0x52, 0x00,
+	0x2e, 0xeb, 0x6f, 0x6b, 0xa3, 0x70, 0x08, 0xdb, 0xe7, 0xb6, 0x85, 0xa1, 0x71, 0x4c, 0x56, 0x85,
+	0x62, 0x66, 0x91, 0xf7, 0xf3, 0xcf, 0x79, 0x63, 0xc2, 0xfc, 0x25, 0x86, 0xd3, 0xfb, 0x85, 0x03,
+	0xb7, 0xb4, 0x0d, 0x47, 0x88, 0xa7, 0x34, 0x8d, 0x44, 0xd9, 0x99, 0xab, 0xc0, 0x39, 0x73, 0xc0,
+	0x7d, 0x05, 0xda, 0x85, 0x85, 0xa2, 0xb3, 0xd1, 0xab, 0xf5, 0xeb, 0x7e, 0xcb, 0x9a, 0x28, 0xd6,
+	0x37, 0xe6, 0x37, 0x05, 0x20, 0x1f, 0x1a, 0x92, 0xfb, 0x31, 0xcb, 0x32, 0x82, 0x9f, 0x66, 0xcb,
+	0x3a, 0x7c, 0x79, 0xd0, 0xc6, 0xd5, 0xc2, 0xf7, 0x1e, 0x34, 0x4d, 0x56, 0xad, 0x6c, 0xa1, 0x51,
+	0xf7, 0x7e, 0x5b, 0x34, 0x98, 0x47, 0x6c, 0xec, 0x13, 0x96, 0x91, 0x74, 0x39, 0xb1, 0x2e, 0xba,
+	0x28, 0x6c, 0x2c, 0xbe, 0x28, 0x7c, 0x03, 0x76, 0xcf, 0x50, 0x88, 0x52, 0x19, 0x14, 0x37, 0x21,
+	0x75, 0xdf, 0xda, 0xf1, 0x77, 0x8c, 0xf4, 0x99, 0xbd, 0x0f, 0x7d, 0x0d, 0x76, 0x50, 0x1e, 0x4a,
+	0xca, 0xd2, 0x80, 0xb3, 0x3c, 0xc5, 0x3a, 0xed, 0x76, 0xfc, 0x6d, 0x2b, 0xf4, 0x95, 0xcc, 0xfb,
+	0x5d, 0xc1, 0xfc, 0xea, 0xe2, 0x67, 0x3a, 0xe0, 0x12, 0x03, 0xbf, 0x0d, 0x0d, 0x21, 0x91, 0x34,
+	0x56, 0xed, 0x1e, 0x74, 0x17, 0x77, 0xb2, 0x47, 0x6c, 0x7c, 0xa2, 0xb4, 0x7c, 0xa3, 0xac, 0x28,
+	0xcf, 0x36, 0x40, 0xd3, 0x1a, 0x17, 0x35, 0xb6, 0xfa, 0x55, 0x1b, 0xdb, 0xb9, 0xed, 0x6b, 0xc6,
+	0xd3, 0x11, 0x67, 0x11, 0x27, 0x42, 0x2c, 0x33, 0xbc, 0x64, 0xdd, 0x8d, 0x19, 0xd6, 0x75, 0xa1,
+	0xae, 0xe9, 0xa7, 0xa6, 0x95, 0xf5, 0xb7, 0xe2, 0x15, 0x6d, 0xb7, 0xe1, 0x9d, 0xba, 0xe6, 0x9d,
+	0xb6, 0x96, 0x28, 0xda, 0xf1, 0x46, 0xe0, 0xda, 0x12, 0xe4, 0x28, 0x11, 0x4f, 0x33, 0xac, 0x2f,
+	0x02, 0xdf, 0x85, 0x66, 0xa6, 0x05, 0xfa, 0xdc, 0xad, 0x83, 0x37, 0x17, 0x43, 0x63, 0x16, 0x15,
+	0x29, 0x62, 0x56, 0x78, 0xff, 0x74, 0xe0, 0x0d, 0xbd, 0xe5, 0x07, 0x39, 0xa6, 0xf2, 0x01, 0x21,
+	0xe2, 0x70, 0x82, 0x78, 0xb4, 0x3c, 0x0c, 0xd5, 0x6a, 0xdf, 0x98, 0xad, 0xf6, 0xbb, 0x70, 0xbd,
+	0xc2, 0xc3, 0x34, 0xc5, 0xe4, 0xc2, 0x3a, 0xb7, 0x57, 0xca, 0x8f, 0x95, 0xb8, 0x52, 0x0b, 0xf5,
+	0x75, 0x6b, 0xa1, 0x71, 0xb5, 0x5a, 0xf8, 0x53, 0x41, 0x46, 0x27, 0x92, 0x71, 0x14, 0x91, 0x07,
+	0x84, 0x8c, 0x10, 0xc5, 0x97, 0x04, 0x6d, 0xc2, 0xe2, 0xb2, 0x0b, 0xdb, 0xd1, 0xfa, 0x3d, 0xf8,
+	0x09, 0xdc, 0x14, 0xe6, 0xe4, 0xa0, 0x4a, 0x2b, 0x2b, 0xba, 0x7f, 0xc3, 0xae, 0x3d, 0x2a, 0xd9,
+	0xe5, 0x93, 0x4a, 0x71, 0x1f, 0x72, 0x82, 0xe9, 0x25, 0x6f, 0x26, 0x17, 0xea, 0xa7, 0x34, 0xc5,
+	0xd6, 0x17, 0xfd, 0xbd, 0xbe, 0x27, 0xb7, 0xa1, 0x25, 0x59, 0x60, 0xde, 0x60, 0xca, 0xfc, 0x96,
+	0xbf, 0x29, 0xd9, 0x13, 0x35, 0xf4, 0x7e, 0x5f, 0xd8, 0xa4, 0x8b, 0xfb, 0xc9, 0xa5, 0x0d, 0x67,
+	0x1f, 0x1a, 0xa6, 0x2d, 0x58, 0x6a, 0xd0, 0x03, 0x75, 0xf3, 0x8a, 0x62, 0x36, 0x46, 0x71, 0xc0,
+	0x19, 0x33, 0xa6, 0x6d, 0xfb, 0x60, 0x44, 0x3e, 0x63, 0xb2, 0xa2, 0x20, 0xe8, 0xc7, 0xa4, 0x78,
+	0xc8, 0x19, 0xd1, 0x09, 0xfd, 0x98, 0x28, 0x22, 0x98, 0x36, 0xb0, 0x86, 0x6e, 0x60, 0xd3, 0xf1,
+	0xec, 0xe3, 0xad, 0x56, 0x79, 0xbc, 0x79, 0xbf, 0xda, 0xb0, 0xe9, 0xa1, 0x2d, 0x3f, 0x64, 0x49,
+	0x42, 0xa5, 0xbc, 0xaa, 0xf1, 0xcb, 0xee, 0xd7, 0xd5, 0x9a, 0xa9, 0x2f, 0xe7, 0xfb, 0xc6, 0x1c,
+	0x6d, 0x7d, 0x0b, 0xf6, 0x33, 0x41, 0x72, 0xcc, 0x82, 0x88, 0x23, 0x4c, 0x49, 0x2a, 0x0d, 0x28,
+	0x4d, 0x0d, 0x8a, 0x6b, 0xe6, 0x1e, 0xda, 0x29, 0x0d, 0xce, 0x82, 0x15, 0x1a, 0xa5, 0x4d, 0x7d,
+	0xe8, 0xdc, 0x0a, 0x8d, 0xd6, 0x5b, 0x00, 0x61, 0x2e, 0x24, 0xc3, 0x2f, 0x95, 0x71, 0x2d, 0x73,
+	0x91, 0xb5, 0x92, 0x63, 0xec, 0xfd, 0xda, 0x81, 0x3b, 0x25, 0x2c, 0x05, 0x03, 0x1c, 0x5d, 0x48,
+	0xa2, 0xa9, 0xff, 0x4a, 0xe8, 0x54, 0x03, 0x53, 0x9b, 0x0b, 0xcc, 0x9b, 0xd0, 0x0e, 0x0b, 0xcc,
+	0x2d, 0x4f, 0x94, 0x02, 0x85, 0xeb, 0xcf, 0x72, 0xc6, 0xf3, 0xc4, 0x3e, 0xc9, 0xed, 0xa8, 0xe4,
+	0x37, 0x13, 0xb4, 0x4b, 0xe9, 0x63, 0xb1, 0x4d, 0x1d, 0xd8, 0x24, 0xa9, 0x24, 0x9c, 0x60, 0xcb,
+	0x61, 0xc5, 0x50, 0x9d, 0x99, 0x50, 0x21, 0xb4, 0x39, 0x6a, 0xc2, 0x8e, 0xdc, 0x6f, 0x82, 0x8b,
+	0xa2, 0x88, 0x93, 0x48, 0x75, 0xe9, 0xb9, 0x44, 0xbb, 0x31, 0x9d, 0x29, 0x90, 0xf2, 0xfe, 0x55,
+	0x5c, 0x12, 0x1e, 0xea, 0x0c, 0x5d, 0x33, 0xb1, 0xba, 0x00, 0xc5, 0xd6, 0xac, 0xb8, 0xe4, 0x57,
+	0x24, 0xf3, 0x55, 0x53, 0xff, 0x5f, 0x55, 0xd3, 0xf8, 0x5c, 0xd5, 0xcc, 0xe6, 0x41, 0x73, 0x2e,
+	0x0f, 0x94, 0xd7, 0xe1, 0x04, 0xc5, 0x31, 0x49, 0xa3, 0x8a, 0xd7, 0x9b, 0xc6, 0xeb, 0xe9, 0xcc,
+	0xd4, 0xeb, 0x3f, 0x17, 0x81, 0x31, 0x5e, 0x3f, 0xa0, 0x29, 0x8a, 0xbf, 0xe0, 0x3e, 0xf0, 0x2e,
+	0xd4, 0x33, 0x44, 0x57, 0x26, 0x6f, 0xad, 0xfc, 0xff, 0x3d, 0x67, 0xce, 0xa1, 0x53, 0x26, 0x9b,
+	0xa1, 0xfe, 0xa3, 0x8b, 0x30, 0xce, 0xf1, 0x17, 0xd5, 0x26, 0x6e, 0xcd, 0x3c, 0xd6, 0xa6, 0x77,
+	0x15, 0xef, 0x0f, 0x05, 0x75, 0x19, 0x34, 0x7d, 0xf2, 0x82, 0x84, 0x5f, 0x7e, 0x0a, 0x95, 0xd6,
+	0x35, 0x66, 0x6e, 0x52, 0x8b, 0x0b, 0xa2, 0xb9, 0xa4, 0x20, 0xee, 0x1f, 0x7f, 0xfa, 0xaa, 0xeb,
+	0x7c, 0xf6, 0xaa, 0xeb, 0xfc, 0xe3, 0x55, 0xd7, 0xf9, 0xe5, 0xeb, 0xee, 0xb5, 0xcf, 0x5e, 0x77,
+	0xaf, 0xfd, 0xf5, 0x75, 0xf7, 0xda, 0x4f, 0x87, 0x11, 0x95, 0x93, 0x7c, 0x3c, 0x08, 0x59, 0x32,
+	0xac, 0xfc, 0x31, 0xac, 0x7c, 0x5e, 0x14, 0xbf, 0x0f, 0xe5, 0xcb, 0x8c, 0x88, 0x71, 0x53, 0xff,
+	0x3b, 0x7c, 0xf7, 0xbf, 0x01, 0x00, 0x00, 0xff, 0xff, 0x01, 0x96, 0xf4, 0xfb, 0xcf, 0x14, 0x00,
+	0x00,
 }
 
 func (m *EventJobCreated) Marshal() (dAtA []byte, err error) {
@@ -2420,6 +3121,493 @@ func (m *EventJobCredited) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *EventRoundOpened) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundOpened) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundOpened) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Workers) > 0 {
+		dAtA28 := make([]byte, len(m.Workers)*10)
+		var j27 int
+		for _, num := range m.Workers {
+			for num >= 1<<7 {
+				dAtA28[j27] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j27++
+			}
+			dAtA28[j27] = uint8(num)
+			j27++
+		}
+		i -= j27
+		copy(dAtA[i:], dAtA28[:j27])
+		i = encodeVarintEvents(dAtA, i, uint64(j27))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.GlobalSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.GlobalSize))
+		i--
+		dAtA[i] = 0x20
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundCommitted) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundCommitted) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundCommitted) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0x42
+	}
+	if m.PseudoGradientSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.PseudoGradientSize))
+		i--
+		dAtA[i] = 0x38
+	}
+	if len(m.PseudoGradientRoot) > 0 {
+		i -= len(m.PseudoGradientRoot)
+		copy(dAtA[i:], m.PseudoGradientRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.PseudoGradientRoot)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundDeadlineExtended) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundDeadlineExtended) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundDeadlineExtended) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Quorum != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Quorum))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Committed != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Committed))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundClosed) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundClosed) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundClosed) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.AggregateDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.AggregateDeadline))
+		i--
+		dAtA[i] = 0x28
+	}
+	if len(m.Missed) > 0 {
+		dAtA30 := make([]byte, len(m.Missed)*10)
+		var j29 int
+		for _, num := range m.Missed {
+			for num >= 1<<7 {
+				dAtA30[j29] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j29++
+			}
+			dAtA30[j29] = uint8(num)
+			j29++
+		}
+		i -= j29
+		copy(dAtA[i:], dAtA30[:j29])
+		i = encodeVarintEvents(dAtA, i, uint64(j29))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Entered) > 0 {
+		dAtA32 := make([]byte, len(m.Entered)*10)
+		var j31 int
+		for _, num := range m.Entered {
+			for num >= 1<<7 {
+				dAtA32[j31] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j31++
+			}
+			dAtA32[j31] = uint8(num)
+			j31++
+		}
+		i -= j31
+		copy(dAtA[i:], dAtA32[:j31])
+		i = encodeVarintEvents(dAtA, i, uint64(j31))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalCommitted) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalCommitted) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalCommitted) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.ChallengeDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.ChallengeDeadline))
+		i--
+		dAtA[i] = 0x38
+	}
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.GlobalSize != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.GlobalSize))
+		i--
+		dAtA[i] = 0x28
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Aggregator) > 0 {
+		i -= len(m.Aggregator)
+		copy(dAtA[i:], m.Aggregator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Aggregator)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalFinal) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalFinal) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalFinal) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Refunded.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x2a
+	{
+		size, err := m.Paid.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x22
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventRoundWorkerExcluded) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventRoundWorkerExcluded) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventRoundWorkerExcluded) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventGlobalRejected) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventGlobalRejected) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventGlobalRejected) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.AggregateDeadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.AggregateDeadline))
+		i--
+		dAtA[i] = 0x30
+	}
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if len(m.Aggregator) > 0 {
+		i -= len(m.Aggregator)
+		copy(dAtA[i:], m.Aggregator)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Aggregator)))
+		i--
+		dAtA[i] = 0x1a
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintEvents(dAtA []byte, offset int, v uint64) int {
 	offset -= sovEvents(v)
 	base := offset
@@ -2833,6 +4021,238 @@ func (m *EventJobCredited) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	if m.ToOwner {
 		n += 2
+	}
+	return n
+}
+
+func (m *EventRoundOpened) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.GlobalSize != 0 {
+		n += 1 + sovEvents(uint64(m.GlobalSize))
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	if len(m.Workers) > 0 {
+		l = 0
+		for _, e := range m.Workers {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	return n
+}
+
+func (m *EventRoundCommitted) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.PseudoGradientRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.PseudoGradientSize != 0 {
+		n += 1 + sovEvents(uint64(m.PseudoGradientSize))
+	}
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventRoundDeadlineExtended) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	if m.Committed != 0 {
+		n += 1 + sovEvents(uint64(m.Committed))
+	}
+	if m.Quorum != 0 {
+		n += 1 + sovEvents(uint64(m.Quorum))
+	}
+	return n
+}
+
+func (m *EventRoundClosed) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if len(m.Entered) > 0 {
+		l = 0
+		for _, e := range m.Entered {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	if len(m.Missed) > 0 {
+		l = 0
+		for _, e := range m.Missed {
+			l += sovEvents(uint64(e))
+		}
+		n += 1 + sovEvents(uint64(l)) + l
+	}
+	if m.AggregateDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.AggregateDeadline))
+	}
+	return n
+}
+
+func (m *EventGlobalCommitted) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.Aggregator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.GlobalSize != 0 {
+		n += 1 + sovEvents(uint64(m.GlobalSize))
+	}
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.ChallengeDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.ChallengeDeadline))
+	}
+	return n
+}
+
+func (m *EventGlobalFinal) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Paid.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = m.Refunded.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventRoundWorkerExcluded) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	return n
+}
+
+func (m *EventGlobalRejected) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	l = len(m.Aggregator)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.AggregateDeadline != 0 {
+		n += 1 + sovEvents(uint64(m.AggregateDeadline))
 	}
 	return n
 }
@@ -5877,6 +7297,1645 @@ func (m *EventJobCredited) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.ToOwner = bool(v != 0)
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundOpened) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundOpened: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundOpened: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalSize", wireType)
+			}
+			m.GlobalSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.GlobalSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Workers = append(m.Workers, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Workers) == 0 {
+					m.Workers = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Workers = append(m.Workers, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Workers", wireType)
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundCommitted) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundCommitted: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundCommitted: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PseudoGradientRoot = append(m.PseudoGradientRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.PseudoGradientRoot == nil {
+				m.PseudoGradientRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientSize", wireType)
+			}
+			m.PseudoGradientSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PseudoGradientSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundDeadlineExtended) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundDeadlineExtended: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundDeadlineExtended: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Committed", wireType)
+			}
+			m.Committed = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Committed |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Quorum", wireType)
+			}
+			m.Quorum = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Quorum |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundClosed) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundClosed: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundClosed: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Entered = append(m.Entered, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Entered) == 0 {
+					m.Entered = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Entered = append(m.Entered, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Entered", wireType)
+			}
+		case 4:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Missed = append(m.Missed, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowEvents
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthEvents
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthEvents
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Missed) == 0 {
+					m.Missed = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowEvents
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Missed = append(m.Missed, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Missed", wireType)
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AggregateDeadline", wireType)
+			}
+			m.AggregateDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.AggregateDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalCommitted) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalCommitted: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalCommitted: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Aggregator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Aggregator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalSize", wireType)
+			}
+			m.GlobalSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.GlobalSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeDeadline", wireType)
+			}
+			m.ChallengeDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalFinal) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalFinal: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalFinal: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Paid", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Paid.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Refunded", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Refunded.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventRoundWorkerExcluded) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventRoundWorkerExcluded: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventRoundWorkerExcluded: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventGlobalRejected) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventGlobalRejected: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventGlobalRejected: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Aggregator", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Aggregator = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AggregateDeadline", wireType)
+			}
+			m.AggregateDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.AggregateDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipEvents(dAtA[iNdEx:])

@@ -35,6 +35,11 @@ var (
 	LeasesByStateKey = collections.NewPrefix(15)
 	// RateChecksKey came with consensus version 4 (the "v4" upgrade fills it).
 	RateChecksKey = collections.NewPrefix(24)
+	// RoundsKey, RoundCommitsKey and RoundDeadlinesKey came with consensus version 5
+	// (rounds of sync jobs).
+	RoundsKey         = collections.NewPrefix(25)
+	RoundCommitsKey   = collections.NewPrefix(26)
+	RoundDeadlinesKey = collections.NewPrefix(27)
 )
 
 // LeaseCollateralRef names the stakingext collateral lock of a lease, so it is released exactly once.

@@ -769,6 +769,302 @@ func (m *QueryEscrowResponse) GetCompensation() types.Coin {
 	return types.Coin{}
 }
 
+type QueryRoundRequest struct {
+	JobId uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+}
+
+func (m *QueryRoundRequest) Reset()         { *m = QueryRoundRequest{} }
+func (m *QueryRoundRequest) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundRequest) ProtoMessage()    {}
+func (*QueryRoundRequest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{14}
+}
+func (m *QueryRoundRequest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundRequest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundRequest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundRequest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundRequest.Merge(m, src)
+}
+func (m *QueryRoundRequest) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundRequest) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundRequest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundRequest proto.InternalMessageInfo
+
+func (m *QueryRoundRequest) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *QueryRoundRequest) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+type QueryRoundResponse struct {
+	Round Round `protobuf:"bytes,1,opt,name=round,proto3" json:"round"`
+}
+
+func (m *QueryRoundResponse) Reset()         { *m = QueryRoundResponse{} }
+func (m *QueryRoundResponse) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundResponse) ProtoMessage()    {}
+func (*QueryRoundResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{15}
+}
+func (m *QueryRoundResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundResponse.Merge(m, src)
+}
+func (m *QueryRoundResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundResponse proto.InternalMessageInfo
+
+func (m *QueryRoundResponse) GetRound() Round {
+	if m != nil {
+		return m.Round
+	}
+	return Round{}
+}
+
+type QueryRoundsRequest struct {
+	JobId      uint64             `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Pagination *query.PageRequest `protobuf:"bytes,2,opt,name=pagination,proto3" json:"pagination,omitempty"`
+}
+
+func (m *QueryRoundsRequest) Reset()         { *m = QueryRoundsRequest{} }
+func (m *QueryRoundsRequest) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundsRequest) ProtoMessage()    {}
+func (*QueryRoundsRequest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{16}
+}
+func (m *QueryRoundsRequest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundsRequest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundsRequest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundsRequest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundsRequest.Merge(m, src)
+}
+func (m *QueryRoundsRequest) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundsRequest) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundsRequest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundsRequest proto.InternalMessageInfo
+
+func (m *QueryRoundsRequest) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *QueryRoundsRequest) GetPagination() *query.PageRequest {
+	if m != nil {
+		return m.Pagination
+	}
+	return nil
+}
+
+type QueryRoundsResponse struct {
+	Rounds     []Round             `protobuf:"bytes,1,rep,name=rounds,proto3" json:"rounds"`
+	Pagination *query.PageResponse `protobuf:"bytes,2,opt,name=pagination,proto3" json:"pagination,omitempty"`
+}
+
+func (m *QueryRoundsResponse) Reset()         { *m = QueryRoundsResponse{} }
+func (m *QueryRoundsResponse) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundsResponse) ProtoMessage()    {}
+func (*QueryRoundsResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{17}
+}
+func (m *QueryRoundsResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundsResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundsResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundsResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundsResponse.Merge(m, src)
+}
+func (m *QueryRoundsResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundsResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundsResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundsResponse proto.InternalMessageInfo
+
+func (m *QueryRoundsResponse) GetRounds() []Round {
+	if m != nil {
+		return m.Rounds
+	}
+	return nil
+}
+
+func (m *QueryRoundsResponse) GetPagination() *query.PageResponse {
+	if m != nil {
+		return m.Pagination
+	}
+	return nil
+}
+
+type QueryRoundCommitsRequest struct {
+	JobId uint64 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+}
+
+func (m *QueryRoundCommitsRequest) Reset()         { *m = QueryRoundCommitsRequest{} }
+func (m *QueryRoundCommitsRequest) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundCommitsRequest) ProtoMessage()    {}
+func (*QueryRoundCommitsRequest) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{18}
+}
+func (m *QueryRoundCommitsRequest) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundCommitsRequest) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundCommitsRequest.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundCommitsRequest) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundCommitsRequest.Merge(m, src)
+}
+func (m *QueryRoundCommitsRequest) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundCommitsRequest) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundCommitsRequest.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundCommitsRequest proto.InternalMessageInfo
+
+func (m *QueryRoundCommitsRequest) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *QueryRoundCommitsRequest) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+type QueryRoundCommitsResponse struct {
+	Commits []RoundCommit `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits"`
+}
+
+func (m *QueryRoundCommitsResponse) Reset()         { *m = QueryRoundCommitsResponse{} }
+func (m *QueryRoundCommitsResponse) String() string { return proto.CompactTextString(m) }
+func (*QueryRoundCommitsResponse) ProtoMessage()    {}
+func (*QueryRoundCommitsResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_d4828297ca8f8e15, []int{19}
+}
+func (m *QueryRoundCommitsResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *QueryRoundCommitsResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_QueryRoundCommitsResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *QueryRoundCommitsResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_QueryRoundCommitsResponse.Merge(m, src)
+}
+func (m *QueryRoundCommitsResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *QueryRoundCommitsResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_QueryRoundCommitsResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_QueryRoundCommitsResponse proto.InternalMessageInfo
+
+func (m *QueryRoundCommitsResponse) GetCommits() []RoundCommit {
+	if m != nil {
+		return m.Commits
+	}
+	return nil
+}
+
 func init() {
 	proto.RegisterType((*QueryParamsRequest)(nil), "depinchain.market.v1.QueryParamsRequest")
 	proto.RegisterType((*QueryParamsResponse)(nil), "depinchain.market.v1.QueryParamsResponse")
@@ -784,73 +1080,90 @@ func init() {
 	proto.RegisterType((*QueryLeasesResponse)(nil), "depinchain.market.v1.QueryLeasesResponse")
 	proto.RegisterType((*QueryEscrowRequest)(nil), "depinchain.market.v1.QueryEscrowRequest")
 	proto.RegisterType((*QueryEscrowResponse)(nil), "depinchain.market.v1.QueryEscrowResponse")
+	proto.RegisterType((*QueryRoundRequest)(nil), "depinchain.market.v1.QueryRoundRequest")
+	proto.RegisterType((*QueryRoundResponse)(nil), "depinchain.market.v1.QueryRoundResponse")
+	proto.RegisterType((*QueryRoundsRequest)(nil), "depinchain.market.v1.QueryRoundsRequest")
+	proto.RegisterType((*QueryRoundsResponse)(nil), "depinchain.market.v1.QueryRoundsResponse")
+	proto.RegisterType((*QueryRoundCommitsRequest)(nil), "depinchain.market.v1.QueryRoundCommitsRequest")
+	proto.RegisterType((*QueryRoundCommitsResponse)(nil), "depinchain.market.v1.QueryRoundCommitsResponse")
 }
 
 func init() { proto.RegisterFile("depinchain/market/v1/query.proto", fileDescriptor_d4828297ca8f8e15) }
 
 var fileDescriptor_d4828297ca8f8e15 = []byte{
-	// 967 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xac, 0x56, 0x4f, 0x6f, 0x1b, 0x45,
-	0x14, 0xcf, 0xfa, 0x5f, 0x92, 0x57, 0x04, 0x74, 0x08, 0x92, 0x63, 0xa2, 0x6d, 0x58, 0x68, 0xe3,
-	0xa6, 0x68, 0x07, 0xa7, 0x48, 0xa8, 0x07, 0x40, 0x72, 0xd5, 0xa2, 0x44, 0x20, 0x8a, 0x91, 0x38,
-	0x70, 0x89, 0x66, 0xbd, 0x83, 0x33, 0xc1, 0x9e, 0xd9, 0x78, 0xd6, 0x0e, 0x51, 0xd4, 0x03, 0x70,
-	0x42, 0x5c, 0xa8, 0x38, 0xf1, 0x05, 0x10, 0xc7, 0x7e, 0x06, 0x4e, 0x3d, 0x56, 0xe2, 0xc2, 0x09,
-	0xa1, 0x04, 0x09, 0x89, 0x4f, 0x81, 0x76, 0xe6, 0xad, 0xbd, 0x2e, 0x8e, 0x77, 0x05, 0xb9, 0x58,
-	0x3b, 0xb3, 0xbf, 0xdf, 0x7b, 0xbf, 0xf7, 0x67, 0xdf, 0x33, 0x6c, 0x86, 0x3c, 0x12, 0xb2, 0x7b,
-	0xc0, 0x84, 0xa4, 0x03, 0x36, 0xfc, 0x82, 0xc7, 0x74, 0xdc, 0xa2, 0x47, 0x23, 0x3e, 0x3c, 0xf1,
-	0xa3, 0xa1, 0x8a, 0x15, 0x59, 0x9b, 0x22, 0x7c, 0x8b, 0xf0, 0xc7, 0xad, 0xc6, 0x55, 0x36, 0x10,
-	0x52, 0x51, 0xf3, 0x6b, 0x81, 0x8d, 0xed, 0xae, 0xd2, 0x03, 0xa5, 0x69, 0xc0, 0x34, 0xb7, 0x16,
-	0xe8, 0xb8, 0x15, 0xf0, 0x98, 0xb5, 0x68, 0xc4, 0x7a, 0x42, 0xb2, 0x58, 0x28, 0x89, 0x58, 0x37,
-	0x8b, 0x4d, 0x51, 0x5d, 0x25, 0xd2, 0xf7, 0x6b, 0x3d, 0xd5, 0x53, 0xe6, 0x91, 0x26, 0x4f, 0x78,
-	0xbb, 0xd1, 0x53, 0xaa, 0xd7, 0xe7, 0x94, 0x45, 0x82, 0x32, 0x29, 0x55, 0x6c, 0x4c, 0x6a, 0x7c,
-	0xfb, 0xea, 0xdc, 0x50, 0x50, 0xb2, 0x81, 0x78, 0x6b, 0x40, 0x3e, 0x4e, 0x84, 0x3d, 0x60, 0x43,
-	0x36, 0xd0, 0x1d, 0x7e, 0x34, 0xe2, 0x3a, 0xf6, 0x3e, 0x85, 0x97, 0x66, 0x6e, 0x75, 0xa4, 0xa4,
-	0xe6, 0xe4, 0x3d, 0xa8, 0x45, 0xe6, 0xa6, 0xee, 0x6c, 0x3a, 0xcd, 0x2b, 0x3b, 0x1b, 0xfe, 0xbc,
-	0x4c, 0xf8, 0x96, 0xd5, 0x5e, 0x7d, 0xf2, 0xfb, 0xb5, 0xa5, 0x9f, 0xff, 0x7a, 0xbc, 0xed, 0x74,
-	0x90, 0xe6, 0x35, 0xe1, 0x05, 0x63, 0x77, 0x4f, 0x05, 0xe8, 0x8a, 0xbc, 0x0c, 0xb5, 0x43, 0x15,
-	0xec, 0x8b, 0xd0, 0xd8, 0xac, 0x74, 0xaa, 0x87, 0x2a, 0xd8, 0x0d, 0xbd, 0x7b, 0xf0, 0xe2, 0x14,
-	0x89, 0xee, 0x5b, 0x50, 0x3e, 0x54, 0x01, 0xfa, 0x5e, 0x9f, 0xef, 0x7b, 0x4f, 0x05, 0xed, 0x4a,
-	0xe2, 0xb8, 0x93, 0x60, 0xbd, 0x9f, 0x9c, 0xa9, 0x9d, 0x34, 0x3a, 0xb2, 0x06, 0x55, 0x75, 0x2c,
-	0xf9, 0xd0, 0x58, 0x5a, 0xed, 0xd8, 0x03, 0x79, 0x0b, 0xaa, 0x3a, 0x66, 0x31, 0xaf, 0x97, 0x36,
-	0x9d, 0xe6, 0xf3, 0x3b, 0xee, 0x85, 0xf6, 0x3f, 0x49, 0x50, 0x1d, 0x0b, 0x26, 0xf7, 0x01, 0xa6,
-	0xa5, 0xac, 0x97, 0x8d, 0xb4, 0x1b, 0xbe, 0xad, 0xa5, 0x9f, 0xd4, 0xd2, 0xb7, 0x9d, 0x83, 0x15,
-	0xf5, 0x1f, 0xb0, 0x1e, 0x47, 0x1d, 0x9d, 0x0c, 0xd3, 0x7b, 0xe4, 0xc0, 0xd5, 0x8c, 0x50, 0x8c,
-	0xf8, 0x36, 0x54, 0x0e, 0x55, 0x90, 0xa4, 0xbb, 0x5c, 0x24, 0x64, 0x03, 0x26, 0xef, 0xcf, 0x48,
-	0x2a, 0x19, 0x49, 0x5b, 0xb9, 0x92, 0xac, 0xc7, 0x19, 0x4d, 0x47, 0x98, 0xbb, 0xb6, 0x08, 0xf5,
-	0xe2, 0x72, 0x3d, 0x93, 0x86, 0xd2, 0xff, 0x4f, 0x83, 0xf5, 0x39, 0x4d, 0x43, 0x20, 0xc2, 0x9c,
-	0x34, 0xb4, 0x45, 0x98, 0xa6, 0x21, 0x01, 0x5f, 0x5e, 0x1a, 0x7c, 0x94, 0xf4, 0x01, 0x67, 0x3a,
-	0x15, 0x4d, 0xd6, 0x61, 0xa5, 0x9f, 0x9c, 0xa7, 0x99, 0x58, 0x36, 0xe7, 0xdd, 0xd0, 0xfb, 0x10,
-	0x3f, 0x29, 0xc4, 0x63, 0x0c, 0x6f, 0x43, 0xd5, 0x00, 0xb0, 0x7d, 0x5f, 0x99, 0x1f, 0x84, 0xe1,
-	0x60, 0x18, 0x16, 0xef, 0x3d, 0x76, 0xb2, 0xf6, 0x26, 0x85, 0x68, 0xc0, 0x4a, 0x34, 0x54, 0x63,
-	0x11, 0x4e, 0xfa, 0x78, 0x72, 0xce, 0x14, 0xa9, 0x94, 0x2d, 0xd2, 0x35, 0xb8, 0xc2, 0xba, 0xb1,
-	0x18, 0xf3, 0x7d, 0x25, 0xfb, 0x27, 0xa6, 0x59, 0x57, 0x3a, 0x60, 0xaf, 0x3e, 0x92, 0xfd, 0x93,
-	0x67, 0xaa, 0x58, 0xf9, 0xcf, 0x55, 0xfc, 0xd1, 0xc1, 0xf9, 0x91, 0x4a, 0xc6, 0x1c, 0xdc, 0x81,
-	0x9a, 0x89, 0x29, 0xad, 0x64, 0x81, 0x24, 0x20, 0xe1, 0xf2, 0xaa, 0x79, 0x0b, 0xb3, 0x79, 0x4f,
-	0x77, 0x87, 0xea, 0x38, 0x67, 0x0a, 0xfd, 0x5d, 0xc6, 0x40, 0x52, 0x34, 0x06, 0x72, 0xc1, 0x57,
-	0xf0, 0x0e, 0xac, 0x86, 0x3c, 0x52, 0x5a, 0xc4, 0x3c, 0x44, 0x8d, 0xeb, 0x33, 0x1a, 0x53, 0x75,
-	0x77, 0x95, 0x90, 0x18, 0xe0, 0x94, 0x41, 0xee, 0xc0, 0xf2, 0x48, 0xea, 0x88, 0xcb, 0x18, 0x07,
-	0x49, 0x2e, 0x39, 0xc5, 0x27, 0xd4, 0x88, 0xcb, 0x50, 0xc8, 0x1e, 0x96, 0x2d, 0x9f, 0x8a, 0x78,
-	0x72, 0x17, 0x9e, 0x3b, 0x16, 0xf1, 0x41, 0x38, 0x64, 0xc7, 0x2c, 0xe8, 0xf3, 0x7a, 0xb5, 0x18,
-	0x7f, 0x86, 0x94, 0x44, 0x9e, 0x9e, 0x65, 0xbd, 0x56, 0x30, 0xf2, 0x09, 0x83, 0xbc, 0x0b, 0xc0,
-	0x46, 0xa1, 0x88, 0xf7, 0x3f, 0xe7, 0x5c, 0xd7, 0x97, 0x0b, 0xf2, 0x0d, 0xe5, 0x3e, 0xe7, 0x3a,
-	0x89, 0xa1, 0xab, 0x06, 0x11, 0x97, 0xda, 0xf6, 0xc7, 0x4a, 0xc1, 0x18, 0xb2, 0xa4, 0x9d, 0x5f,
-	0x96, 0xa1, 0x6a, 0x8a, 0x4d, 0xbe, 0x71, 0xa0, 0x66, 0x97, 0x18, 0x69, 0xce, 0x6f, 0xd1, 0x7f,
-	0xef, 0xcc, 0xc6, 0xcd, 0x02, 0x48, 0xdb, 0x3e, 0xde, 0xeb, 0x5f, 0xff, 0xfa, 0xe7, 0x0f, 0x25,
-	0x97, 0x6c, 0xd0, 0xb9, 0x0b, 0xda, 0x2e, 0x4b, 0xf2, 0x95, 0x03, 0xe5, 0x3d, 0x15, 0x90, 0xeb,
-	0x0b, 0x0c, 0x4f, 0x17, 0x69, 0xe3, 0x46, 0x1e, 0x0c, 0x9d, 0xdf, 0x32, 0xce, 0xaf, 0x93, 0xd7,
-	0xe6, 0x3b, 0x4f, 0x56, 0x08, 0x3d, 0xb5, 0xdd, 0xfd, 0x90, 0x9c, 0x42, 0x25, 0x59, 0x48, 0x24,
-	0xc7, 0xf8, 0x24, 0x09, 0x5b, 0xb9, 0x38, 0x54, 0xe1, 0x19, 0x15, 0x1b, 0xa4, 0x71, 0xb1, 0x0a,
-	0xf2, 0xad, 0x03, 0x95, 0x64, 0x0f, 0x2c, 0xf4, 0x9e, 0x59, 0x4e, 0x0b, 0xbd, 0x67, 0x17, 0x8a,
-	0xf7, 0xa6, 0xf1, 0xbe, 0x4d, 0x9a, 0x05, 0x72, 0x40, 0xcd, 0x36, 0xf9, 0xce, 0x81, 0xaa, 0x99,
-	0x4b, 0x64, 0x91, 0x93, 0xec, 0x8a, 0x68, 0x34, 0xf3, 0x81, 0x28, 0x87, 0x1a, 0x39, 0x37, 0xc9,
-	0xd6, 0x7c, 0x39, 0x76, 0x04, 0xd2, 0xd3, 0x74, 0xe1, 0x3c, 0x34, 0x0d, 0x6a, 0x67, 0x2b, 0xc9,
-	0xf5, 0x52, 0xa8, 0x41, 0x67, 0x07, 0x75, 0x5e, 0x83, 0xe2, 0x4c, 0x7e, 0xe4, 0x40, 0xcd, 0x0e,
-	0xc6, 0x85, 0x2a, 0x66, 0x26, 0xed, 0x42, 0x15, 0xb3, 0x53, 0xd6, 0xdb, 0x31, 0x2a, 0xde, 0x20,
-	0xdb, 0x45, 0xaa, 0xc4, 0x0d, 0xb7, 0xbd, 0xfb, 0xe4, 0xcc, 0x75, 0x9e, 0x9e, 0xb9, 0xce, 0x1f,
-	0x67, 0xae, 0xf3, 0xfd, 0xb9, 0xbb, 0xf4, 0xf4, 0xdc, 0x5d, 0xfa, 0xed, 0xdc, 0x5d, 0xfa, 0x8c,
-	0xf6, 0x44, 0x7c, 0x30, 0x0a, 0xfc, 0xae, 0x1a, 0x64, 0xed, 0x65, 0x1e, 0xbf, 0x4c, 0x8d, 0xc7,
-	0x27, 0x11, 0xd7, 0x41, 0xcd, 0xfc, 0x43, 0xbe, 0xfd, 0x4f, 0x00, 0x00, 0x00, 0xff, 0xff, 0x99,
-	0x1a, 0x2f, 0xbe, 0x11, 0x0c, 0x00, 0x00,
+	// 1145 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xbc, 0x57, 0x4f, 0x6f, 0x1b, 0x45,
+	0x14, 0xcf, 0xfa, 0x5f, 0x92, 0x97, 0x0a, 0xe8, 0x60, 0x24, 0xc7, 0x44, 0x6e, 0xba, 0xd0, 0xc6,
+	0x4d, 0xd1, 0x2e, 0x76, 0x2b, 0xa1, 0x56, 0xfc, 0x75, 0xd4, 0x56, 0x89, 0x40, 0x14, 0x23, 0x71,
+	0xe0, 0x40, 0xb4, 0xeb, 0x1d, 0x9c, 0x09, 0xf6, 0xce, 0xc6, 0xb3, 0x76, 0x88, 0xa2, 0x1c, 0x80,
+	0x13, 0xe2, 0x42, 0x85, 0x84, 0xc4, 0x07, 0x00, 0x71, 0xac, 0xc4, 0x97, 0xe8, 0xb1, 0x12, 0x17,
+	0x4e, 0x08, 0x25, 0x48, 0x48, 0x7c, 0x0a, 0xb4, 0x33, 0x6f, 0xbd, 0xbb, 0xc5, 0xd9, 0xdd, 0x86,
+	0x88, 0x4b, 0xbb, 0x33, 0xfe, 0xbd, 0xf7, 0x7e, 0xef, 0xbd, 0x79, 0x7f, 0x02, 0xab, 0x0e, 0xf5,
+	0x98, 0xdb, 0xdb, 0xb1, 0x98, 0x6b, 0x0e, 0xad, 0xd1, 0x67, 0xd4, 0x37, 0x27, 0x2d, 0x73, 0x6f,
+	0x4c, 0x47, 0x07, 0x86, 0x37, 0xe2, 0x3e, 0x27, 0xd5, 0x08, 0x61, 0x28, 0x84, 0x31, 0x69, 0xd5,
+	0x2f, 0x5a, 0x43, 0xe6, 0x72, 0x53, 0xfe, 0xab, 0x80, 0xf5, 0xf5, 0x1e, 0x17, 0x43, 0x2e, 0x4c,
+	0xdb, 0x12, 0x54, 0x69, 0x30, 0x27, 0x2d, 0x9b, 0xfa, 0x56, 0xcb, 0xf4, 0xac, 0x3e, 0x73, 0x2d,
+	0x9f, 0x71, 0x17, 0xb1, 0x8d, 0x38, 0x36, 0x44, 0xf5, 0x38, 0x0b, 0x7f, 0xaf, 0xf6, 0x79, 0x9f,
+	0xcb, 0x4f, 0x33, 0xf8, 0xc2, 0xdb, 0x95, 0x3e, 0xe7, 0xfd, 0x01, 0x35, 0x2d, 0x8f, 0x99, 0x96,
+	0xeb, 0x72, 0x5f, 0xaa, 0x14, 0xf8, 0xeb, 0xe5, 0x99, 0xae, 0x20, 0x65, 0x09, 0xd1, 0xab, 0x40,
+	0x3e, 0x08, 0x88, 0xdd, 0xb7, 0x46, 0xd6, 0x50, 0x74, 0xe9, 0xde, 0x98, 0x0a, 0x5f, 0xff, 0x08,
+	0x9e, 0x4f, 0xdc, 0x0a, 0x8f, 0xbb, 0x82, 0x92, 0xb7, 0xa0, 0xe2, 0xc9, 0x9b, 0x9a, 0xb6, 0xaa,
+	0x35, 0x97, 0xda, 0x2b, 0xc6, 0xac, 0x48, 0x18, 0x4a, 0xaa, 0xb3, 0xf8, 0xe8, 0xf7, 0x4b, 0x73,
+	0x3f, 0xff, 0xf5, 0x70, 0x5d, 0xeb, 0xa2, 0x98, 0xde, 0x84, 0x67, 0xa5, 0xde, 0x2d, 0x6e, 0xa3,
+	0x29, 0xf2, 0x02, 0x54, 0x76, 0xb9, 0xbd, 0xcd, 0x1c, 0xa9, 0xb3, 0xd4, 0x2d, 0xef, 0x72, 0x7b,
+	0xd3, 0xd1, 0xef, 0xc0, 0x73, 0x11, 0x12, 0xcd, 0xb7, 0xa0, 0xb8, 0xcb, 0x6d, 0xb4, 0xbd, 0x3c,
+	0xdb, 0xf6, 0x16, 0xb7, 0x3b, 0xa5, 0xc0, 0x70, 0x37, 0xc0, 0xea, 0x3f, 0x69, 0x91, 0x9e, 0xd0,
+	0x3b, 0x52, 0x85, 0x32, 0xdf, 0x77, 0xe9, 0x48, 0x6a, 0x5a, 0xec, 0xaa, 0x03, 0xb9, 0x09, 0x65,
+	0xe1, 0x5b, 0x3e, 0xad, 0x15, 0x56, 0xb5, 0xe6, 0x33, 0xed, 0xc6, 0xa9, 0xfa, 0x3f, 0x0c, 0x50,
+	0x5d, 0x05, 0x26, 0x77, 0x01, 0xa2, 0x54, 0xd6, 0x8a, 0x92, 0xda, 0x55, 0x43, 0xe5, 0xd2, 0x08,
+	0x72, 0x69, 0xa8, 0x97, 0x83, 0x19, 0x35, 0xee, 0x5b, 0x7d, 0x8a, 0x3c, 0xba, 0x31, 0x49, 0xfd,
+	0x81, 0x06, 0x17, 0x63, 0x44, 0xd1, 0xe3, 0x1b, 0x50, 0xda, 0xe5, 0x76, 0x10, 0xee, 0x62, 0x1e,
+	0x97, 0x25, 0x98, 0xdc, 0x4b, 0x50, 0x2a, 0x48, 0x4a, 0x6b, 0x99, 0x94, 0x94, 0xc5, 0x04, 0xa7,
+	0x3d, 0x8c, 0x5d, 0x87, 0x39, 0x22, 0x3d, 0x5d, 0x4f, 0x84, 0xa1, 0xf0, 0xdf, 0xc3, 0xa0, 0x6c,
+	0x46, 0x61, 0xb0, 0x99, 0x93, 0x11, 0x86, 0x0e, 0x73, 0xc2, 0x30, 0x04, 0xe0, 0xf3, 0x0b, 0x83,
+	0x81, 0x94, 0xde, 0xa5, 0x96, 0x08, 0x49, 0x93, 0x65, 0x58, 0x18, 0x04, 0xe7, 0x28, 0x12, 0xf3,
+	0xf2, 0xbc, 0xe9, 0xe8, 0xef, 0x61, 0x49, 0x21, 0x1e, 0x7d, 0x78, 0x0d, 0xca, 0x12, 0x80, 0xcf,
+	0xf7, 0xc5, 0xd9, 0x4e, 0x48, 0x19, 0x74, 0x43, 0xe1, 0xf5, 0x87, 0x5a, 0x5c, 0xdf, 0x34, 0x11,
+	0x75, 0x58, 0xf0, 0x46, 0x7c, 0xc2, 0x9c, 0xe9, 0x3b, 0x9e, 0x9e, 0x63, 0x49, 0x2a, 0xc4, 0x93,
+	0x74, 0x09, 0x96, 0xac, 0x9e, 0xcf, 0x26, 0x74, 0x9b, 0xbb, 0x83, 0x03, 0xf9, 0x58, 0x17, 0xba,
+	0xa0, 0xae, 0xde, 0x77, 0x07, 0x07, 0x4f, 0x64, 0xb1, 0x74, 0xe6, 0x2c, 0xfe, 0xa0, 0x61, 0xff,
+	0x08, 0x29, 0x63, 0x0c, 0x6e, 0x41, 0x45, 0xfa, 0x14, 0x66, 0x32, 0x47, 0x10, 0x50, 0xe0, 0xfc,
+	0xb2, 0x79, 0x1d, 0xa3, 0x79, 0x47, 0xf4, 0x46, 0x7c, 0x3f, 0xa3, 0x0b, 0xfd, 0x5d, 0x44, 0x47,
+	0x42, 0x34, 0x3a, 0x72, 0x4a, 0x15, 0xbc, 0x01, 0x8b, 0x0e, 0xf5, 0xb8, 0x60, 0x3e, 0x75, 0x90,
+	0xe3, 0x72, 0x82, 0x63, 0xc8, 0x6e, 0x83, 0x33, 0x17, 0x1d, 0x8c, 0x24, 0xc8, 0x2d, 0x98, 0x1f,
+	0xbb, 0xc2, 0xa3, 0xae, 0x8f, 0x8d, 0x24, 0x53, 0x38, 0xc4, 0x07, 0xa2, 0x1e, 0x75, 0x1d, 0xe6,
+	0xf6, 0x31, 0x6d, 0xd9, 0xa2, 0x88, 0x27, 0x1b, 0x70, 0x61, 0x9f, 0xf9, 0x3b, 0xce, 0xc8, 0xda,
+	0xb7, 0xec, 0x01, 0xad, 0x95, 0xf3, 0xc9, 0x27, 0x84, 0x02, 0xcf, 0xc3, 0xb3, 0x5b, 0xab, 0xe4,
+	0xf4, 0x7c, 0x2a, 0x41, 0xde, 0x04, 0xb0, 0xc6, 0x0e, 0xf3, 0xb7, 0x3f, 0xa5, 0x54, 0xd4, 0xe6,
+	0x73, 0xca, 0x4b, 0x91, 0xbb, 0x94, 0x8a, 0xc0, 0x87, 0x1e, 0x1f, 0x7a, 0xd4, 0x15, 0xea, 0x7d,
+	0x2c, 0xe4, 0xf4, 0x21, 0x2e, 0xa4, 0xbf, 0x8d, 0x75, 0xde, 0xe5, 0x63, 0xd7, 0xc9, 0xe8, 0x77,
+	0x55, 0x28, 0x8f, 0x02, 0x58, 0x58, 0x60, 0xf2, 0x30, 0xad, 0x7c, 0xd4, 0x10, 0x55, 0xbe, 0xc2,
+	0xa6, 0x56, 0xbe, 0x94, 0x09, 0x2b, 0x5f, 0xa9, 0x13, 0x71, 0x75, 0xff, 0x57, 0x07, 0x9e, 0xd6,
+	0x6e, 0x68, 0x35, 0xaa, 0x5d, 0xc9, 0x2a, 0xa3, 0x76, 0xe3, 0x6e, 0xa0, 0xc0, 0xf9, 0xd5, 0xee,
+	0x3d, 0xa8, 0x45, 0xd4, 0x36, 0xf8, 0x70, 0xc8, 0x7c, 0x71, 0xa6, 0x44, 0x7d, 0x02, 0xcb, 0x33,
+	0x14, 0xa1, 0xa7, 0xef, 0xc0, 0x7c, 0x4f, 0x5d, 0xa1, 0xab, 0x97, 0x53, 0x5c, 0x55, 0xc2, 0x61,
+	0x4d, 0xa1, 0x5c, 0xfb, 0xc7, 0x25, 0x28, 0x4b, 0x03, 0xe4, 0x2b, 0x0d, 0x2a, 0x6a, 0x1f, 0x22,
+	0xcd, 0xd9, 0x6a, 0xfe, 0xbd, 0x7e, 0xd5, 0xaf, 0xe5, 0x40, 0x2a, 0xb2, 0xfa, 0xcb, 0x5f, 0xfe,
+	0xfa, 0xe7, 0x77, 0x85, 0x06, 0x59, 0x31, 0x67, 0xee, 0x7a, 0x6a, 0xef, 0x22, 0x5f, 0x68, 0x50,
+	0xdc, 0xe2, 0x36, 0xb9, 0x92, 0xa2, 0x38, 0xda, 0xc9, 0xea, 0x57, 0xb3, 0x60, 0x68, 0xfc, 0xba,
+	0x34, 0x7e, 0x85, 0xbc, 0x34, 0xdb, 0x78, 0xb0, 0x8d, 0x98, 0x87, 0x2a, 0x2b, 0x47, 0xe4, 0x10,
+	0x4a, 0xc1, 0x6e, 0x43, 0x32, 0x94, 0x4f, 0x83, 0xb0, 0x96, 0x89, 0x43, 0x16, 0xba, 0x64, 0xb1,
+	0x42, 0xea, 0xa7, 0xb3, 0x20, 0x5f, 0x6b, 0x50, 0x0a, 0x56, 0x8a, 0x54, 0xeb, 0xb1, 0x3d, 0x27,
+	0xd5, 0x7a, 0x7c, 0x37, 0xd1, 0x5f, 0x95, 0xd6, 0xd7, 0x49, 0x33, 0x47, 0x0c, 0x4c, 0xb9, 0x98,
+	0x7c, 0xa3, 0x41, 0x59, 0x8e, 0x38, 0x92, 0x66, 0x24, 0xbe, 0x6d, 0xd4, 0x9b, 0xd9, 0x40, 0xa4,
+	0x63, 0x4a, 0x3a, 0xd7, 0xc8, 0xda, 0x6c, 0x3a, 0x6a, 0x9a, 0x9a, 0x87, 0xe1, 0xee, 0x72, 0x24,
+	0x1f, 0xa8, 0x1a, 0xd3, 0x24, 0xd3, 0x4a, 0xae, 0x07, 0x9a, 0x9c, 0xf9, 0x59, 0x0f, 0x14, 0xc7,
+	0xfb, 0x03, 0x0d, 0x2a, 0x6a, 0xc6, 0xa6, 0xb2, 0x48, 0x0c, 0xed, 0x54, 0x16, 0xc9, 0x81, 0xad,
+	0xb7, 0x25, 0x8b, 0x57, 0xc8, 0x7a, 0x9e, 0x2c, 0x51, 0x45, 0xe4, 0x7b, 0x0d, 0xca, 0xb2, 0xc6,
+	0x53, 0xf3, 0x14, 0x9f, 0x16, 0xa9, 0x79, 0x4a, 0x0c, 0x05, 0xfd, 0xb6, 0x24, 0x74, 0x93, 0xb4,
+	0xf3, 0x10, 0x52, 0x7d, 0xd4, 0x3c, 0x94, 0xff, 0x1f, 0xc9, 0x60, 0xa9, 0xee, 0x4c, 0x32, 0x0d,
+	0xe6, 0x4a, 0x59, 0xb2, 0xd5, 0x3f, 0x5d, 0xb0, 0xb0, 0xc7, 0xff, 0xa2, 0xc1, 0x85, 0x78, 0x37,
+	0x25, 0x46, 0x96, 0xbd, 0x64, 0xff, 0xae, 0x9b, 0xb9, 0xf1, 0xc8, 0xb2, 0x23, 0x59, 0xbe, 0x4e,
+	0x6e, 0x3f, 0x7d, 0x04, 0x4d, 0xec, 0xd3, 0x9d, 0xcd, 0x47, 0xc7, 0x0d, 0xed, 0xf1, 0x71, 0x43,
+	0xfb, 0xe3, 0xb8, 0xa1, 0x7d, 0x7b, 0xd2, 0x98, 0x7b, 0x7c, 0xd2, 0x98, 0xfb, 0xed, 0xa4, 0x31,
+	0xf7, 0xb1, 0xd9, 0x67, 0xfe, 0xce, 0xd8, 0x36, 0x7a, 0x7c, 0x18, 0xd7, 0x1f, 0xfb, 0xfc, 0x3c,
+	0x34, 0xe6, 0x1f, 0x78, 0x54, 0xd8, 0x15, 0xf9, 0xf7, 0xf4, 0x8d, 0x7f, 0x02, 0x00, 0x00, 0xff,
+	0xff, 0x61, 0xe9, 0xd9, 0x9a, 0x3f, 0x10, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -876,6 +1189,12 @@ type QueryClient interface {
 	Leases(ctx context.Context, in *QueryLeasesRequest, opts ...grpc.CallOption) (*QueryLeasesResponse, error)
 	// Escrow accounts for a job's deposit: unspent, pending, released and paid out.
 	Escrow(ctx context.Context, in *QueryEscrowRequest, opts ...grpc.CallOption) (*QueryEscrowResponse, error)
+	// Round returns one round of a sync job.
+	Round(ctx context.Context, in *QueryRoundRequest, opts ...grpc.CallOption) (*QueryRoundResponse, error)
+	// Rounds lists a sync job's rounds, oldest first.
+	Rounds(ctx context.Context, in *QueryRoundsRequest, opts ...grpc.CallOption) (*QueryRoundsResponse, error)
+	// RoundCommits lists the workers' commits of one round.
+	RoundCommits(ctx context.Context, in *QueryRoundCommitsRequest, opts ...grpc.CallOption) (*QueryRoundCommitsResponse, error)
 }
 
 type queryClient struct {
@@ -949,6 +1268,33 @@ func (c *queryClient) Escrow(ctx context.Context, in *QueryEscrowRequest, opts .
 	return out, nil
 }
 
+func (c *queryClient) Round(ctx context.Context, in *QueryRoundRequest, opts ...grpc.CallOption) (*QueryRoundResponse, error) {
+	out := new(QueryRoundResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.market.v1.Query/Round", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queryClient) Rounds(ctx context.Context, in *QueryRoundsRequest, opts ...grpc.CallOption) (*QueryRoundsResponse, error) {
+	out := new(QueryRoundsResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.market.v1.Query/Rounds", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queryClient) RoundCommits(ctx context.Context, in *QueryRoundCommitsRequest, opts ...grpc.CallOption) (*QueryRoundCommitsResponse, error) {
+	out := new(QueryRoundCommitsResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.market.v1.Query/RoundCommits", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServer is the server API for Query service.
 type QueryServer interface {
 	Params(context.Context, *QueryParamsRequest) (*QueryParamsResponse, error)
@@ -962,6 +1308,12 @@ type QueryServer interface {
 	Leases(context.Context, *QueryLeasesRequest) (*QueryLeasesResponse, error)
 	// Escrow accounts for a job's deposit: unspent, pending, released and paid out.
 	Escrow(context.Context, *QueryEscrowRequest) (*QueryEscrowResponse, error)
+	// Round returns one round of a sync job.
+	Round(context.Context, *QueryRoundRequest) (*QueryRoundResponse, error)
+	// Rounds lists a sync job's rounds, oldest first.
+	Rounds(context.Context, *QueryRoundsRequest) (*QueryRoundsResponse, error)
+	// RoundCommits lists the workers' commits of one round.
+	RoundCommits(context.Context, *QueryRoundCommitsRequest) (*QueryRoundCommitsResponse, error)
 }
 
 // UnimplementedQueryServer can be embedded to have forward compatible implementations.
@@ -988,6 +1340,15 @@ func (*UnimplementedQueryServer) Leases(ctx context.Context, req *QueryLeasesReq
 }
 func (*UnimplementedQueryServer) Escrow(ctx context.Context, req *QueryEscrowRequest) (*QueryEscrowResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Escrow not implemented")
+}
+func (*UnimplementedQueryServer) Round(ctx context.Context, req *QueryRoundRequest) (*QueryRoundResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Round not implemented")
+}
+func (*UnimplementedQueryServer) Rounds(ctx context.Context, req *QueryRoundsRequest) (*QueryRoundsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rounds not implemented")
+}
+func (*UnimplementedQueryServer) RoundCommits(ctx context.Context, req *QueryRoundCommitsRequest) (*QueryRoundCommitsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RoundCommits not implemented")
 }
 
 func RegisterQueryServer(s grpc1.Server, srv QueryServer) {
@@ -1120,6 +1481,60 @@ func _Query_Escrow_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Query_Round_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryRoundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServer).Round(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.market.v1.Query/Round",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServer).Round(ctx, req.(*QueryRoundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Query_Rounds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryRoundsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServer).Rounds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.market.v1.Query/Rounds",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServer).Rounds(ctx, req.(*QueryRoundsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Query_RoundCommits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryRoundCommitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServer).RoundCommits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.market.v1.Query/RoundCommits",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServer).RoundCommits(ctx, req.(*QueryRoundCommitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var Query_serviceDesc = _Query_serviceDesc
 var _Query_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "depinchain.market.v1.Query",
@@ -1152,6 +1567,18 @@ var _Query_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Escrow",
 			Handler:    _Query_Escrow_Handler,
+		},
+		{
+			MethodName: "Round",
+			Handler:    _Query_Round_Handler,
+		},
+		{
+			MethodName: "Rounds",
+			Handler:    _Query_Rounds_Handler,
+		},
+		{
+			MethodName: "RoundCommits",
+			Handler:    _Query_RoundCommits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -1753,6 +2180,231 @@ func (m *QueryEscrowResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *QueryRoundRequest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundRequest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundRequest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Round != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryRoundResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	{
+		size, err := m.Round.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintQuery(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0xa
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryRoundsRequest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundsRequest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundsRequest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Pagination != nil {
+		{
+			size, err := m.Pagination.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintQuery(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	if m.JobId != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryRoundsResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundsResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Pagination != nil {
+		{
+			size, err := m.Pagination.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintQuery(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	if len(m.Rounds) > 0 {
+		for iNdEx := len(m.Rounds) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Rounds[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintQuery(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0xa
+		}
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryRoundCommitsRequest) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundCommitsRequest) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundCommitsRequest) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Round != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.JobId != 0 {
+		i = encodeVarintQuery(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *QueryRoundCommitsResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *QueryRoundCommitsResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *QueryRoundCommitsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Commits) > 0 {
+		for iNdEx := len(m.Commits) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Commits[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintQuery(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0xa
+		}
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintQuery(dAtA []byte, offset int, v uint64) int {
 	offset -= sovQuery(v)
 	base := offset
@@ -1981,6 +2633,97 @@ func (m *QueryEscrowResponse) Size() (n int) {
 	n += 1 + l + sovQuery(uint64(l))
 	l = m.Compensation.Size()
 	n += 1 + l + sovQuery(uint64(l))
+	return n
+}
+
+func (m *QueryRoundRequest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovQuery(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovQuery(uint64(m.Round))
+	}
+	return n
+}
+
+func (m *QueryRoundResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = m.Round.Size()
+	n += 1 + l + sovQuery(uint64(l))
+	return n
+}
+
+func (m *QueryRoundsRequest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovQuery(uint64(m.JobId))
+	}
+	if m.Pagination != nil {
+		l = m.Pagination.Size()
+		n += 1 + l + sovQuery(uint64(l))
+	}
+	return n
+}
+
+func (m *QueryRoundsResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if len(m.Rounds) > 0 {
+		for _, e := range m.Rounds {
+			l = e.Size()
+			n += 1 + l + sovQuery(uint64(l))
+		}
+	}
+	if m.Pagination != nil {
+		l = m.Pagination.Size()
+		n += 1 + l + sovQuery(uint64(l))
+	}
+	return n
+}
+
+func (m *QueryRoundCommitsRequest) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.JobId != 0 {
+		n += 1 + sovQuery(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovQuery(uint64(m.Round))
+	}
+	return n
+}
+
+func (m *QueryRoundCommitsResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if len(m.Commits) > 0 {
+		for _, e := range m.Commits {
+			l = e.Size()
+			n += 1 + l + sovQuery(uint64(l))
+		}
+	}
 	return n
 }
 
@@ -3531,6 +4274,574 @@ func (m *QueryEscrowResponse) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if err := m.Compensation.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundRequest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Round.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundsRequest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundsRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundsRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Pagination", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Pagination == nil {
+				m.Pagination = &query.PageRequest{}
+			}
+			if err := m.Pagination.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundsResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundsResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Rounds", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Rounds = append(m.Rounds, Round{})
+			if err := m.Rounds[len(m.Rounds)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Pagination", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Pagination == nil {
+				m.Pagination = &query.PageResponse{}
+			}
+			if err := m.Pagination.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundCommitsRequest) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundCommitsRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundCommitsRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipQuery(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *QueryRoundCommitsResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowQuery
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: QueryRoundCommitsResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: QueryRoundCommitsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Commits", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowQuery
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthQuery
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthQuery
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Commits = append(m.Commits, RoundCommit{})
+			if err := m.Commits[len(m.Commits)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

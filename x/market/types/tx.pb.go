@@ -718,6 +718,301 @@ func (m *MsgUpdateParamsResponse) XXX_DiscardUnknown() {
 
 var xxx_messageInfo_MsgUpdateParamsResponse proto.InternalMessageInfo
 
+// MsgCommitRound: the worker of lease_id finished round `round` of its sync job. Its
+// pseudo-gradient file becomes custody object pg-<job>-<round>-<worker> (piece_roots: data
+// pieces then parity, as checkpoint custody). The worker also submits its round-end
+// checkpoint in x/verify, whose final hash must be end_root.
+type MsgCommitRound struct {
+	Provider           string   `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	LeaseId            uint64   `protobuf:"varint,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Round              uint64   `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	StartRoot          []byte   `protobuf:"bytes,4,opt,name=start_root,json=startRoot,proto3" json:"start_root,omitempty"`
+	EndRoot            []byte   `protobuf:"bytes,5,opt,name=end_root,json=endRoot,proto3" json:"end_root,omitempty"`
+	PseudoGradientRoot []byte   `protobuf:"bytes,6,opt,name=pseudo_gradient_root,json=pseudoGradientRoot,proto3" json:"pseudo_gradient_root,omitempty"`
+	PseudoGradientSize uint64   `protobuf:"varint,7,opt,name=pseudo_gradient_size,json=pseudoGradientSize,proto3" json:"pseudo_gradient_size,omitempty"`
+	PieceRoots         [][]byte `protobuf:"bytes,8,rep,name=piece_roots,json=pieceRoots,proto3" json:"piece_roots,omitempty"`
+}
+
+func (m *MsgCommitRound) Reset()         { *m = MsgCommitRound{} }
+func (m *MsgCommitRound) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitRound) ProtoMessage()    {}
+func (*MsgCommitRound) Descriptor() ([]byte, []int) {
+	return fileDescriptor_76c91afa9397ce42, []int{14}
+}
+func (m *MsgCommitRound) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitRound) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitRound.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitRound) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitRound.Merge(m, src)
+}
+func (m *MsgCommitRound) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitRound) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitRound.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitRound proto.InternalMessageInfo
+
+func (m *MsgCommitRound) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *MsgCommitRound) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *MsgCommitRound) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *MsgCommitRound) GetStartRoot() []byte {
+	if m != nil {
+		return m.StartRoot
+	}
+	return nil
+}
+
+func (m *MsgCommitRound) GetEndRoot() []byte {
+	if m != nil {
+		return m.EndRoot
+	}
+	return nil
+}
+
+func (m *MsgCommitRound) GetPseudoGradientRoot() []byte {
+	if m != nil {
+		return m.PseudoGradientRoot
+	}
+	return nil
+}
+
+func (m *MsgCommitRound) GetPseudoGradientSize() uint64 {
+	if m != nil {
+		return m.PseudoGradientSize
+	}
+	return 0
+}
+
+func (m *MsgCommitRound) GetPieceRoots() [][]byte {
+	if m != nil {
+		return m.PieceRoots
+	}
+	return nil
+}
+
+type MsgCommitRoundResponse struct {
+	CustodyId string `protobuf:"bytes,1,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+}
+
+func (m *MsgCommitRoundResponse) Reset()         { *m = MsgCommitRoundResponse{} }
+func (m *MsgCommitRoundResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitRoundResponse) ProtoMessage()    {}
+func (*MsgCommitRoundResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_76c91afa9397ce42, []int{15}
+}
+func (m *MsgCommitRoundResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitRoundResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitRoundResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitRoundResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitRoundResponse.Merge(m, src)
+}
+func (m *MsgCommitRoundResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitRoundResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitRoundResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitRoundResponse proto.InternalMessageInfo
+
+func (m *MsgCommitRoundResponse) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+// MsgCommitGlobal: an active worker of the job commits G_{round+1}, the aggregation of
+// the pseudo-gradients of `entered` (which must equal the round's entered list). The
+// global becomes custody object global-<job>-<round+1> and round+1 opens from it.
+type MsgCommitGlobal struct {
+	Provider   string   `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	JobId      uint64   `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64   `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Entered    []uint32 `protobuf:"varint,4,rep,packed,name=entered,proto3" json:"entered,omitempty"`
+	GlobalRoot []byte   `protobuf:"bytes,5,opt,name=global_root,json=globalRoot,proto3" json:"global_root,omitempty"`
+	GlobalSize uint64   `protobuf:"varint,6,opt,name=global_size,json=globalSize,proto3" json:"global_size,omitempty"`
+	PieceRoots [][]byte `protobuf:"bytes,7,rep,name=piece_roots,json=pieceRoots,proto3" json:"piece_roots,omitempty"`
+}
+
+func (m *MsgCommitGlobal) Reset()         { *m = MsgCommitGlobal{} }
+func (m *MsgCommitGlobal) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitGlobal) ProtoMessage()    {}
+func (*MsgCommitGlobal) Descriptor() ([]byte, []int) {
+	return fileDescriptor_76c91afa9397ce42, []int{16}
+}
+func (m *MsgCommitGlobal) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitGlobal) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitGlobal.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitGlobal) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitGlobal.Merge(m, src)
+}
+func (m *MsgCommitGlobal) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitGlobal) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitGlobal.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitGlobal proto.InternalMessageInfo
+
+func (m *MsgCommitGlobal) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *MsgCommitGlobal) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *MsgCommitGlobal) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *MsgCommitGlobal) GetEntered() []uint32 {
+	if m != nil {
+		return m.Entered
+	}
+	return nil
+}
+
+func (m *MsgCommitGlobal) GetGlobalRoot() []byte {
+	if m != nil {
+		return m.GlobalRoot
+	}
+	return nil
+}
+
+func (m *MsgCommitGlobal) GetGlobalSize() uint64 {
+	if m != nil {
+		return m.GlobalSize
+	}
+	return 0
+}
+
+func (m *MsgCommitGlobal) GetPieceRoots() [][]byte {
+	if m != nil {
+		return m.PieceRoots
+	}
+	return nil
+}
+
+type MsgCommitGlobalResponse struct {
+	CustodyId         string `protobuf:"bytes,1,opt,name=custody_id,json=custodyId,proto3" json:"custody_id,omitempty"`
+	ChallengeDeadline int64  `protobuf:"varint,2,opt,name=challenge_deadline,json=challengeDeadline,proto3" json:"challenge_deadline,omitempty"`
+}
+
+func (m *MsgCommitGlobalResponse) Reset()         { *m = MsgCommitGlobalResponse{} }
+func (m *MsgCommitGlobalResponse) String() string { return proto.CompactTextString(m) }
+func (*MsgCommitGlobalResponse) ProtoMessage()    {}
+func (*MsgCommitGlobalResponse) Descriptor() ([]byte, []int) {
+	return fileDescriptor_76c91afa9397ce42, []int{17}
+}
+func (m *MsgCommitGlobalResponse) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *MsgCommitGlobalResponse) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_MsgCommitGlobalResponse.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *MsgCommitGlobalResponse) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_MsgCommitGlobalResponse.Merge(m, src)
+}
+func (m *MsgCommitGlobalResponse) XXX_Size() int {
+	return m.Size()
+}
+func (m *MsgCommitGlobalResponse) XXX_DiscardUnknown() {
+	xxx_messageInfo_MsgCommitGlobalResponse.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_MsgCommitGlobalResponse proto.InternalMessageInfo
+
+func (m *MsgCommitGlobalResponse) GetCustodyId() string {
+	if m != nil {
+		return m.CustodyId
+	}
+	return ""
+}
+
+func (m *MsgCommitGlobalResponse) GetChallengeDeadline() int64 {
+	if m != nil {
+		return m.ChallengeDeadline
+	}
+	return 0
+}
+
 func init() {
 	proto.RegisterType((*MsgSubmitJob)(nil), "depinchain.market.v1.MsgSubmitJob")
 	proto.RegisterType((*MsgSubmitJobResponse)(nil), "depinchain.market.v1.MsgSubmitJobResponse")
@@ -733,69 +1028,91 @@ func init() {
 	proto.RegisterType((*MsgWithdrawEarningsResponse)(nil), "depinchain.market.v1.MsgWithdrawEarningsResponse")
 	proto.RegisterType((*MsgUpdateParams)(nil), "depinchain.market.v1.MsgUpdateParams")
 	proto.RegisterType((*MsgUpdateParamsResponse)(nil), "depinchain.market.v1.MsgUpdateParamsResponse")
+	proto.RegisterType((*MsgCommitRound)(nil), "depinchain.market.v1.MsgCommitRound")
+	proto.RegisterType((*MsgCommitRoundResponse)(nil), "depinchain.market.v1.MsgCommitRoundResponse")
+	proto.RegisterType((*MsgCommitGlobal)(nil), "depinchain.market.v1.MsgCommitGlobal")
+	proto.RegisterType((*MsgCommitGlobalResponse)(nil), "depinchain.market.v1.MsgCommitGlobalResponse")
 }
 
 func init() { proto.RegisterFile("depinchain/market/v1/tx.proto", fileDescriptor_76c91afa9397ce42) }
 
 var fileDescriptor_76c91afa9397ce42 = []byte{
-	// 912 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xac, 0x56, 0x4f, 0x8f, 0xdb, 0x44,
-	0x14, 0x5f, 0xef, 0xbf, 0x6e, 0x66, 0x57, 0x2d, 0x98, 0x2d, 0xf5, 0xba, 0x34, 0xdd, 0x9a, 0x22,
-	0xb2, 0x11, 0x6b, 0x2b, 0xa5, 0x2a, 0x22, 0x54, 0x20, 0x52, 0x10, 0x6c, 0xa5, 0x48, 0x21, 0xa1,
-	0x80, 0xe8, 0x21, 0x1a, 0xdb, 0x83, 0x33, 0x65, 0xed, 0x19, 0xcd, 0xd8, 0x69, 0x7b, 0x43, 0x1c,
-	0x38, 0x70, 0x42, 0xe2, 0x0b, 0x20, 0x71, 0xe1, 0xb8, 0x07, 0xbe, 0x00, 0x9c, 0x7a, 0xac, 0x38,
-	0x20, 0x4e, 0x08, 0xed, 0x1e, 0xf6, 0xc4, 0x77, 0x40, 0x1e, 0xdb, 0x93, 0x09, 0x89, 0x93, 0x74,
-	0xd5, 0x4b, 0x94, 0x79, 0xf3, 0x7b, 0xf3, 0x7e, 0xef, 0xf7, 0xfe, 0x24, 0xe0, 0x8a, 0x8f, 0x28,
-	0x8e, 0xbc, 0x01, 0xc4, 0x91, 0x13, 0x42, 0xf6, 0x35, 0x8a, 0x9d, 0x61, 0xc3, 0x89, 0x1f, 0xd9,
-	0x94, 0x91, 0x98, 0xe8, 0xdb, 0xa3, 0x6b, 0x3b, 0xbb, 0xb6, 0x87, 0x0d, 0xf3, 0x45, 0x18, 0xe2,
-	0x88, 0x38, 0xe2, 0x33, 0x03, 0x9a, 0x55, 0x8f, 0xf0, 0x90, 0x70, 0xc7, 0x85, 0x1c, 0x39, 0xc3,
-	0x86, 0x8b, 0x62, 0xd8, 0x70, 0x3c, 0x82, 0xa3, 0xfc, 0xfe, 0x52, 0x7e, 0x1f, 0xf2, 0x20, 0x0d,
-	0x10, 0xf2, 0x20, 0xbf, 0xd8, 0xc9, 0x2e, 0xfa, 0xe2, 0xe4, 0x64, 0x87, 0xfc, 0x6a, 0x3b, 0x20,
-	0x01, 0xc9, 0xec, 0xe9, 0xb7, 0xdc, 0x7a, 0x6d, 0x2a, 0xe3, 0x9c, 0x9c, 0x80, 0x58, 0xff, 0x6a,
-	0x60, 0xab, 0xcd, 0x83, 0x5e, 0xe2, 0x86, 0x38, 0xbe, 0x4b, 0x5c, 0xdd, 0x06, 0x6b, 0xe4, 0x61,
-	0x84, 0x98, 0xa1, 0xed, 0x6a, 0xb5, 0x4a, 0xcb, 0xf8, 0xe3, 0xd7, 0xfd, 0xed, 0x3c, 0xd4, 0xfb,
-	0xbe, 0xcf, 0x10, 0xe7, 0xbd, 0x98, 0xe1, 0x28, 0xe8, 0x66, 0x30, 0xfd, 0x36, 0x58, 0xe5, 0x14,
-	0x79, 0xc6, 0xf2, 0xae, 0x56, 0xdb, 0xbc, 0x71, 0xc5, 0x9e, 0xa6, 0x82, 0x7d, 0x97, 0xb8, 0x3d,
-	0x8a, 0xbc, 0x56, 0xe5, 0xc9, 0xdf, 0x57, 0x97, 0x7e, 0x39, 0x3d, 0xaa, 0x6b, 0x5d, 0xe1, 0xa5,
-	0xbf, 0x0b, 0xce, 0xf9, 0x88, 0x12, 0x8e, 0x63, 0x63, 0x45, 0x3c, 0xb0, 0x63, 0xe7, 0xc1, 0x52,
-	0x75, 0xec, 0x5c, 0x1d, 0xfb, 0x0e, 0xc1, 0x91, 0xea, 0x5c, 0x38, 0x35, 0x9d, 0x6f, 0x4f, 0x8f,
-	0xea, 0x19, 0x93, 0xef, 0x4f, 0x8f, 0xea, 0xbb, 0x4a, 0xc2, 0x8f, 0x8a, 0x94, 0xd5, 0xf4, 0xac,
-	0x7d, 0xb0, 0xad, 0x9e, 0xbb, 0x88, 0x53, 0x12, 0x71, 0xa4, 0x5f, 0x04, 0xeb, 0x0f, 0x88, 0xdb,
-	0xc7, 0xbe, 0xc8, 0x7b, 0xb5, 0xbb, 0xf6, 0x80, 0xb8, 0x07, 0xbe, 0xf5, 0xd3, 0x32, 0xd8, 0x6c,
-	0xf3, 0xa0, 0x73, 0x08, 0x3d, 0xd4, 0xc2, 0xbe, 0x7e, 0x13, 0x6c, 0x50, 0x46, 0x86, 0xd8, 0x5f,
-	0x40, 0x20, 0x89, 0x54, 0x1e, 0x5f, 0x56, 0x1e, 0xd7, 0x3f, 0x01, 0x3a, 0x65, 0xd8, 0x43, 0x7d,
-	0x8a, 0x58, 0x3f, 0xa0, 0x49, 0x7f, 0x40, 0x12, 0xf6, 0x4c, 0x3a, 0x5c, 0x10, 0xfe, 0x1d, 0xc4,
-	0x3e, 0xa2, 0xc9, 0xc7, 0x24, 0x61, 0xba, 0x01, 0xce, 0xb1, 0x24, 0x8a, 0x71, 0x88, 0x8c, 0x5a,
-	0x4a, 0xaf, 0x5b, 0x1c, 0xf5, 0xeb, 0xe0, 0x3c, 0x8f, 0x11, 0xe5, 0x22, 0x98, 0x08, 0xb4, 0x27,
-	0xb8, 0x6c, 0x09, 0x6b, 0x07, 0xb1, 0xd4, 0xbf, 0xd9, 0x48, 0xf5, 0x94, 0xc4, 0x53, 0x49, 0xaf,
-	0x96, 0x48, 0x5a, 0x48, 0x62, 0x5d, 0x04, 0x2f, 0x29, 0xc7, 0x42, 0x50, 0xeb, 0x47, 0x0d, 0x9c,
-	0x6f, 0xf3, 0xe0, 0x73, 0x1c, 0x0f, 0x7c, 0x06, 0x1f, 0x3e, 0x6f, 0xf1, 0x9a, 0x37, 0x27, 0x98,
-	0x5a, 0x25, 0x4c, 0x15, 0x0a, 0x96, 0x01, 0x5e, 0x1e, 0xb7, 0x48, 0xbe, 0xdf, 0x65, 0x83, 0x70,
-	0x07, 0x46, 0x1e, 0x3a, 0x3c, 0xcb, 0x20, 0x94, 0xf0, 0x5c, 0xb0, 0x43, 0x65, 0x5c, 0xab, 0x27,
-	0x3a, 0x54, 0x9e, 0x65, 0x87, 0xbe, 0x03, 0x36, 0x18, 0xfa, 0x2a, 0x89, 0x7c, 0x94, 0xf5, 0xe8,
-	0xcc, 0x1e, 0x59, 0x4d, 0x7b, 0xa4, 0x2b, 0x1d, 0xac, 0x3f, 0x35, 0x70, 0xa1, 0xcd, 0x83, 0x4f,
-	0x09, 0xbd, 0x47, 0x3f, 0xc8, 0x66, 0x47, 0xbf, 0x05, 0x2a, 0xf9, 0x18, 0x91, 0xf9, 0x49, 0x8e,
-	0xa0, 0x65, 0xdd, 0x7c, 0x1b, 0xac, 0xc3, 0x90, 0x24, 0xd1, 0xb3, 0x4d, 0x72, 0xee, 0xd3, 0xbc,
-	0x95, 0xca, 0x34, 0x0a, 0x92, 0x4a, 0xf5, 0x6a, 0x89, 0x54, 0x6a, 0x12, 0xd6, 0x0e, 0xb8, 0xf4,
-	0x3f, 0x93, 0xac, 0xe8, 0xcf, 0x9a, 0xe8, 0xcc, 0xa2, 0xd8, 0x1f, 0x42, 0x16, 0xe1, 0x28, 0xe0,
-	0x67, 0x6c, 0xc3, 0xcb, 0xa0, 0x72, 0x88, 0x20, 0x47, 0x7d, 0xec, 0x73, 0x63, 0x79, 0x77, 0xa5,
-	0xb6, 0xda, 0xdd, 0x10, 0x86, 0x03, 0x9f, 0x37, 0xdf, 0x9e, 0x68, 0xc6, 0xd7, 0xe7, 0x34, 0x63,
-	0xc1, 0xc6, 0xfa, 0x0c, 0x5c, 0x9e, 0x62, 0x96, 0x55, 0x7f, 0x4b, 0xaa, 0xba, 0x60, 0xcd, 0x73,
-	0xb8, 0xf5, 0x7b, 0x56, 0xf1, 0x7b, 0xd4, 0x87, 0x31, 0xea, 0x40, 0x06, 0x43, 0x9e, 0x56, 0x1c,
-	0x26, 0xf1, 0x80, 0x30, 0x1c, 0x3f, 0x9e, 0x5f, 0x71, 0x09, 0xd5, 0xdf, 0x03, 0xeb, 0x54, 0xbc,
-	0x90, 0x6f, 0xf9, 0x57, 0xa6, 0x6f, 0xf9, 0x2c, 0xca, 0x58, 0x75, 0x33, 0xb7, 0xbc, 0xba, 0xf2,
-	0xc1, 0x59, 0xd5, 0x55, 0x09, 0xe7, 0xd5, 0x55, 0x4d, 0x85, 0x30, 0x37, 0x7e, 0x5b, 0x03, 0x2b,
-	0x6d, 0x1e, 0xe8, 0xf7, 0x41, 0x65, 0xf4, 0xe3, 0x65, 0x4d, 0x27, 0xa6, 0x6e, 0x7c, 0xb3, 0x3e,
-	0x1f, 0x23, 0xd5, 0xff, 0x02, 0x6c, 0xc8, 0xd5, 0x7f, 0xad, 0xd4, 0xaf, 0x80, 0x98, 0x7b, 0x73,
-	0x21, 0xf2, 0x65, 0x08, 0x36, 0xd5, 0xd5, 0x78, 0xbd, 0xd4, 0x53, 0x41, 0x99, 0x6f, 0x2c, 0x82,
-	0x92, 0x21, 0xee, 0x83, 0xca, 0x68, 0x9b, 0x95, 0x2b, 0x23, 0x31, 0x33, 0x94, 0x99, 0xdc, 0x46,
-	0x3e, 0xd8, 0x1a, 0x5b, 0x26, 0xaf, 0x95, 0xfa, 0xaa, 0x30, 0x73, 0x7f, 0x21, 0x98, 0x8c, 0x42,
-	0xc1, 0x0b, 0x13, 0xe3, 0xbb, 0x37, 0x57, 0x84, 0x02, 0x6a, 0x36, 0x16, 0x86, 0xaa, 0x79, 0x8d,
-	0x8d, 0x4c, 0x79, 0x5e, 0x2a, 0x6c, 0x46, 0x5e, 0xd3, 0x9a, 0xd7, 0x5c, 0xfb, 0x26, 0x1d, 0x8f,
-	0xd6, 0xc1, 0x93, 0xe3, 0xaa, 0xf6, 0xf4, 0xb8, 0xaa, 0xfd, 0x73, 0x5c, 0xd5, 0x7e, 0x38, 0xa9,
-	0x2e, 0x3d, 0x3d, 0xa9, 0x2e, 0xfd, 0x75, 0x52, 0x5d, 0xfa, 0xd2, 0x09, 0x70, 0x3c, 0x48, 0x5c,
-	0xdb, 0x23, 0xa1, 0xa3, 0x0c, 0xca, 0xb4, 0x99, 0x89, 0x1f, 0x53, 0xc4, 0xdd, 0x75, 0xf1, 0x77,
-	0xee, 0xcd, 0xff, 0x02, 0x00, 0x00, 0xff, 0xff, 0x3f, 0x78, 0x67, 0x0a, 0xa5, 0x0a, 0x00, 0x00,
+	// 1200 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xac, 0x57, 0x4f, 0x6f, 0x1b, 0x45,
+	0x14, 0xcf, 0xda, 0x8e, 0xff, 0x4c, 0x4c, 0x4b, 0x17, 0x97, 0x6e, 0x5c, 0xe2, 0xba, 0xdb, 0x56,
+	0xb8, 0x11, 0xb1, 0x71, 0x29, 0xad, 0x08, 0x15, 0x88, 0xa4, 0x28, 0xa4, 0x52, 0xa4, 0xb0, 0xa1,
+	0x80, 0xe8, 0xc1, 0x5a, 0xef, 0x0c, 0xeb, 0x29, 0xde, 0x9d, 0xd5, 0xcc, 0x6e, 0xda, 0xf4, 0x84,
+	0x38, 0x70, 0xe8, 0x09, 0x89, 0x2f, 0x80, 0xc4, 0xa5, 0xc7, 0x1c, 0xf8, 0x04, 0x9c, 0x7a, 0xac,
+	0x38, 0x20, 0x4e, 0x08, 0x25, 0x87, 0x5c, 0xe0, 0x3b, 0xa0, 0x9d, 0x9d, 0x5d, 0x4f, 0xea, 0x5d,
+	0xdb, 0x89, 0x7a, 0x89, 0x32, 0xef, 0xfd, 0xde, 0xbf, 0xdf, 0x7b, 0xf3, 0x66, 0x0d, 0x96, 0x20,
+	0xf2, 0xb0, 0x6b, 0x0d, 0x4c, 0xec, 0x76, 0x1c, 0x93, 0x7e, 0x87, 0xfc, 0xce, 0x6e, 0xb7, 0xe3,
+	0x3f, 0x6e, 0x7b, 0x94, 0xf8, 0x44, 0xad, 0x8d, 0xd4, 0xed, 0x48, 0xdd, 0xde, 0xed, 0xd6, 0xcf,
+	0x99, 0x0e, 0x76, 0x49, 0x87, 0xff, 0x8d, 0x80, 0xf5, 0x86, 0x45, 0x98, 0x43, 0x58, 0xa7, 0x6f,
+	0x32, 0xd4, 0xd9, 0xed, 0xf6, 0x91, 0x6f, 0x76, 0x3b, 0x16, 0xc1, 0xae, 0xd0, 0x5f, 0x10, 0x7a,
+	0x87, 0xd9, 0x61, 0x00, 0x87, 0xd9, 0x42, 0xb1, 0x18, 0x29, 0x7a, 0xfc, 0xd4, 0x89, 0x0e, 0x42,
+	0x55, 0xb3, 0x89, 0x4d, 0x22, 0x79, 0xf8, 0x9f, 0x90, 0x5e, 0x4e, 0xcd, 0x58, 0x24, 0xc7, 0x21,
+	0xfa, 0x7f, 0x0a, 0xa8, 0x6e, 0x31, 0x7b, 0x27, 0xe8, 0x3b, 0xd8, 0xbf, 0x47, 0xfa, 0x6a, 0x1b,
+	0xcc, 0x93, 0x47, 0x2e, 0xa2, 0x9a, 0xd2, 0x54, 0x5a, 0x95, 0x35, 0xed, 0x8f, 0xdf, 0x56, 0x6a,
+	0x22, 0xd4, 0x27, 0x10, 0x52, 0xc4, 0xd8, 0x8e, 0x4f, 0xb1, 0x6b, 0x1b, 0x11, 0x4c, 0xbd, 0x03,
+	0x0a, 0xcc, 0x43, 0x96, 0x96, 0x6b, 0x2a, 0xad, 0x85, 0x1b, 0x4b, 0xed, 0x34, 0x16, 0xda, 0xf7,
+	0x48, 0x7f, 0xc7, 0x43, 0xd6, 0x5a, 0xe5, 0xf9, 0xdf, 0x97, 0xe6, 0x9e, 0x1d, 0xed, 0x2f, 0x2b,
+	0x06, 0xb7, 0x52, 0x3f, 0x02, 0x25, 0x88, 0x3c, 0xc2, 0xb0, 0xaf, 0xe5, 0xb9, 0x83, 0xc5, 0xb6,
+	0x08, 0x16, 0xb2, 0xd3, 0x16, 0xec, 0xb4, 0xd7, 0x09, 0x76, 0x65, 0xe3, 0xd8, 0x68, 0xb5, 0xf3,
+	0xc3, 0xd1, 0xfe, 0x72, 0x94, 0xc9, 0xd3, 0xa3, 0xfd, 0xe5, 0xa6, 0x54, 0xf0, 0xe3, 0xb8, 0x64,
+	0xb9, 0x3c, 0x7d, 0x05, 0xd4, 0xe4, 0xb3, 0x81, 0x98, 0x47, 0x5c, 0x86, 0xd4, 0xf3, 0xa0, 0xf8,
+	0x90, 0xf4, 0x7b, 0x18, 0xf2, 0xba, 0x0b, 0xc6, 0xfc, 0x43, 0xd2, 0xdf, 0x84, 0xfa, 0x2f, 0x39,
+	0xb0, 0xb0, 0xc5, 0xec, 0xed, 0xa1, 0x69, 0xa1, 0x35, 0x0c, 0xd5, 0x9b, 0xa0, 0xec, 0x51, 0xb2,
+	0x8b, 0xe1, 0x0c, 0x04, 0x25, 0x48, 0xc9, 0x79, 0x4e, 0x72, 0xae, 0x7e, 0x0e, 0x54, 0x8f, 0x62,
+	0x0b, 0xf5, 0x3c, 0x44, 0x7b, 0xb6, 0x17, 0xf4, 0x06, 0x24, 0xa0, 0x27, 0xe2, 0xe1, 0x2c, 0xb7,
+	0xdf, 0x46, 0x74, 0xc3, 0x0b, 0x3e, 0x23, 0x01, 0x55, 0x35, 0x50, 0xa2, 0x81, 0xeb, 0x63, 0x07,
+	0x69, 0xad, 0x30, 0x3d, 0x23, 0x3e, 0xaa, 0x57, 0xc1, 0x19, 0xe6, 0x23, 0x8f, 0xf1, 0x60, 0x3c,
+	0xd0, 0x75, 0x9e, 0x4b, 0x95, 0x4b, 0xb7, 0x11, 0x0d, 0xed, 0x57, 0xbb, 0x21, 0x9f, 0x49, 0xe2,
+	0x21, 0xa5, 0x97, 0x32, 0x28, 0x8d, 0x29, 0xd1, 0xcf, 0x83, 0x37, 0xa4, 0x63, 0x4c, 0xa8, 0xfe,
+	0xb3, 0x02, 0xce, 0x6c, 0x31, 0xfb, 0x2b, 0xec, 0x0f, 0x20, 0x35, 0x1f, 0xbd, 0x6a, 0xf2, 0x56,
+	0x6f, 0x8e, 0x65, 0xaa, 0x67, 0x64, 0x2a, 0xa5, 0xa0, 0x6b, 0xe0, 0xcd, 0xe3, 0x92, 0x24, 0xdf,
+	0x1f, 0xa3, 0x8b, 0xb0, 0x6e, 0xba, 0x16, 0x1a, 0x9e, 0xe6, 0x22, 0x64, 0xe4, 0x39, 0xe3, 0x84,
+	0x26, 0x71, 0xf5, 0x1d, 0x3e, 0xa1, 0xc9, 0x39, 0x99, 0xd0, 0x0f, 0x41, 0x99, 0xa2, 0x6f, 0x03,
+	0x17, 0xa2, 0x68, 0x46, 0x27, 0xce, 0x48, 0x21, 0x9c, 0x11, 0x23, 0x31, 0xd0, 0xff, 0x54, 0xc0,
+	0xd9, 0x2d, 0x66, 0x7f, 0x41, 0xbc, 0xfb, 0xde, 0xdd, 0xe8, 0xee, 0xa8, 0xb7, 0x40, 0x45, 0x5c,
+	0x23, 0x32, 0xbd, 0xc8, 0x11, 0x34, 0x6b, 0x9a, 0xef, 0x80, 0xa2, 0xe9, 0x90, 0xc0, 0x3d, 0xd9,
+	0x4d, 0x16, 0x36, 0xab, 0xb7, 0x42, 0x9a, 0x46, 0x41, 0x42, 0xaa, 0xae, 0x64, 0x50, 0x25, 0x17,
+	0xa1, 0x2f, 0x82, 0x0b, 0x2f, 0x89, 0x92, 0x8e, 0xfe, 0xaa, 0xf0, 0xc9, 0x8c, 0x9b, 0xfd, 0xa9,
+	0x49, 0x5d, 0xec, 0xda, 0xec, 0x94, 0x63, 0x78, 0x11, 0x54, 0x86, 0xc8, 0x64, 0xa8, 0x87, 0x21,
+	0xd3, 0x72, 0xcd, 0x7c, 0xab, 0x60, 0x94, 0xb9, 0x60, 0x13, 0xb2, 0xd5, 0x0f, 0xc6, 0x86, 0xf1,
+	0xed, 0x29, 0xc3, 0x18, 0x67, 0xa3, 0x7f, 0x09, 0x2e, 0xa6, 0x88, 0x93, 0xae, 0xdf, 0x4e, 0x58,
+	0x9d, 0xb1, 0xe7, 0x02, 0xae, 0xff, 0x1e, 0x75, 0xfc, 0xbe, 0x07, 0x4d, 0x1f, 0x6d, 0x9b, 0xd4,
+	0x74, 0x58, 0xd8, 0x71, 0x33, 0xf0, 0x07, 0x84, 0x62, 0x7f, 0x6f, 0x7a, 0xc7, 0x13, 0xa8, 0xfa,
+	0x31, 0x28, 0x7a, 0xdc, 0x83, 0xd8, 0xf2, 0x6f, 0xa5, 0x6f, 0xf9, 0x28, 0xca, 0xb1, 0xee, 0x46,
+	0x66, 0xa2, 0xbb, 0x89, 0xc3, 0x49, 0xdd, 0x95, 0x13, 0x16, 0xdd, 0x95, 0x45, 0x49, 0x77, 0xff,
+	0xcd, 0xf1, 0xfd, 0xb2, 0x4e, 0x1c, 0x07, 0xfb, 0x06, 0x09, 0xdc, 0xd3, 0xee, 0x97, 0x45, 0x50,
+	0x8e, 0x1b, 0x2b, 0x06, 0xba, 0x24, 0xfa, 0xaa, 0xd6, 0xc0, 0x3c, 0x0d, 0x3d, 0xf3, 0x89, 0x2e,
+	0x18, 0xd1, 0x41, 0x5d, 0x02, 0x80, 0xf9, 0x26, 0xf5, 0x7b, 0x94, 0x10, 0x5f, 0x2b, 0x34, 0x95,
+	0x56, 0xd5, 0xa8, 0x70, 0x89, 0x41, 0x88, 0x1f, 0xfa, 0x43, 0x2e, 0x8c, 0x94, 0xf3, 0x5c, 0x59,
+	0x42, 0x2e, 0xe4, 0xaa, 0x77, 0x41, 0xcd, 0x63, 0x28, 0x80, 0xa4, 0x67, 0x53, 0x13, 0x62, 0xe4,
+	0x0a, 0x1f, 0x45, 0x0e, 0x53, 0x23, 0xdd, 0x86, 0x50, 0x65, 0x59, 0x30, 0xfc, 0x04, 0x69, 0x25,
+	0x9e, 0xd0, 0x4b, 0x16, 0x3b, 0xf8, 0x09, 0x52, 0x2f, 0x81, 0x05, 0x0f, 0x23, 0x0b, 0x71, 0xcf,
+	0x4c, 0x2b, 0x37, 0xf3, 0xad, 0xaa, 0x01, 0xb8, 0x28, 0xf4, 0xc8, 0x4e, 0xb0, 0x38, 0x25, 0x6e,
+	0xf5, 0xdb, 0x7c, 0x71, 0x4a, 0x92, 0x64, 0x42, 0x97, 0x00, 0xb0, 0x02, 0xe6, 0x13, 0xb8, 0x17,
+	0xbf, 0x9e, 0x15, 0xa3, 0x22, 0x24, 0x9b, 0x50, 0x7f, 0x96, 0xe3, 0x73, 0x18, 0x59, 0x6e, 0x0c,
+	0x49, 0xdf, 0x1c, 0xbe, 0xda, 0x57, 0x34, 0xbd, 0x49, 0x1a, 0x28, 0x21, 0xd7, 0x47, 0x14, 0x41,
+	0xad, 0xd0, 0xcc, 0xb7, 0x5e, 0x33, 0xe2, 0x63, 0x48, 0x90, 0xcd, 0xd3, 0x90, 0x5b, 0x04, 0x22,
+	0x11, 0xe7, 0x7c, 0x04, 0xe0, 0x54, 0x17, 0xb9, 0x5b, 0x01, 0x48, 0xa3, 0xb8, 0x34, 0x46, 0xf1,
+	0xfb, 0x63, 0x14, 0x5f, 0x99, 0x48, 0x71, 0x44, 0x8b, 0x6e, 0xf3, 0x69, 0x97, 0x45, 0x33, 0x92,
+	0xac, 0xae, 0x00, 0xd5, 0x1a, 0x98, 0xc3, 0x21, 0x72, 0x6d, 0xd4, 0x83, 0xc8, 0x84, 0x43, 0xec,
+	0x22, 0x4e, 0x53, 0xde, 0x38, 0x97, 0x68, 0xee, 0x0a, 0xc5, 0x8d, 0xa7, 0x25, 0x90, 0xdf, 0x62,
+	0xb6, 0xfa, 0x00, 0x54, 0x46, 0x1f, 0x7e, 0x7a, 0xfa, 0xa5, 0x96, 0xbf, 0x96, 0xea, 0xcb, 0xd3,
+	0x31, 0x49, 0xca, 0x5f, 0x83, 0x72, 0xf2, 0xd9, 0x74, 0x39, 0xd3, 0x2e, 0x86, 0xd4, 0xaf, 0x4f,
+	0x85, 0x24, 0x9e, 0x4d, 0xb0, 0x20, 0x7f, 0x56, 0x5c, 0xcd, 0xb4, 0x94, 0x50, 0xf5, 0x77, 0x66,
+	0x41, 0x25, 0x21, 0x1e, 0x80, 0xca, 0xe8, 0x4b, 0x20, 0x9b, 0x99, 0x04, 0x33, 0x81, 0x99, 0xf1,
+	0x97, 0x1c, 0x82, 0xea, 0xb1, 0x87, 0xf8, 0x5a, 0xa6, 0xad, 0x0c, 0xab, 0xaf, 0xcc, 0x04, 0x4b,
+	0xa2, 0x78, 0xe0, 0xf5, 0xb1, 0xa7, 0xef, 0xfa, 0x54, 0x12, 0x62, 0x68, 0xbd, 0x3b, 0x33, 0x54,
+	0xae, 0xeb, 0xd8, 0x73, 0x93, 0x5d, 0x97, 0x0c, 0x9b, 0x50, 0x57, 0xda, 0xe2, 0x0f, 0xbb, 0x2f,
+	0x2f, 0xfd, 0xec, 0xee, 0x4b, 0xa8, 0x09, 0xdd, 0x4f, 0x5b, 0x69, 0x10, 0x54, 0x8f, 0xed, 0xab,
+	0x6b, 0x53, 0xac, 0x23, 0xd8, 0x84, 0x42, 0xd2, 0xee, 0x74, 0x7d, 0xfe, 0xfb, 0xf0, 0x8d, 0x5c,
+	0xdb, 0x7c, 0x7e, 0xd0, 0x50, 0x5e, 0x1c, 0x34, 0x94, 0x7f, 0x0e, 0x1a, 0xca, 0x4f, 0x87, 0x8d,
+	0xb9, 0x17, 0x87, 0x8d, 0xb9, 0xbf, 0x0e, 0x1b, 0x73, 0xdf, 0x74, 0x6c, 0xec, 0x0f, 0x82, 0x7e,
+	0xdb, 0x22, 0x4e, 0x47, 0xda, 0x1f, 0x69, 0xab, 0xc4, 0xdf, 0xf3, 0x10, 0xeb, 0x17, 0xf9, 0x6f,
+	0xba, 0xf7, 0xfe, 0x0f, 0x00, 0x00, 0xff, 0xff, 0xc9, 0xdf, 0xe0, 0x24, 0xaa, 0x0e, 0x00, 0x00,
 }
 
 // Reference imports to suppress errors if they are not otherwise used.
@@ -822,6 +1139,10 @@ type MsgClient interface {
 	// WithdrawEarnings pays a provider what final checkpoints released.
 	WithdrawEarnings(ctx context.Context, in *MsgWithdrawEarnings, opts ...grpc.CallOption) (*MsgWithdrawEarningsResponse, error)
 	UpdateParams(ctx context.Context, in *MsgUpdateParams, opts ...grpc.CallOption) (*MsgUpdateParamsResponse, error)
+	// CommitRound commits a sync job worker's pseudo-gradient for an open round.
+	CommitRound(ctx context.Context, in *MsgCommitRound, opts ...grpc.CallOption) (*MsgCommitRoundResponse, error)
+	// CommitGlobal commits the aggregation of a round (G_{round+1}) and opens the next round.
+	CommitGlobal(ctx context.Context, in *MsgCommitGlobal, opts ...grpc.CallOption) (*MsgCommitGlobalResponse, error)
 }
 
 type msgClient struct {
@@ -895,6 +1216,24 @@ func (c *msgClient) UpdateParams(ctx context.Context, in *MsgUpdateParams, opts 
 	return out, nil
 }
 
+func (c *msgClient) CommitRound(ctx context.Context, in *MsgCommitRound, opts ...grpc.CallOption) (*MsgCommitRoundResponse, error) {
+	out := new(MsgCommitRoundResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.market.v1.Msg/CommitRound", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *msgClient) CommitGlobal(ctx context.Context, in *MsgCommitGlobal, opts ...grpc.CallOption) (*MsgCommitGlobalResponse, error) {
+	out := new(MsgCommitGlobalResponse)
+	err := c.cc.Invoke(ctx, "/depinchain.market.v1.Msg/CommitGlobal", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MsgServer is the server API for Msg service.
 type MsgServer interface {
 	// SubmitJob escrows the deposit and opens the job's auction.
@@ -909,6 +1248,10 @@ type MsgServer interface {
 	// WithdrawEarnings pays a provider what final checkpoints released.
 	WithdrawEarnings(context.Context, *MsgWithdrawEarnings) (*MsgWithdrawEarningsResponse, error)
 	UpdateParams(context.Context, *MsgUpdateParams) (*MsgUpdateParamsResponse, error)
+	// CommitRound commits a sync job worker's pseudo-gradient for an open round.
+	CommitRound(context.Context, *MsgCommitRound) (*MsgCommitRoundResponse, error)
+	// CommitGlobal commits the aggregation of a round (G_{round+1}) and opens the next round.
+	CommitGlobal(context.Context, *MsgCommitGlobal) (*MsgCommitGlobalResponse, error)
 }
 
 // UnimplementedMsgServer can be embedded to have forward compatible implementations.
@@ -935,6 +1278,12 @@ func (*UnimplementedMsgServer) WithdrawEarnings(ctx context.Context, req *MsgWit
 }
 func (*UnimplementedMsgServer) UpdateParams(ctx context.Context, req *MsgUpdateParams) (*MsgUpdateParamsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateParams not implemented")
+}
+func (*UnimplementedMsgServer) CommitRound(ctx context.Context, req *MsgCommitRound) (*MsgCommitRoundResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CommitRound not implemented")
+}
+func (*UnimplementedMsgServer) CommitGlobal(ctx context.Context, req *MsgCommitGlobal) (*MsgCommitGlobalResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CommitGlobal not implemented")
 }
 
 func RegisterMsgServer(s grpc1.Server, srv MsgServer) {
@@ -1067,6 +1416,42 @@ func _Msg_UpdateParams_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Msg_CommitRound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgCommitRound)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).CommitRound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.market.v1.Msg/CommitRound",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).CommitRound(ctx, req.(*MsgCommitRound))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Msg_CommitGlobal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MsgCommitGlobal)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MsgServer).CommitGlobal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/depinchain.market.v1.Msg/CommitGlobal",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MsgServer).CommitGlobal(ctx, req.(*MsgCommitGlobal))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var Msg_serviceDesc = _Msg_serviceDesc
 var _Msg_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "depinchain.market.v1.Msg",
@@ -1099,6 +1484,14 @@ var _Msg_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateParams",
 			Handler:    _Msg_UpdateParams_Handler,
+		},
+		{
+			MethodName: "CommitRound",
+			Handler:    _Msg_CommitRound_Handler,
+		},
+		{
+			MethodName: "CommitGlobal",
+			Handler:    _Msg_CommitGlobal_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -1605,6 +1998,225 @@ func (m *MsgUpdateParamsResponse) MarshalToSizedBuffer(dAtA []byte) (int, error)
 	return len(dAtA) - i, nil
 }
 
+func (m *MsgCommitRound) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitRound) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitRound) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.PieceRoots) > 0 {
+		for iNdEx := len(m.PieceRoots) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.PieceRoots[iNdEx])
+			copy(dAtA[i:], m.PieceRoots[iNdEx])
+			i = encodeVarintTx(dAtA, i, uint64(len(m.PieceRoots[iNdEx])))
+			i--
+			dAtA[i] = 0x42
+		}
+	}
+	if m.PseudoGradientSize != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.PseudoGradientSize))
+		i--
+		dAtA[i] = 0x38
+	}
+	if len(m.PseudoGradientRoot) > 0 {
+		i -= len(m.PseudoGradientRoot)
+		copy(dAtA[i:], m.PseudoGradientRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.PseudoGradientRoot)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if len(m.EndRoot) > 0 {
+		i -= len(m.EndRoot)
+		copy(dAtA[i:], m.EndRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.EndRoot)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if len(m.StartRoot) > 0 {
+		i -= len(m.StartRoot)
+		copy(dAtA[i:], m.StartRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.StartRoot)))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.Round != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgCommitRoundResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitRoundResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitRoundResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgCommitGlobal) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitGlobal) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitGlobal) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.PieceRoots) > 0 {
+		for iNdEx := len(m.PieceRoots) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.PieceRoots[iNdEx])
+			copy(dAtA[i:], m.PieceRoots[iNdEx])
+			i = encodeVarintTx(dAtA, i, uint64(len(m.PieceRoots[iNdEx])))
+			i--
+			dAtA[i] = 0x3a
+		}
+	}
+	if m.GlobalSize != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.GlobalSize))
+		i--
+		dAtA[i] = 0x30
+	}
+	if len(m.GlobalRoot) > 0 {
+		i -= len(m.GlobalRoot)
+		copy(dAtA[i:], m.GlobalRoot)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.GlobalRoot)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if len(m.Entered) > 0 {
+		dAtA11 := make([]byte, len(m.Entered)*10)
+		var j10 int
+		for _, num := range m.Entered {
+			for num >= 1<<7 {
+				dAtA11[j10] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j10++
+			}
+			dAtA11[j10] = uint8(num)
+			j10++
+		}
+		i -= j10
+		copy(dAtA[i:], dAtA11[:j10])
+		i = encodeVarintTx(dAtA, i, uint64(j10))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.Round != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.JobId != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *MsgCommitGlobalResponse) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MsgCommitGlobalResponse) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MsgCommitGlobalResponse) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.ChallengeDeadline != 0 {
+		i = encodeVarintTx(dAtA, i, uint64(m.ChallengeDeadline))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.CustodyId) > 0 {
+		i -= len(m.CustodyId)
+		copy(dAtA[i:], m.CustodyId)
+		i = encodeVarintTx(dAtA, i, uint64(len(m.CustodyId)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintTx(dAtA []byte, offset int, v uint64) int {
 	offset -= sovTx(v)
 	base := offset
@@ -1810,6 +2422,114 @@ func (m *MsgUpdateParamsResponse) Size() (n int) {
 	}
 	var l int
 	_ = l
+	return n
+}
+
+func (m *MsgCommitRound) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovTx(uint64(m.LeaseId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovTx(uint64(m.Round))
+	}
+	l = len(m.StartRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = len(m.EndRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	l = len(m.PseudoGradientRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.PseudoGradientSize != 0 {
+		n += 1 + sovTx(uint64(m.PseudoGradientSize))
+	}
+	if len(m.PieceRoots) > 0 {
+		for _, b := range m.PieceRoots {
+			l = len(b)
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *MsgCommitRoundResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	return n
+}
+
+func (m *MsgCommitGlobal) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.JobId != 0 {
+		n += 1 + sovTx(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovTx(uint64(m.Round))
+	}
+	if len(m.Entered) > 0 {
+		l = 0
+		for _, e := range m.Entered {
+			l += sovTx(uint64(e))
+		}
+		n += 1 + sovTx(uint64(l)) + l
+	}
+	l = len(m.GlobalRoot)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.GlobalSize != 0 {
+		n += 1 + sovTx(uint64(m.GlobalSize))
+	}
+	if len(m.PieceRoots) > 0 {
+		for _, b := range m.PieceRoots {
+			l = len(b)
+			n += 1 + l + sovTx(uint64(l))
+		}
+	}
+	return n
+}
+
+func (m *MsgCommitGlobalResponse) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.CustodyId)
+	if l > 0 {
+		n += 1 + l + sovTx(uint64(l))
+	}
+	if m.ChallengeDeadline != 0 {
+		n += 1 + sovTx(uint64(m.ChallengeDeadline))
+	}
 	return n
 }
 
@@ -3175,6 +3895,743 @@ func (m *MsgUpdateParamsResponse) Unmarshal(dAtA []byte) error {
 			return fmt.Errorf("proto: MsgUpdateParamsResponse: illegal tag %d (wire type %d)", fieldNum, wire)
 		}
 		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitRound) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitRound: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitRound: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StartRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.StartRoot = append(m.StartRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.StartRoot == nil {
+				m.StartRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field EndRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.EndRoot = append(m.EndRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.EndRoot == nil {
+				m.EndRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PseudoGradientRoot = append(m.PseudoGradientRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.PseudoGradientRoot == nil {
+				m.PseudoGradientRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PseudoGradientSize", wireType)
+			}
+			m.PseudoGradientSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PseudoGradientSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PieceRoots", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PieceRoots = append(m.PieceRoots, make([]byte, postIndex-iNdEx))
+			copy(m.PieceRoots[len(m.PieceRoots)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitRoundResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitRoundResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitRoundResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitGlobal) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitGlobal: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitGlobal: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType == 0 {
+				var v uint32
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowTx
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= uint32(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Entered = append(m.Entered, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return ErrIntOverflowTx
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return ErrInvalidLengthTx
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return ErrInvalidLengthTx
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Entered) == 0 {
+					m.Entered = make([]uint32, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v uint32
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return ErrIntOverflowTx
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= uint32(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Entered = append(m.Entered, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Entered", wireType)
+			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalRoot", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GlobalRoot = append(m.GlobalRoot[:0], dAtA[iNdEx:postIndex]...)
+			if m.GlobalRoot == nil {
+				m.GlobalRoot = []byte{}
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GlobalSize", wireType)
+			}
+			m.GlobalSize = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.GlobalSize |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PieceRoots", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PieceRoots = append(m.PieceRoots, make([]byte, postIndex-iNdEx))
+			copy(m.PieceRoots[len(m.PieceRoots)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipTx(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthTx
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MsgCommitGlobalResponse) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowTx
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MsgCommitGlobalResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MsgCommitGlobalResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CustodyId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthTx
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthTx
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.CustodyId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ChallengeDeadline", wireType)
+			}
+			m.ChallengeDeadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowTx
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ChallengeDeadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipTx(dAtA[iNdEx:])
