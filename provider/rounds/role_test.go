@@ -192,7 +192,7 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 	m := &fakeMetrics{}
 	role, err := New(Options{
 		Operator: operator, Chain: c, WorkDir: filepath.Join(dir, "work"), CustodyDir: custodyDir, Custody: c.net.source(),
-		PollInterval: 20 * time.Millisecond, AggregatorGrace: 200 * time.Millisecond, Metrics: m,
+		PollInterval: 20 * time.Millisecond, AggregatorGrace: 5 * time.Second, Metrics: m,
 		Submit: func(_ context.Context, msgs ...sdk.Msg) (*chain.TxResult, error) {
 			if len(msgs) != 1 {
 				return nil, errors.New("one message")
