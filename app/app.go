@@ -252,6 +252,7 @@ func New(
 	app.ShardKeeper = shardregistrykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, app.StakingExtKeeper, app.MarketKeeper, authority)
 	app.MarketKeeper.SetCustodyPolicy(app.ShardKeeper)
+	app.MarketKeeper.SetRoundCustody(app.ShardKeeper)
 	app.VerifyKeeper = verifykeeper.NewKeeper(appCodec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, app.AccountKeeper, app.BankKeeper, app.MarketKeeper, app.StakingExtKeeper, app.ShardKeeper, app.DistrKeeper, authority)
 	// x/stakingext's params must cover x/verify's longest dispute (unbonding_blocks).

@@ -61,5 +61,26 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 			write()
 		}
 	}
+	return k.processRoundDeadlines(sdkCtx, height, budget)
+}
+
+// processRoundDeadlines walks RoundDeadlines up to height with what is left of the
+// block's budget, each entry in its own cache like the other deadlines.
+func (k Keeper) processRoundDeadlines(ctx sdk.Context, height int64, budget int) error {
+	due, err := deadline.Due(ctx, k.RoundDeadlines, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	for _, key := range due {
+		if err := k.RoundDeadlines.Remove(ctx, key); err != nil {
+			return err
+		}
+		cacheCtx, write := ctx.CacheContext()
+		if err := k.processRoundDeadline(cacheCtx, key.K2(), key.K3()); err != nil {
+			k.Logger(ctx).Error("deadline processing failed", "kind", "round deadline", "job", key.K2(), "round", key.K3(), "err", err)
+			continue
+		}
+		write()
+	}
 	return nil
 }

@@ -128,6 +128,9 @@ func (k Keeper) closeAuction(ctx sdk.Context, jobID uint64) error {
 		return k.openAuction(ctx, &job, vacant)
 	}
 	job.State = types.JOB_STATE_LEASED
+	if err := k.openFirstRound(ctx, params, &job); err != nil {
+		return err
+	}
 	return k.Jobs.Set(ctx, job.Id, job)
 }
 

@@ -46,9 +46,27 @@ func (k Keeper) OnCheckpointSubmitted(ctx context.Context, leaseID, endStep uint
 	if endStep > job.Spec.TotalSteps {
 		return sdk.Coin{}, errorsmod.Wrapf(types.ErrInvalidAmount, "checkpoint of lease %d ends at step %d, past the job's %d steps", leaseID, endStep, job.Spec.TotalSteps)
 	}
+	var commit *types.RoundCommit
+	if job.Spec.Sync != nil {
+		c, err := k.roundOfCheckpoint(sdkCtx, job, lease, endStep)
+		if err != nil {
+			return sdk.Coin{}, err
+		}
+		commit = &c
+		from := endStep - uint64(job.Spec.Sync.Every)
+		lease.ClaimedStep = max(lease.ClaimedStep, from)
+		setClaimedStep(&job, lease.Worker, max(claimedStepOf(job, lease.Worker), from))
+	}
 	claim, err := k.claimSteps(sdkCtx, &job, &lease, endStep)
 	if err != nil {
 		return sdk.Coin{}, err
+	}
+	if commit != nil {
+		// Released when the round's global is final and the worker entered it (payRound).
+		commit.Claim = claim
+		if err := k.RoundCommits.Set(ctx, collections.Join3(commit.JobId, commit.Round, commit.Worker), *commit); err != nil {
+			return sdk.Coin{}, err
+		}
 	}
 
 	params, err := k.Params.Get(ctx)
@@ -80,6 +98,16 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 	if err != nil {
 		return err
 	}
+	job, err := k.GetJob(ctx, lease.JobId)
+	if err != nil {
+		return err
+	}
+	if job.Spec.Sync != nil {
+		// A sync job's round-end checkpoint is one input of the round: its claim is paid
+		// when the round's global is final (payRound), and the job completes with its
+		// last global; the checkpoint only records the worker's progress.
+		return k.recordProgress(sdkCtx, &job, lease.Worker, step, stateHash, uri)
+	}
 	if claim.IsNegative() || claim.Amount.GT(lease.Committed.Amount) {
 		return errorsmod.Wrapf(types.ErrInsufficientCommit, "lease %d: release %s but only %s committed", leaseID, claim, lease.Committed)
 	}
@@ -95,20 +123,11 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 		return err
 	}
 
-	job, err := k.GetJob(ctx, lease.JobId)
-	if err != nil {
+	if err := k.recordProgress(sdkCtx, &job, lease.Worker, step, stateHash, uri); err != nil {
 		return err
 	}
-	if step > progressOf(job, lease.Worker).Step {
-		setProgress(&job, types.WorkerProgress{Worker: lease.Worker, Step: step, StateHash: stateHash, Uri: uri})
-		if err := keeperutil.Emit(sdkCtx, &types.EventWorkerProgress{
-			JobId: job.Id, Worker: lease.Worker, Step: step, StateHash: stateHash,
-		}); err != nil {
-			return err
-		}
-	}
 	if job.State.IsTerminal() || step < job.Spec.TotalSteps {
-		return k.Jobs.Set(ctx, job.Id, job)
+		return nil
 	}
 	if lease.State == types.LEASE_STATE_ACTIVE {
 		if err := k.closeLease(sdkCtx, &job, &lease, types.LEASE_CLOSE_REASON_COMPLETED); err != nil {
@@ -123,6 +142,20 @@ func (k Keeper) OnCheckpointFinal(ctx context.Context, leaseID uint64, claim sdk
 	}
 	_, err = k.closeJob(sdkCtx, &job, types.JOB_STATE_COMPLETED, types.LEASE_CLOSE_REASON_COMPLETED, "training completed")
 	return err
+}
+
+// recordProgress records a worker's final checkpoint as its slot's progress (where a
+// replacement resumes) when it is ahead of it, and saves the job.
+func (k Keeper) recordProgress(ctx sdk.Context, job *types.Job, worker uint32, step uint64, stateHash []byte, uri string) error {
+	if step > progressOf(*job, worker).Step {
+		setProgress(job, types.WorkerProgress{Worker: worker, Step: step, StateHash: stateHash, Uri: uri})
+		if err := keeperutil.Emit(ctx, &types.EventWorkerProgress{
+			JobId: job.Id, Worker: worker, Step: step, StateHash: stateHash,
+		}); err != nil {
+			return err
+		}
+	}
+	return k.Jobs.Set(ctx, job.Id, *job)
 }
 
 func allWorkersDone(job types.Job) bool {

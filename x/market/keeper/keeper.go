@@ -58,6 +58,9 @@ type Keeper struct {
 	// custodyPolicy bounds a job's custody section (x/shardregistry's params); set by the
 	// app with SetCustodyPolicy once that keeper exists (it depends on this one).
 	custodyPolicy types.CustodyPolicy
+	// roundCustody keeps sync jobs' pseudo-gradients and globals (x/shardregistry); set
+	// by the app with SetRoundCustody, like custodyPolicy.
+	roundCustody types.RoundCustody
 	// referee is shared by every copy of the keeper: the app fills it in once x/verify
 	// exists (SetWorkloadReferee).
 	referee *refereeHolder
@@ -208,3 +211,7 @@ func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source =
 // section. The app calls it once, after building both keepers and before the module
 // manager copies this keeper into its services.
 func (k *Keeper) SetCustodyPolicy(p types.CustodyPolicy) { k.custodyPolicy = p }
+
+// SetRoundCustody gives the keeper x/shardregistry's custody of round files. The app
+// calls it with SetCustodyPolicy.
+func (k *Keeper) SetRoundCustody(c types.RoundCustody) { k.roundCustody = c }

@@ -3,17 +3,30 @@ package keeper
 import (
 	"context"
 
-	errorsmod "cosmossdk.io/errors"
+	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
 
-// CommitRound is not implemented yet (PROTO READY commit only).
-func (s msgServer) CommitRound(_ context.Context, _ *types.MsgCommitRound) (*types.MsgCommitRoundResponse, error) {
-	return nil, errorsmod.Wrap(types.ErrInvalidRoundCommit, "not implemented yet")
+func (s msgServer) CommitRound(ctx context.Context, msg *types.MsgCommitRound) (*types.MsgCommitRoundResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "provider", msg.Provider); err != nil {
+		return nil, err
+	}
+	_, id, err := s.k.commitRound(sdk.UnwrapSDKContext(ctx), msg)
+	if err != nil {
+		return nil, err
+	}
+	return &types.MsgCommitRoundResponse{CustodyId: id}, nil
 }
 
-// CommitGlobal is not implemented yet (PROTO READY commit only).
-func (s msgServer) CommitGlobal(_ context.Context, _ *types.MsgCommitGlobal) (*types.MsgCommitGlobalResponse, error) {
-	return nil, errorsmod.Wrap(types.ErrInvalidRoundCommit, "not implemented yet")
+func (s msgServer) CommitGlobal(ctx context.Context, msg *types.MsgCommitGlobal) (*types.MsgCommitGlobalResponse, error) {
+	if _, err := keeperutil.ParseAddress(s.k.addressCodec, "provider", msg.Provider); err != nil {
+		return nil, err
+	}
+	r, id, err := s.k.commitGlobal(sdk.UnwrapSDKContext(ctx), msg)
+	if err != nil {
+		return nil, err
+	}
+	return &types.MsgCommitGlobalResponse{CustodyId: id, ChallengeDeadline: r.ChallengeDeadline}, nil
 }

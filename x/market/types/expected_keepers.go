@@ -55,3 +55,15 @@ type CustodyPolicy interface {
 	CheckCustodySpec(ctx context.Context, spec CustodySpec) error
 	CustodyStorageBudget(ctx context.Context, spec CustodySpec) (math.Int, error)
 }
+
+// RoundCustody is x/shardregistry's custody of a sync job's round files, the same
+// erasure-coded objects as checkpoint states (x/verify's path): a pseudo-gradient
+// (pg-<job>-<round>-<worker>) or a global state (global-<job>-<round>) is registered
+// with its pieces' roots, and counts as held once its data pieces have proven holders.
+// The app sets it with SetRoundCustody; a sync job cannot run without it.
+type RoundCustody interface {
+	RegisterRoundCustody(ctx context.Context, id, owner, trainer string, jobID, leaseID, round uint64, root []byte, size uint64, dataPieces, parityPieces uint32, retainSeconds uint64, pieceRoots [][]byte) error
+	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
+	ReleaseCustodyNow(ctx context.Context, id string) error
+	ReleaseCustodyAfterRetention(ctx context.Context, id string) error
+}

@@ -1,6 +1,7 @@
 package types
 
 import (
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"fmt"
 	"time"
 
@@ -43,8 +44,28 @@ func DefaultParams() Params {
 		MaxTokensPerStep:                DefaultMaxTokensPerStep,
 		RateTolerance:                   DefaultRateTolerance,
 		RateCheckInterval:               DefaultRateCheckInterval,
+		RoundQuorum:                     DefaultRoundQuorum,
+		MaxMissedRounds:                 DefaultMaxMissedRounds,
+		DefaultRoundCommitBlocks:        DefaultRoundCommitBlocks,
+		RoundAggregateBlocks:            DefaultRoundAggregateBlocks,
+		RoundChallengeBlocks:            DefaultRoundChallengeBlocks,
+		MaxSyncWorkers:                  DefaultMaxSyncWorkers,
 	}
 }
+
+// Defaults of the rounds of sync jobs (consensus version 5): a round closes at its
+// commit deadline once half its workers committed; two rounds in a row without a commit
+// lose a lease; 32 workers at most.
+var DefaultRoundQuorum = math.LegacyNewDecWithPrec(5, 1)
+
+// Round defaults in blocks and workers.
+const (
+	DefaultMaxMissedRounds      = 2
+	DefaultRoundCommitBlocks    = 600
+	DefaultRoundAggregateBlocks = 300
+	DefaultRoundChallengeBlocks = 100
+	DefaultMaxSyncWorkers       = 32
+)
 
 // Defaults of the rate check (consensus version 4): a lease must have checkpointed at
 // least half the steps its committed rate promises, checked an hour after it starts and
@@ -100,6 +121,19 @@ func (p Params) Validate() error {
 	}
 	if p.RateCheckInterval <= 0 {
 		return fmt.Errorf("rate_check_interval must be positive, got %s", p.RateCheckInterval)
+	}
+	if p.RoundQuorum.IsNil() || !p.RoundQuorum.IsPositive() || p.RoundQuorum.GT(math.LegacyOneDec()) {
+		return fmt.Errorf("round_quorum must be within (0, 1], got %s", p.RoundQuorum)
+	}
+	if p.MaxMissedRounds == 0 {
+		return fmt.Errorf("max_missed_rounds must be positive")
+	}
+	if p.DefaultRoundCommitBlocks == 0 || p.RoundAggregateBlocks == 0 || p.RoundChallengeBlocks == 0 {
+		return fmt.Errorf("default_round_commit_blocks (%d), round_aggregate_blocks (%d) and round_challenge_blocks (%d) must be positive",
+			p.DefaultRoundCommitBlocks, p.RoundAggregateBlocks, p.RoundChallengeBlocks)
+	}
+	if p.MaxSyncWorkers == 0 || p.MaxSyncWorkers > diloco.MaxWorkers {
+		return fmt.Errorf("max_sync_workers must be in [1, %d], got %d", diloco.MaxWorkers, p.MaxSyncWorkers)
 	}
 	return nil
 }

@@ -146,6 +146,9 @@ func (s JobSpec) ValidateStateless() error {
 			return fail("custody.retain_checkpoints: must be positive, got %s", c.RetainCheckpoints)
 		}
 	}
+	if err := s.validateSync(); err != nil {
+		return err
+	}
 	if !s.MaxPricePerGpuHour.IsValid() || !s.MaxPricePerGpuHour.IsPositive() || s.MaxPricePerGpuHour.Amount.GT(MaxPricePerGPUHour) {
 		return fail("max_price_per_gpu_hour: must be a positive coin of at most %s, got %s", MaxPricePerGPUHour, s.MaxPricePerGpuHour)
 	}
@@ -172,6 +175,9 @@ func (s JobSpec) ValidateWithParams(p Params) error {
 	if s.BiddingWindowBlocks < p.MinBiddingWindowBlocks || s.BiddingWindowBlocks > p.MaxBiddingWindowBlocks {
 		return errorsmod.Wrapf(ErrInvalidSpec, "bidding_window_blocks: must be between %d and %d, got %d",
 			p.MinBiddingWindowBlocks, p.MaxBiddingWindowBlocks, s.BiddingWindowBlocks)
+	}
+	if s.Sync != nil && s.Workers > p.MaxSyncWorkers {
+		return errorsmod.Wrapf(ErrInvalidSpec, "workers: a sync job has at most max_sync_workers = %d, got %d", p.MaxSyncWorkers, s.Workers)
 	}
 	if s.Workload.Kind == WORKLOAD_KIND_TRANSFORMER {
 		cfg, err := s.ExactConfig()

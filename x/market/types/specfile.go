@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 )
 
@@ -40,6 +41,42 @@ type JobSpecFile struct {
 	Custody *CustodyFile `json:"custody"`
 	// Regions limits the job to providers in these regions (spec_env.go).
 	Regions []string `json:"regions"`
+	// Sync is the optional `sync:` section: the workers train together in rounds
+	// (docs/training-together.md).
+	Sync *SyncFile `json:"sync"`
+}
+
+// SyncFile is the `sync:` section: pkg/diloco's SyncSpec (every, outer_lr,
+// outer_momentum, top_k as decimals) plus the chain's commit window.
+type SyncFile struct {
+	Every         *int     `json:"every"`
+	OuterLR       *float64 `json:"outer_lr"`
+	OuterMomentum *float64 `json:"outer_momentum"`
+	TopK          int      `json:"top_k"`
+	// CommitBlocks is the round's commit window; 0 or absent uses the chain's default.
+	CommitBlocks uint64 `json:"commit_blocks"`
+}
+
+// toSyncSpec checks the section field by field (pkg/diloco's messages name each one)
+// and converts its decimals to Q30.
+func (f SyncFile) toSyncSpec() (*SyncSpec, error) {
+	switch {
+	case f.Every == nil:
+		return nil, errors.New("sync.every: required field is missing")
+	case f.OuterLR == nil:
+		return nil, errors.New("sync.outer_lr: required field is missing")
+	case f.OuterMomentum == nil:
+		return nil, errors.New("sync.outer_momentum: required field is missing")
+	}
+	s, err := diloco.SyncSpec{Every: *f.Every, OuterLR: *f.OuterLR, OuterMomentum: *f.OuterMomentum, TopK: f.TopK}.Sync()
+	if err != nil {
+		var se *diloco.SyncError
+		if errors.As(err, &se) {
+			return nil, errors.New(strings.Join(se.Problems, "; "))
+		}
+		return nil, err
+	}
+	return NewSyncSpec(s, f.CommitBlocks), nil
 }
 
 // AuditFile is the `audit:` section: how many registered verifiers audit each checkpoint.
@@ -229,6 +266,11 @@ func (f JobSpecFile) ToJobSpec() (JobSpec, error) {
 			return spec, fmt.Errorf("custody.retain_checkpoints: %q is not a duration like 720h", *c.RetainCheckpoints)
 		}
 		spec.Custody = &CustodySpec{DataPieces: *c.DataPieces, ParityPieces: *c.ParityPieces, RetainCheckpoints: retain}
+	}
+	if f.Sync != nil {
+		if spec.Sync, err = f.Sync.toSyncSpec(); err != nil {
+			return spec, err
+		}
 	}
 	f.applyHostFields(&spec)
 	return spec, nil

@@ -61,6 +61,21 @@ func (k Keeper) payCustodyHolder(ctx context.Context, params types.Params, d typ
 // starts with an open slot, which any bonded provider but the trainer may claim. It
 // returns the dataset. Nothing is written unless everything checks.
 func (k Keeper) RegisterCustody(ctx context.Context, owner string, info types.CustodyInfo, stateSize uint64, dataPieces, parityPieces uint32, pieceRoots [][]byte) (types.Dataset, error) {
+	return k.registerCustodyObject(ctx, types.CustodyDatasetID(info.LeaseId, info.CheckpointIndex), owner, info, stateSize, dataPieces, parityPieces, pieceRoots)
+}
+
+// RegisterRoundCustody registers a sync job's round file (a pseudo-gradient or a global
+// state, x/market names it id) as a custody object exactly as a checkpoint's state:
+// lease and round stand in the checkpoint's lease and index, and trainer (the worker or
+// aggregator that made the file) may not hold a piece.
+func (k Keeper) RegisterRoundCustody(ctx context.Context, id, owner, trainer string, jobID, leaseID, round uint64, root []byte, size uint64, dataPieces, parityPieces uint32, retainSeconds uint64, pieceRoots [][]byte) error {
+	_, err := k.registerCustodyObject(ctx, id, owner, types.CustodyInfo{
+		JobId: jobID, LeaseId: leaseID, CheckpointIndex: round, Trainer: trainer, StateRoot: root, RetainSeconds: retainSeconds,
+	}, size, dataPieces, parityPieces, pieceRoots)
+	return err
+}
+
+func (k Keeper) registerCustodyObject(ctx context.Context, id, owner string, info types.CustodyInfo, stateSize uint64, dataPieces, parityPieces uint32, pieceRoots [][]byte) (types.Dataset, error) {
 	params, err := k.Params.Get(ctx)
 	if err != nil {
 		return types.Dataset{}, err
@@ -75,7 +90,6 @@ func (k Keeper) RegisterCustody(ctx context.Context, owner string, info types.Cu
 	if err := custody.CheckRoots(l, info.StateRoot, pieceRoots); err != nil {
 		return types.Dataset{}, keeperutil.WrapCause(types.ErrInvalidCustody, err, "")
 	}
-	id := types.CustodyDatasetID(info.LeaseId, info.CheckpointIndex)
 	exists, err := k.Datasets.Has(ctx, id)
 	if err != nil {
 		return types.Dataset{}, err

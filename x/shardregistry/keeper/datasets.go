@@ -9,6 +9,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -23,8 +24,8 @@ func (k Keeper) registerDataset(ctx sdk.Context, msg *types.MsgRegisterDataset) 
 		return types.Dataset{}, err
 	}
 	if types.IsCustodyDatasetID(msg.DatasetId) {
-		return types.Dataset{}, errorsmod.Wrapf(types.ErrInvalidDataset, "dataset ids beginning with %q are reserved for checkpoint custody objects, got %q",
-			types.CustodyIDPrefix, msg.DatasetId)
+		return types.Dataset{}, errorsmod.Wrapf(types.ErrInvalidDataset, "dataset ids beginning with %q, %q or %q are reserved for custody objects, got %q",
+			types.CustodyIDPrefix, markettypes.PseudoGradientCustodyPrefix, markettypes.GlobalCustodyPrefix, msg.DatasetId)
 	}
 	exists, err := k.Datasets.Has(ctx, msg.DatasetId)
 	if err != nil {

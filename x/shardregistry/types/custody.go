@@ -16,8 +16,13 @@ import (
 // it, so nobody can take a checkpoint's id before x/verify registers it.
 const CustodyIDPrefix = "ckpt-"
 
-// IsCustodyDatasetID reports whether id is in the custody objects' reserved namespace.
-func IsCustodyDatasetID(id string) bool { return strings.HasPrefix(id, CustodyIDPrefix) }
+// IsCustodyDatasetID reports whether id is in the custody objects' reserved namespace:
+// checkpoint states, and the pseudo-gradients and global states of sync jobs' rounds
+// (x/market names those), so nobody can take a round's id before its commit.
+func IsCustodyDatasetID(id string) bool {
+	return strings.HasPrefix(id, CustodyIDPrefix) ||
+		strings.HasPrefix(id, markettypes.PseudoGradientCustodyPrefix) || strings.HasPrefix(id, markettypes.GlobalCustodyPrefix)
+}
 
 // CustodyDatasetID is the dataset id of checkpoint index of a lease's state: it is
 // derived, so a sidecar or the CLI finds a checkpoint's pieces without a lookup.
