@@ -13,7 +13,6 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
-	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/metrics"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -256,7 +255,7 @@ func (r *Role) joinable(ctx context.Context, job markettypes.Job) string {
 		return "a worker joins the job from the global state in custody, which this sidecar cannot read"
 	}
 	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	obj, err := fetch.LocateObject(qctx, r.opts.Custody, rounds.GlobalObjectID(job.Id, job.Round))
+	obj, err := fetch.LocateObject(qctx, r.opts.Custody, markettypes.GlobalCustodyID(job.Id, job.Round))
 	cancel()
 	if err != nil {
 		return fmt.Sprintf("the global state of round %d: %v", job.Round, err)

@@ -2,21 +2,13 @@ package rounds
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/pieces"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
-
-// PseudoGradientObjectID is the custody object of worker's pseudo-gradient file of round.
-func PseudoGradientObjectID(jobID, round uint64, worker uint32) string {
-	return fmt.Sprintf("pg-%d-%d-%d", jobID, round, worker)
-}
-
-// GlobalObjectID is the custody object of the job's global state file of round.
-func GlobalObjectID(jobID, round uint64) string { return fmt.Sprintf("global-%d-%d", jobID, round) }
 
 // Pieces are a round file's custody pieces as its commitment registers them.
 type Pieces struct {
@@ -41,13 +33,13 @@ func WritePieces(custodyDir, id, path string, dataPieces, parityPieces uint32) (
 // worker's commitment by Aggregate).
 func CustodyFetch(src *fetch.Source, jobID uint64) Fetch {
 	return func(ctx context.Context, round uint64, worker uint32, path string) error {
-		return rebuildTo(ctx, src, PseudoGradientObjectID(jobID, round, worker), path)
+		return rebuildTo(ctx, src, markettypes.PseudoGradientCustodyID(jobID, round, worker), path)
 	}
 }
 
 // FetchGlobal puts the job's G_round at path from its custody holders (a joiner's start).
 func FetchGlobal(ctx context.Context, src *fetch.Source, jobID, round uint64, path string) error {
-	return rebuildTo(ctx, src, GlobalObjectID(jobID, round), path)
+	return rebuildTo(ctx, src, markettypes.GlobalCustodyID(jobID, round), path)
 }
 
 // rebuildTo rebuilds custody object id into path through a temporary file.

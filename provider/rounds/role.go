@@ -203,18 +203,9 @@ func (r *Role) setStatus(leaseID uint64, edit func(*JobStatus)) {
 	r.status[leaseID] = s
 }
 
-// SyncOf is a sync job's pkg/diloco sync spec; false for a job without one.
-func SyncOf(job markettypes.Job) (diloco.Sync, bool) {
-	s := job.Spec.Sync
-	if s == nil {
-		return diloco.Sync{}, false
-	}
-	return diloco.Sync{Every: int64(s.Every), OuterLR: int64(s.OuterLrQ30), OuterMomentum: int64(s.OuterMomentumQ30), TopK: int64(s.TopK)}, true
-}
-
 // Supported says why this sidecar cannot serve a sync job, or nil.
 func Supported(job markettypes.Job) error {
-	if _, ok := SyncOf(job); !ok {
+	if job.Spec.Sync == nil {
 		return nil
 	}
 	if job.Spec.DatasetId != "" {
@@ -250,7 +241,7 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 	if err != nil {
 		return err
 	}
-	rounds := l.Job.Spec.TotalSteps / uint64(j.Sync.Every)
+	rounds := l.Job.Spec.Rounds()
 	wake := make(chan struct{}, 1)
 	r.mu.Lock()
 	r.wake[l.ID] = wake
@@ -284,7 +275,7 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 
 // jobOf is the lease's job in round terms, its corpus written to the data folder.
 func (r *Role) jobOf(l Lease) (Job, error) {
-	sync, _ := SyncOf(l.Job)
+	sync := l.Job.Spec.Sync.Diloco()
 	cfg, err := l.Job.Spec.ExactConfig()
 	if err != nil {
 		return Job{}, err
@@ -356,7 +347,7 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 		}
 		r.setStatus(l.ID, func(s *JobStatus) { s.TrainSeconds += time.Since(started).Seconds() })
 		spec := l.Job.Spec.Custody
-		p, err := WritePieces(r.opts.CustodyDir, PseudoGradientObjectID(l.Job.Id, round, l.Worker), con.PseudoGradientPath, spec.DataPieces, spec.ParityPieces)
+		p, err := WritePieces(r.opts.CustodyDir, markettypes.PseudoGradientCustodyID(l.Job.Id, round, l.Worker), con.PseudoGradientPath, spec.DataPieces, spec.ParityPieces)
 		if err != nil {
 			return fmt.Errorf("custody pieces of the pseudo-gradient of round %d: %w", round, err)
 		}
@@ -422,7 +413,7 @@ func (r *Role) ensureGlobal(ctx context.Context, j Job, rd markettypes.Round) er
 				r.log.Info("global state fetched from custody", "job", j.ID, "round", rd.Round, "root", want.String())
 				return nil
 			}
-			err = errors.Join(gerr, fmt.Errorf("custody object %s is not the global with root %s", GlobalObjectID(j.ID, rd.Round), want))
+			err = errors.Join(gerr, fmt.Errorf("custody object %s is not the global with root %s", markettypes.GlobalCustodyID(j.ID, rd.Round), want))
 		}
 		r.log.Info("waiting for the global state's custody", "job", j.ID, "round", rd.Round, "err", err)
 		select {
@@ -515,7 +506,7 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, entered []uint32, root merkle.Hash) error {
 	r.setStatus(l.ID, func(s *JobStatus) { s.Aggregator = true })
 	spec := l.Job.Spec.Custody
-	p, err := WritePieces(r.opts.CustodyDir, GlobalObjectID(j.ID, round+1), j.GlobalPath(round+1), spec.DataPieces, spec.ParityPieces)
+	p, err := WritePieces(r.opts.CustodyDir, markettypes.GlobalCustodyID(j.ID, round+1), j.GlobalPath(round+1), spec.DataPieces, spec.ParityPieces)
 	if err != nil {
 		return fmt.Errorf("custody pieces of the global state of round %d: %w", round+1, err)
 	}

@@ -124,7 +124,7 @@ func (c *fakeChain) commitRound(custodyDir string, m *markettypes.MsgCommitRound
 	}
 	c.commits[m.Round] = append(c.commits[m.Round], markettypes.RoundCommit{JobId: c.job.Id, Round: m.Round, Worker: lease.Worker,
 		LeaseId: m.LeaseId, StartRoot: m.StartRoot, EndRoot: m.EndRoot, PseudoGradientRoot: m.PseudoGradientRoot, PseudoGradientSize: m.PseudoGradientSize})
-	c.net.register(custodyDir, Pieces{ObjectID: PseudoGradientObjectID(c.job.Id, m.Round, lease.Worker), Size: m.PseudoGradientSize, Roots: rootsOf(m.PieceRoots)})
+	c.net.register(custodyDir, Pieces{ObjectID: markettypes.PseudoGradientCustodyID(c.job.Id, m.Round, lease.Worker), Size: m.PseudoGradientSize, Roots: rootsOf(m.PieceRoots)})
 	expect := c.expect[m.Round]
 	if expect == nil {
 		expect = rd.Workers
@@ -153,7 +153,7 @@ func (c *fakeChain) commitGlobal(custodyDir string, m *markettypes.MsgCommitGlob
 		c.corrupt = false
 	}
 	rd.State, rd.NextGlobalRoot, rd.NextGlobalSize, rd.Aggregator = markettypes.ROUND_STATE_CHALLENGE, root, m.GlobalSize, m.Provider
-	c.net.register(custodyDir, Pieces{ObjectID: GlobalObjectID(c.job.Id, m.Round+1), Size: m.GlobalSize, Roots: rootsOf(m.PieceRoots)})
+	c.net.register(custodyDir, Pieces{ObjectID: markettypes.GlobalCustodyID(c.job.Id, m.Round+1), Size: m.GlobalSize, Roots: rootsOf(m.PieceRoots)})
 	if m.Round+1 < c.job.Spec.TotalSteps/uint64(c.job.Spec.Sync.Every) {
 		c.open(m.Round+1, root)
 	} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
@@ -153,7 +154,7 @@ func runRounds(t *testing.T, spec diloco.SyncSpec, workers, rounds int) (roots [
 			if con.StartRoot != mustGlobal(t, c.w.Job, r).WorkerStart(nil).Root() && c.w.Carry == nil {
 				t.Fatalf("worker %d round %d: trace starts at %s, not WorkerStart's root", c.w.Index, r, con.StartRoot)
 			}
-			p, err := WritePieces(c.custody, PseudoGradientObjectID(7, r, c.w.Index), con.PseudoGradientPath, 2, 1)
+			p, err := WritePieces(c.custody, markettypes.PseudoGradientCustodyID(7, r, c.w.Index), con.PseudoGradientPath, 2, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +245,7 @@ func TestAggregateRejectsAFileThatIsNotTheCommitment(t *testing.T) {
 	}
 	custodyDir := filepath.Join(root, "custody")
 	// Worker 2 copies worker 1's file and serves it as its own pseudo-gradient.
-	p, err := WritePieces(custodyDir, PseudoGradientObjectID(7, 0, 2), cons[1].PseudoGradientPath, 2, 1)
+	p, err := WritePieces(custodyDir, markettypes.PseudoGradientCustodyID(7, 0, 2), cons[1].PseudoGradientPath, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
