@@ -478,19 +478,22 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	turn := slices.Index(rd.Entered, l.Worker)
 	deadline := time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
 	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingGlobal })
-	rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
-		return len(rd.NextGlobalRoot) > 0 || (turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING)
-	})
-	if err != nil {
-		return err
-	}
-	if len(rd.NextGlobalRoot) == 0 {
+	for {
+		rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
+			return len(rd.NextGlobalRoot) > 0 || (turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING)
+		})
+		if err != nil {
+			return err
+		}
+		if len(rd.NextGlobalRoot) > 0 {
+			break
+		}
+		// This slot's turn: commit, and again after a while if the chain refused it
+		// (e.g. an entered pseudo-gradient not yet held by enough holders).
 		if err := r.commitGlobal(ctx, l, w.Job, round, rd.Entered, mine); err != nil {
 			return err
 		}
-		if rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool { return len(rd.NextGlobalRoot) > 0 }); err != nil {
-			return err
-		}
+		deadline = time.Now().Add(3 * r.opts.PollInterval)
 	}
 	if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err != nil || committed != mine {
 		msg := fmt.Sprintf("round %d: %s committed global %x, this sidecar aggregates to %s", round, rd.Aggregator, rd.NextGlobalRoot, mine)
