@@ -1,5 +1,3 @@
-//go:build rounds_e2e
-
 package main_test
 
 import (
@@ -55,115 +53,46 @@ custody:
 // commits G_{r+1}, the others agree. The chain's global roots are diloco.Simulate's for
 // the job's seed bit for bit, the workers' data were disjoint in every round, the held
 // out loss of the global model fell, and nobody saw a global it disagrees with.
-//
-// Build tag rounds_e2e: it needs x/verify to take a round checkpoint's start from its
-// RoundCommit (rounds-verify) before the whole flow is disputable; the flow itself runs
-// with x/market's rounds alone.
 func TestThreeSidecarsTrainInRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
-	dir := t.TempDir()
-	trainers, holders := []string{"w1", "w2", "w3"}, []string{"h1", "h2", "h3"}
-	c := startCluster(ctx, t, dir, append(slices.Clone(trainers), holders...), func(state map[string]any) error {
-		sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-		sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
-		m := state["market"].(map[string]any)["params"].(map[string]any)
-		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
-		return nil
-	}, func(name string) sidecar.Options {
-		if strings.HasPrefix(name, "w") {
-			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000},
-				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
-		}
-		return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
-	})
-	c.startSidecars(ctx, t, append(slices.Clone(trainers), holders...)...)
-	market := markettypes.NewQueryClient(c.conn)
-
-	specPath := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(specPath, []byte(roundsJobYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
-	if err != nil || res.Code != 0 {
-		t.Fatalf("submit-job: %v %s", err, res.RawLog)
-	}
-	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
-	var jobID uint64
-	fmt.Sscan(strings.Trim(idAttr, `"`), &jobID)
-
-	round := func(r uint64) (markettypes.Round, bool) {
-		res, err := market.Round(ctx, &markettypes.QueryRoundRequest{JobId: jobID, Round: r})
-		if err != nil {
-			return markettypes.Round{}, false
-		}
-		return res.Round, true
-	}
-	c.waitFor(ctx, t, "three workers lease the job's slots", 3*time.Minute, func() bool {
-		res, err := market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
-		return err == nil && len(res.Leases) == 3
-	})
+	r := startRoundsJob(ctx, t, roundsJobYAML, nil)
+	c := r.c
 	started := time.Now()
 	c.waitFor(ctx, t, "round 1's global (G_2) is committed", 8*time.Minute, func() bool {
-		rd, ok := round(1)
+		rd, ok := r.round(ctx, 1)
 		return ok && len(rd.NextGlobalRoot) > 0
 	})
 	trainedFor := time.Since(started)
-
-	// The chain's globals are Simulate's for the job's seed, bit for bit.
-	job, err := market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := job.Job.Spec
-	cfg, err := spec.ExactConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sync := spec.Sync.Diloco()
-	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
-		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30)},
-		Seed: job.Job.Seed, Workers: 3, Rounds: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want[0].Sync != sync {
-		t.Fatalf("the simulation's sync %+v is not the job's %+v", want[0].Sync, sync)
-	}
-	for r := uint64(0); r < 2; r++ {
-		rd, _ := round(r)
-		g0, g1 := want[r].Root(), want[r+1].Root()
-		if !slices.Equal(rd.GlobalRoot, g0[:]) || !slices.Equal(rd.NextGlobalRoot, g1[:]) {
-			t.Fatalf("round %d: chain %x → %x, Simulate %s → %s", r, rd.GlobalRoot, rd.NextGlobalRoot, g0, g1)
-		}
-		if !slices.Equal(rd.Entered, []uint32{0, 1, 2}) {
-			t.Fatalf("round %d entered %v, want every slot", r, rd.Entered)
-		}
+	want, job := r.checkSimulate(ctx, t, nil)
+	for rn := uint64(0); rn < 2; rn++ {
 		// The workers' data in the round are disjoint: Assign gives every shard to one slot.
-		a, err := diloco.Assign(job.Job.Seed, r, diloco.CorpusShards(uint64(len(traindata.BuiltinCorpus())), diloco.DefaultShardBytes), 3)
+		a, err := diloco.Assign(job.Seed, rn, diloco.CorpusShards(uint64(len(traindata.BuiltinCorpus())), diloco.DefaultShardBytes), 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen := map[int]bool{}
 		for _, shards := range a {
 			if len(shards) == 0 {
-				t.Fatalf("round %d: a slot has no data", r)
+				t.Fatalf("round %d: a slot has no data", rn)
 			}
 			for _, s := range shards {
 				if seen[s] {
-					t.Fatalf("round %d: shard %d is assigned twice", r, s)
+					t.Fatalf("round %d: shard %d is assigned twice", rn, s)
 				}
 				seen[s] = true
 			}
 		}
 	}
-	t.Logf("the chain's global roots equal diloco.Simulate's at %s", c.since())
 
 	// The global model is the committed one (a sidecar's G_2 file has the chain's root),
 	// and its held-out loss (text the corpus does not hold) fell from G_0's.
 	var g2 *diloco.GlobalState
-	matches, _ := filepath.Glob(filepath.Join(dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", jobID), "global-2"))
-	matches2, _ := filepath.Glob(filepath.Join(dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", jobID), "global-2"))
+	matches, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
+	matches2, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
 	for _, m := range append(matches, matches2...) {
 		b, err := os.ReadFile(m)
 		if err != nil {
@@ -192,10 +121,128 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 	if after >= before {
 		t.Fatalf("held-out loss did not fall: %.3f → %.3f", before, after)
 	}
+	train, wait := r.roundTimes(ctx, t, "w1", "w2", "w3")
+	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
+		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
+}
 
-	// Every worker agreed with every committed global; the barrier's share of their time.
-	var train, wait float64
-	for _, name := range trainers {
+// roundsRun is a sync job submitted to a cluster of three trainers and three holders,
+// its three slots leased.
+type roundsRun struct {
+	c      *cluster
+	dir    string
+	market markettypes.QueryClient
+	jobID  uint64
+	// slots maps each slot to the trainer that leased it.
+	slots map[uint32]string
+}
+
+// startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
+// holders h1..h3), submits jobYAML and waits until its three slots are leased.
+func startRoundsJob(ctx context.Context, t *testing.T, jobYAML string, startArgs map[string][]string) *roundsRun {
+	t.Helper()
+	dir := t.TempDir()
+	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
+	c := startCluster(ctx, t, dir, names, func(state map[string]any) error {
+		sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+		sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+		m := state["market"].(map[string]any)["params"].(map[string]any)
+		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
+		return nil
+	}, func(name string) sidecar.Options {
+		if strings.HasPrefix(name, "w") {
+			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
+				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
+		}
+		return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
+	})
+	c.startSidecars(ctx, t, names...)
+	r := &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	fmt.Sscan(strings.Trim(idAttr, `"`), &r.jobID)
+	c.waitFor(ctx, t, "three workers lease the job's slots", 3*time.Minute, func() bool {
+		res, err := r.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: r.jobID})
+		if err != nil || len(res.Leases) != 3 {
+			return false
+		}
+		for _, l := range res.Leases {
+			for name, p := range c.sidecars {
+				if p.Operator == l.Provider {
+					r.slots[l.Worker] = name
+				}
+			}
+		}
+		return true
+	})
+	return r
+}
+
+func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, bool) {
+	res, err := r.market.Round(ctx, &markettypes.QueryRoundRequest{JobId: r.jobID, Round: n})
+	if err != nil {
+		return markettypes.Round{}, false
+	}
+	return res.Round, true
+}
+
+// checkSimulate checks that every round's committed global roots are diloco.Simulate's
+// for the job's seed and spec with dropouts, bit for bit, and that each round's entered
+// slots are the ones that did not drop out; it returns Simulate's states and the job.
+func (r *roundsRun) checkSimulate(ctx context.Context, t *testing.T, dropouts map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
+	t.Helper()
+	res, err := r.market.Job(ctx, &markettypes.QueryJobRequest{JobId: r.jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := res.Job
+	cfg, err := job.Spec.ExactConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync := job.Spec.Sync.Diloco()
+	rounds := int(job.Spec.Rounds())
+	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
+		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
+		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want[0].Sync != sync {
+		t.Fatalf("the simulation's sync %+v is not the job's %+v", want[0].Sync, sync)
+	}
+	for n := range uint64(rounds) {
+		rd, _ := r.round(ctx, n)
+		g0, g1 := want[n].Root(), want[n+1].Root()
+		if !slices.Equal(rd.GlobalRoot, g0[:]) || !slices.Equal(rd.NextGlobalRoot, g1[:]) {
+			t.Fatalf("round %d: chain %x → %x, Simulate %s → %s", n, rd.GlobalRoot, rd.NextGlobalRoot, g0, g1)
+		}
+		var entered []uint32
+		for w := range job.Spec.Workers {
+			if !slices.Contains(dropouts[n], int(w)) {
+				entered = append(entered, w)
+			}
+		}
+		if !slices.Equal(rd.Entered, entered) {
+			t.Fatalf("round %d entered %v, want %v", n, rd.Entered, entered)
+		}
+	}
+	t.Logf("the chain's global roots of %d rounds equal diloco.Simulate's (dropouts %v) at %s", rounds, dropouts, r.c.since())
+	return want, job
+}
+
+// roundTimes adds up the seconds the named trainers' sync leases trained and waited on
+// round barriers (their /v1/leases), failing on any committed global one disagreed with.
+func (r *roundsRun) roundTimes(ctx context.Context, t *testing.T, names ...string) (train, wait float64) {
+	t.Helper()
+	for _, name := range names {
 		var ls struct {
 			Leases []struct {
 				JobID string `json:"job_id"`
@@ -207,11 +254,11 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 				} `json:"round"`
 			} `json:"leases"`
 		}
-		if err := c.sidecars[name].REST(ctx, "/v1/leases", &ls); err != nil {
+		if err := r.c.sidecars[name].REST(ctx, "/v1/leases", &ls); err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range ls.Leases {
-			if l.JobID != fmt.Sprint(jobID) || l.Round == nil {
+			if l.JobID != fmt.Sprint(r.jobID) || l.Round == nil {
 				continue
 			}
 			if l.Round.GlobalMismatch != "" {
@@ -223,6 +270,5 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 	if train == 0 {
 		t.Fatal("no worker reports its rounds in /v1/leases")
 	}
-	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
-		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
+	return train, wait
 }
