@@ -154,6 +154,9 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 60m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
+	@# Training together: the round barrier's share of three workers' time, one of them slow (docs/training-together.md).
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
+		$(GO) test -run '^$$' -bench 'RoundBarrier' -benchtime 1x -timeout 20m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
 	@# The exact transformer against float32 PyTorch (docs/exact-arithmetic.md): speed and quality ratios.
 	$(GO) run ./tools/exactbench | tee $(BUILD_DIR)/bench-exact.txt

@@ -86,6 +86,9 @@ type Hooks struct {
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
+	// RoundStepDelay slows every step of a training-together lease by this much: a
+	// deliberately slow worker (the round barrier's benchmark).
+	RoundStepDelay time.Duration
 }
 
 // Options configure a Role.

@@ -3,6 +3,7 @@ package leases
 import (
 	"context"
 	"fmt"
+	"time"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
@@ -37,6 +38,7 @@ func (r *Role) serveRounds(ctx context.Context, l *lease) error {
 			return nil
 		},
 		OnStep: func(m trainer.StepMetric) {
+			time.Sleep(r.opts.Hooks.RoundStepDelay)
 			r.onTrainingProgress(runtime.Progress{LeaseID: l.rec.LeaseID, Step: m.Step, TotalSteps: l.job.Spec.TotalSteps, Loss: m.Loss})
 		},
 	})

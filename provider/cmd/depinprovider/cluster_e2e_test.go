@@ -30,7 +30,7 @@ type cluster struct {
 // genesis edits the genesis state) and sets up one sidecar per name in parallel, with
 // the options options gives it (home, operator, hot key, grants and bond are filled
 // in). On failure every sidecar's log tail and the node's are logged.
-func startCluster(ctx context.Context, t *testing.T, dir string, names []string, genesis func(map[string]any) error, options func(name string) sidecar.Options) *cluster {
+func startCluster(ctx context.Context, t testing.TB, dir string, names []string, genesis func(map[string]any) error, options func(name string) sidecar.Options) *cluster {
 	t.Helper()
 	c := &cluster{sidecars: map[string]*sidecar.Provider{}, start: time.Now()}
 	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
@@ -89,7 +89,7 @@ func startCluster(ctx context.Context, t *testing.T, dir string, names []string,
 }
 
 // startSidecars starts the named sidecars in parallel.
-func (c *cluster) startSidecars(ctx context.Context, t *testing.T, names ...string) {
+func (c *cluster) startSidecars(ctx context.Context, t testing.TB, names ...string) {
 	t.Helper()
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -110,7 +110,7 @@ func (c *cluster) startSidecars(ctx context.Context, t *testing.T, names ...stri
 func (c *cluster) since() time.Duration { return time.Since(c.start).Round(100 * time.Millisecond) }
 
 // waitFor polls cond every half second until it holds, failing the test after timeout.
-func (c *cluster) waitFor(ctx context.Context, t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func (c *cluster) waitFor(ctx context.Context, t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

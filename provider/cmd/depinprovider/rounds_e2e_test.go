@@ -139,7 +139,7 @@ type roundsRun struct {
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
 // holders h1..h3), submits jobYAML and waits until its three slots are leased.
-func startRoundsJob(ctx context.Context, t *testing.T, jobYAML string, startArgs map[string][]string) *roundsRun {
+func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string) *roundsRun {
 	t.Helper()
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
@@ -196,7 +196,7 @@ func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, boo
 // checkSimulate checks that every round's committed global roots are diloco.Simulate's
 // for the job's seed and spec with dropouts, bit for bit, and that each round's entered
 // slots are the ones that did not drop out; it returns Simulate's states and the job.
-func (r *roundsRun) checkSimulate(ctx context.Context, t *testing.T, dropouts map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
+func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
 	t.Helper()
 	res, err := r.market.Job(ctx, &markettypes.QueryJobRequest{JobId: r.jobID})
 	if err != nil {
@@ -240,7 +240,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t *testing.T, dropouts ma
 
 // roundTimes adds up the seconds the named trainers' sync leases trained and waited on
 // round barriers (their /v1/leases), failing on any committed global one disagreed with.
-func (r *roundsRun) roundTimes(ctx context.Context, t *testing.T, names ...string) (train, wait float64) {
+func (r *roundsRun) roundTimes(ctx context.Context, t testing.TB, names ...string) (train, wait float64) {
 	t.Helper()
 	for _, name := range names {
 		var ls struct {
@@ -271,4 +271,27 @@ func (r *roundsRun) roundTimes(ctx context.Context, t *testing.T, names ...strin
 		t.Fatal("no worker reports its rounds in /v1/leases")
 	}
 	return train, wait
+}
+
+// BenchmarkRoundBarrier is the round barrier's cost in the three-sidecar run with one
+// deliberately slow worker (w3 sleeps 300 ms after every step, about 2.4 s a round): the
+// share of the workers' time spent waiting for their round to close and its global to be
+// committed, instead of training. It includes the chain's blocks and the custody
+// holders' proofs that a pseudo-gradient is held before the global may be committed.
+func BenchmarkRoundBarrier(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	b.Cleanup(cancel)
+	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}})
+	for b.Loop() {
+		r.c.waitFor(ctx, b, "round 1's global (G_2) is committed", 10*time.Minute, func() bool {
+			rd, ok := r.round(ctx, 1)
+			return ok && len(rd.NextGlobalRoot) > 0
+		})
+	}
+	r.checkSimulate(ctx, b, nil)
+	train, wait := r.roundTimes(ctx, b, "w1", "w2", "w3")
+	slowTrain, slowWait := r.roundTimes(ctx, b, "w3")
+	b.ReportMetric(100*wait/(train+wait), "%wait")
+	b.ReportMetric(100*slowWait/(slowTrain+slowWait), "%wait-slow-worker")
+	b.ReportMetric(train/2, "train-s/round")
 }
