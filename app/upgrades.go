@@ -13,12 +13,12 @@ import (
 	"github.com/depinchain/depinchain/internal/release"
 )
 
-// UpgradeV4 is the name of the software upgrade from the previous release (v3)
+// UpgradeV5 is the name of the software upgrade from the previous release (v4)
 // to this one. A governance proposal schedules it (MsgSoftwareUpgrade with a
 // plan of this name and a height); the old binary halts at that height with
-// "UPGRADE "v4" NEEDED", and this binary, started on the same home, applies
+// "UPGRADE "v5" NEEDED", and this binary, started on the same home, applies
 // it. docs/upgrades.md is the operator's guide.
-const UpgradeV4 = "v4"
+const UpgradeV5 = "v5"
 
 // Upgrade is a software upgrade this binary knows how to apply.
 type Upgrade struct {
@@ -35,12 +35,12 @@ type Upgrade struct {
 // that still runs v1 upgrades to v2 with the v2 binary first.
 var Upgrades = []Upgrade{
 	{
-		// v4 runs the modules' in-place store migrations: x/market goes from consensus
-		// version 3 to 4 (pay for work: committed rates on bids and leases, per-step
-		// claims, rate checks; keeper.Migrator.Migrate3to4). It runs every module's due
-		// migration, so other modules' version steps of the same release join it without
-		// changing the handler. No store is added or removed.
-		Name: UpgradeV4,
+		// v5 runs the modules' in-place store migrations: x/market goes from consensus
+		// version 4 to 5 (rounds of sync jobs: the round params' defaults, new empty
+		// collections in its existing store; keeper.Migrator.Migrate4to5). It runs every
+		// module's due migration, so other modules' version steps of the same release
+		// join it without changing the handler. No store is added or removed.
+		Name: UpgradeV5,
 		Handler: func(app *App) upgradetypes.UpgradeHandler {
 			return func(ctx context.Context, plan upgradetypes.Plan, fromVM module.VersionMap) (module.VersionMap, error) {
 				sdk.UnwrapSDKContext(ctx).Logger().Info("applying software upgrade", "name", plan.Name, "height", plan.Height)
@@ -55,7 +55,7 @@ var Upgrades = []Upgrade{
 // changes them. It runs before the latest version is loaded.
 //
 // The upgrade test's stand-in for the previous release (internal/release)
-// knows no upgrade, which is what makes it halt at the v4 height.
+// knows no upgrade, which is what makes it halt at the v5 height.
 func (app *App) setUpgrades(homePath string) {
 	if release.Previous {
 		return

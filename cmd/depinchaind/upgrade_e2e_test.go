@@ -14,16 +14,16 @@ import (
 	"github.com/depinchain/depinchain/testutil/localnet"
 )
 
-// TestSoftwareUpgradeV4 runs the "v4" software upgrade the way a real network
+// TestSoftwareUpgradeV5 runs the "v5" software upgrade the way a real network
 // does: a chain runs the previous release, governance schedules the upgrade,
 // the old binary halts at the upgrade height, and this release's binary,
 // started on the same home, applies it and carries on with the state intact.
 //
 // The previous release is this source built with `-tags prev_release`
-// (internal/release): no "v4" handler, x/market at consensus version 3, bids
-// that commit no rate (the v3 layout of bids and leases). The test switches
-// binaries itself, as cosmovisor would (docs/upgrades.md).
-func TestSoftwareUpgradeV4(t *testing.T) {
+// (internal/release): no "v5" handler, x/market at consensus version 4 (before
+// rounds of sync jobs). The test switches binaries itself, as cosmovisor would
+// (docs/upgrades.md).
+func TestSoftwareUpgradeV5(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and starts a real node")
 	}
@@ -67,30 +67,25 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 		}
 	})
 	provider := mustAddr(t, ctx, n, "provider")
-	for module, want := range map[string]int{"market": 3, "verify": 3, "stakingext": 2} {
+	for module, want := range map[string]int{"market": 4, "verify": 4, "stakingext": 2, "shardregistry": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("the previous release runs x/%s at consensus version %d, want %d", module, v, want)
 		}
 	}
 
-	// State made by the previous release: a bonded provider, a job and the lease it won
-	// with a bid that commits no rate, as v3 bids did.
+	// State made by the previous release: a bonded provider, a job and the lease it won.
 	mustTx(t, ctx, n, "provider", "stakingext", "register-provider", "gpu-farm-1", "https://gpu1.example.com:8443", "eu-west",
 		"100000000000udepin", "--gpus", `{"model":"H100-SXM5-80GB","vram_mib":81920,"count":8}`)
 	specPath := filepath.Join(t.TempDir(), "job.yaml")
 	spec := strings.Replace(jobSpecYAML, "bidding_window_blocks: 60", "bidding_window_blocks: 3", 1)
-	spec = strings.Replace(spec, "  kind: reference\n", "  kind: container\n  image: ghcr.io/acme/trainer:1.4\n  digest: sha256:"+strings.Repeat("ab", 32)+"\n", 1)
 	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "50000000udepin")
-	mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin")
+	mustTx(t, ctx, n, "provider", "market", "place-bid", "1", "1500000udepin", "--steps-per-hour", "100")
 	waitFor(t, ctx, "the auction to lease job 1", func() bool {
 		return activeLeaseIDs(t, ctx, n) == "1"
 	})
-	if l := leaseJSON(t, ctx, n, 1); l.StepsPerHour != "0" || l.RateCheckAt != "0001-01-01T00:00:00Z" {
-		t.Fatalf("the previous release's lease has a rate: %+v", l)
-	}
 	before := durableState(t, ctx, n, provider)
 
 	// Governance schedules the upgrade: the validator submits the proposal with
@@ -101,9 +96,9 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 	}
 	// 8 s of voting at 300 ms blocks is under 30 blocks; leave room for slow blocks.
 	upgradeHeight := height + 45
-	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v4",
+	res := mustTx(t, ctx, n, "validator", "upgrade", "software-upgrade", "v5",
 		"--upgrade-height", strconv.FormatInt(upgradeHeight, 10), "--no-validate",
-		"--title", "Upgrade to v4", "--summary", "pay for work: committed rates, per-step pay, rate checks", "--deposit", "10000000udepin")
+		"--title", "Upgrade to v5", "--summary", "rounds of sync jobs", "--deposit", "10000000udepin")
 	proposalID, ok := res.Attr("submit_proposal", "proposal_id")
 	if !ok {
 		t.Fatalf("no proposal id in %+v", res.Events)
@@ -122,13 +117,13 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(plan), `"name":"v4"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
+	if !strings.Contains(string(plan), `"name":"v5"`) || !strings.Contains(string(plan), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("scheduled plan: %s", plan)
 	}
 
-	// The previous release does not know "v4": it stops at the upgrade height,
+	// The previous release does not know "v5": it stops at the upgrade height,
 	// says why, and leaves data/upgrade-info.json for the next binary (and cosmovisor).
-	needed := fmt.Sprintf(`UPGRADE "v4" NEEDED at height: %d`, upgradeHeight)
+	needed := fmt.Sprintf(`UPGRADE "v5" NEEDED at height: %d`, upgradeHeight)
 	waitFor(t, ctx, "the old binary to halt", func() bool {
 		log, _ := os.ReadFile(filepath.Join(n.Home, "node.log"))
 		return strings.Contains(string(log), needed)
@@ -144,7 +139,7 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 		t.Fatalf("chain at height %d, then %d (%v): want it stopped at the upgrade height %d", halted, h, err, upgradeHeight)
 	}
 	info, err := os.ReadFile(filepath.Join(n.Home, "data", "upgrade-info.json"))
-	if err != nil || !strings.Contains(string(info), `"name":"v4"`) {
+	if err != nil || !strings.Contains(string(info), `"name":"v5"`) {
 		t.Fatalf("upgrade-info.json: %s (%v)", info, err)
 	}
 	n.Stop()
@@ -158,14 +153,14 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v4" at height: %d`, upgradeHeight)) {
-		t.Fatal("the new binary did not log that it applied v4")
+	if !strings.Contains(string(log), fmt.Sprintf(`applying upgrade "v5" at height: %d`, upgradeHeight)) {
+		t.Fatal("the new binary did not log that it applied v5")
 	}
-	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v4")
+	applied, err := n.REST(ctx, "/cosmos/upgrade/v1beta1/applied_plan/v5")
 	if err != nil || !strings.Contains(string(applied), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("applied plan: %s (%v)", applied, err)
 	}
-	for module, want := range map[string]int{"market": 4, "verify": 4, "stakingext": 2, "shardregistry": 2} {
+	for module, want := range map[string]int{"market": 5, "verify": 4, "stakingext": 2, "shardregistry": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("x/%s is at consensus version %d after the upgrade, want %d", module, v, want)
 		}
@@ -176,34 +171,32 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 	if got := activeLeaseIDs(t, ctx, n); got != "1" {
 		t.Fatalf("active leases after the upgrade: %q, want lease 1", got)
 	}
-	// x/market's migration gave the lease the conservative rate (1000 steps in 24 h,
-	// rounded up: 42 an hour) and its price per step (1500000 × 2 GPUs ÷ 42), a rate
-	// check, and filled in the new params.
-	l := leaseJSON(t, ctx, n, 1)
-	if l.StepsPerHour != "42" || l.PricePerStep != "71428.571428571428571428" || l.RateCheckAt == "0001-01-01T00:00:00Z" {
-		t.Fatalf("lease after the upgrade: %+v", l)
-	}
+	// x/market's migration filled in the round params.
 	marketParams, err := n.REST(ctx, "/depinchain/market/v1/params")
-	if err != nil || !strings.Contains(string(marketParams), `"rate_tolerance":"0.500000000000000000"`) ||
-		!strings.Contains(string(marketParams), `"rate_check_interval":"3600s"`) {
+	if err != nil || !strings.Contains(string(marketParams), `"round_quorum":"0.500000000000000000"`) ||
+		!strings.Contains(string(marketParams), `"max_sync_workers":32`) || !strings.Contains(string(marketParams), `"max_missed_rounds":2`) {
 		t.Fatalf("market params after the upgrade: %s (%v)", marketParams, err)
 	}
 
-	// Blocks advance and transactions run on the migrated state: a bid without a rate is
-	// refused now, one with a rate is taken, and cancelling the jobs closes their leases,
-	// which leave the index of active leases.
+	// Blocks advance and transactions run on the migrated state: a sync job is taken,
+	// leased, and its round 0 opens from the global the chain computed; cancelling the
+	// jobs closes their leases.
 	if err := n.WaitBlocks(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "50000000udepin")
-	if res, err := n.Tx(ctx, "provider", "market", "place-bid", "2", "1500000udepin"); err == nil && res.Code == 0 {
-		t.Fatal("a bid without a rate was accepted after the upgrade")
-	} else if err == nil && !strings.Contains(res.RawLog, "steps_per_hour is 0") {
-		t.Fatalf("a bid without a rate: %s", res.RawLog)
+	syncSpec := strings.Replace(spec, "workers: 1\n", "workers: 1\nsync: {every: 100, outer_lr: 0.7, outer_momentum: 0.9}\n"+
+		"custody: {data_pieces: 2, parity_pieces: 1, retain_checkpoints: 1h}\n", 1)
+	syncPath := filepath.Join(t.TempDir(), "sync.yaml")
+	if err := os.WriteFile(syncPath, []byte(syncSpec), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	mustTx(t, ctx, n, "owner", "market", "submit-job", "--spec", syncPath, "--deposit", "50000000udepin")
 	mustTx(t, ctx, n, "provider", "market", "place-bid", "2", "1500000udepin", "--steps-per-hour", "100")
+	waitFor(t, ctx, "round 0 of sync job 2 to open", func() bool {
+		body, err := n.REST(ctx, "/depinchain/market/v1/jobs/2/rounds/0")
+		return err == nil && strings.Contains(string(body), `"state":"ROUND_STATE_OPEN"`) && strings.Contains(string(body), `"workers":[0]`)
+	})
 	mustTx(t, ctx, n, "owner", "market", "cancel-job", "1")
-	// Job 2's short auction may have leased it by now: cancel it too.
 	mustTx(t, ctx, n, "owner", "market", "cancel-job", "2")
 	if got := activeLeaseIDs(t, ctx, n); got != "" {
 		t.Fatalf("active leases after cancelling the jobs: %q, want none", got)
@@ -211,26 +204,6 @@ func TestSoftwareUpgradeV4(t *testing.T) {
 	if err := n.WaitBlocks(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// leaseJSONFields are a lease's pay-for-work fields as REST shows them.
-type leaseJSONFields struct {
-	StepsPerHour string `json:"steps_per_hour"`
-	PricePerStep string `json:"price_per_step"`
-	RateCheckAt  string `json:"rate_check_at"`
-}
-
-func leaseJSON(t *testing.T, ctx context.Context, n *localnet.Node, id int) leaseJSONFields {
-	t.Helper()
-	body, err := n.REST(ctx, fmt.Sprintf("/depinchain/market/v1/leases/%d", id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct{ Lease leaseJSONFields }
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("lease %d: %s (%v)", id, body, err)
-	}
-	return doc.Lease
 }
 
 // durableState is what an upgrade must carry over unchanged: balances, the

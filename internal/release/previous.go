@@ -2,6 +2,6 @@
 
 package release
 
-// Previous is true: this binary stands in for the previous release (v3) in
+// Previous is true: this binary stands in for the previous release (v4) in
 // the upgrade end-to-end test. See the package comment.
 const Previous = true

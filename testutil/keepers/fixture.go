@@ -174,6 +174,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, sk, authority)
 	rk := shardregistrykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[shardregistrytypes.StoreKey]),
 		addrCodec, sk, mk, authority)
+	mk.SetRoundCustody(rk) // before x/verify takes its copy of the market keeper
 	vk := verifykeeper.NewKeeper(enc.Codec, runtime.NewKVStoreService(keys[verifytypes.StoreKey]),
 		addrCodec, ak, bk, mk, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
@@ -363,6 +364,7 @@ func (f *Fixture) MarketDeadlines() []Part {
 		KeySetPart("market checkpoint deadlines", f.context, f.Market.CheckpointDeadlines),
 		KeySetPart("market time deadlines", f.context, f.Market.TimeDeadlines),
 		KeySetPart("market rate checks", f.context, f.Market.RateChecks),
+		KeySetPart("market round deadlines", f.context, f.Market.RoundDeadlines),
 	}
 }
 

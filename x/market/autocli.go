@@ -32,6 +32,18 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					RpcMethod: "Escrow", Use: "escrow [job-id]", Short: "Account for a job's deposit: unspent, pending, withdrawable, withdrawn",
 					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
 				},
+				{
+					RpcMethod: "Round", Use: "round [job-id] [round]", Short: "Show a round of a sync job: its state, global roots, entered workers and deadlines",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "round"}},
+				},
+				{
+					RpcMethod: "Rounds", Use: "rounds [job-id]", Short: "List the rounds of a sync job, oldest first",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}},
+				},
+				{
+					RpcMethod: "RoundCommits", Use: "round-commits [job-id] [round]", Short: "List the workers' commits of a round of a sync job",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "round"}},
+				},
 			},
 		},
 		Tx: &autocliv1.ServiceCommandDescriptor{
@@ -59,6 +71,16 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 				{
 					RpcMethod: "WithdrawEarnings", Use: "withdraw-earnings",
 					Short: "Withdraw earnings released by final checkpoints (all leases, or --lease-ids)",
+				},
+				{
+					RpcMethod: "CommitRound", Use: "commit-round [lease-id] [round]",
+					Short:          "Commit a sync job worker's round: --start-root, --end-root, --pseudo-gradient-root (base64), --pseudo-gradient-size and --piece-roots (the sidecar sends it)",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "lease_id"}, {ProtoField: "round"}},
+				},
+				{
+					RpcMethod: "CommitGlobal", Use: "commit-global [job-id] [round]",
+					Short:          "Commit the aggregation of a sync job's round: --entered, --global-root (base64), --global-size and --piece-roots (the sidecar sends it)",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "round"}},
 				},
 				{RpcMethod: "UpdateParams", Skip: true}, // governance only: submit through a gov proposal
 			},

@@ -23,14 +23,16 @@ func (am AppModule) registerMigrations(cfg module.Configurator) {
 	if err := cfg.RegisterMigration(types.ModuleName, 3, m.Migrate3to4); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 3: %w", types.ModuleName, err))
 	}
+	if err := cfg.RegisterMigration(types.ModuleName, 4, m.Migrate4to5); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 4: %w", types.ModuleName, err))
+	}
 }
 
-// consensusVersion is the state layout this binary writes: 4 (pay for work: committed
-// rates, per-step claims, rate checks), or 3 in the upgrade test's stand-in for the
-// previous release (internal/release).
+// consensusVersion is the state layout this binary writes: 5 (rounds of sync jobs), or
+// 4 in the upgrade test's stand-in for the previous release (internal/release).
 func consensusVersion() uint64 {
 	if release.Previous {
-		return 3
+		return 4
 	}
 	return ConsensusVersion
 }

@@ -30,7 +30,8 @@ import (
 // 2: leases are indexed by state (migrations/v2).
 // 3: transformer bounds in the params; the MLP reference workload retired.
 // 4: pay for work — committed rates on bids and leases, per-step claims, rate checks.
-const ConsensusVersion = 4
+// 5: rounds of sync jobs — sync specs, rounds, round commits, the round params.
+const ConsensusVersion = 5
 
 var (
 	_ module.AppModuleBasic      = AppModule{}

@@ -21,7 +21,6 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/shardregistry/client/cli"
 	"github.com/depinchain/depinchain/x/shardregistry/keeper"
@@ -102,15 +101,8 @@ func (am AppModule) RegisterServices(cfg module.Configurator) {
 	}
 }
 
-// ConsensusVersion implements module.HasConsensusVersion: ConsensusVersion, or 1 in the
-// upgrade test's stand-in for the previous release (internal/release), which had no
-// custody.
-func (AppModule) ConsensusVersion() uint64 {
-	if release.Previous {
-		return 1
-	}
-	return ConsensusVersion
-}
+// ConsensusVersion implements module.HasConsensusVersion.
+func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
 
 // DefaultGenesis returns the default genesis state.
 func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {

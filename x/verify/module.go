@@ -19,7 +19,6 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/verify/client/cli"
 	"github.com/depinchain/depinchain/x/verify/keeper"
@@ -111,15 +110,8 @@ func (am AppModule) RegisterServices(cfg module.Configurator) {
 	}
 }
 
-// ConsensusVersion implements module.HasConsensusVersion: ConsensusVersion, or 3 in the
-// upgrade test's stand-in for the previous release (internal/release), which had no
-// checkpoint custody.
-func (AppModule) ConsensusVersion() uint64 {
-	if release.Previous {
-		return 3
-	}
-	return ConsensusVersion
-}
+// ConsensusVersion implements module.HasConsensusVersion.
+func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
 
 // DefaultGenesis returns the default genesis state.
 func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {

@@ -8,7 +8,6 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
-	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
 )
@@ -109,9 +108,6 @@ func (k Keeper) withdrawBid(ctx context.Context, provider sdk.AccAddress, msg *t
 // behind: the bid may win any vacant slot), or, in a replacement round, one that asks
 // more per step than the job's cap.
 func checkRate(job types.Job, msg *types.MsgPlaceBid) error {
-	if release.Previous && msg.StepsPerHour == 0 {
-		return nil // the previous release's bids commit no rate (internal/release)
-	}
 	remaining := job.Spec.TotalSteps
 	if job.Spec.Workers > 0 {
 		least := job.Spec.TotalSteps

@@ -53,6 +53,21 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			}
 		}
 	}
+	for _, r := range gs.Rounds {
+		if err := k.Rounds.Set(ctx, collections.Join(r.JobId, r.Round), r); err != nil {
+			return err
+		}
+		if r.Deadline != 0 {
+			if err := k.RoundDeadlines.Set(ctx, collections.Join3(r.Deadline, r.JobId, r.Round)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range gs.RoundCommits {
+		if err := k.RoundCommits.Set(ctx, collections.Join3(c.JobId, c.Round, c.Worker), c); err != nil {
+			return err
+		}
+	}
 	for _, bh := range gs.BlockHashes {
 		if err := k.BlockHashes.Set(ctx, bh.Height, bh.Hash); err != nil {
 			return err
@@ -88,6 +103,18 @@ func (k Keeper) ExportGenesis(ctx context.Context) (*types.GenesisState, error) 
 	}
 	if err := k.Leases.Walk(ctx, nil, func(_ uint64, l types.Lease) (bool, error) {
 		gs.Leases = append(gs.Leases, l)
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := k.Rounds.Walk(ctx, nil, func(_ collections.Pair[uint64, uint64], r types.Round) (bool, error) {
+		gs.Rounds = append(gs.Rounds, r)
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := k.RoundCommits.Walk(ctx, nil, func(_ collections.Triple[uint64, uint64, uint32], c types.RoundCommit) (bool, error) {
+		gs.RoundCommits = append(gs.RoundCommits, c)
 		return false, nil
 	}); err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ type Invariant func(ctx context.Context) (string, bool)
 // AllInvariants bundles every market invariant.
 func AllInvariants(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
-		for _, inv := range []Invariant{ModuleBalanceInvariant(k), LeaseBalancesInvariant(k), DeadlineIndexInvariant(k), StorageInvariant(k)} {
+		for _, inv := range []Invariant{ModuleBalanceInvariant(k), LeaseBalancesInvariant(k), DeadlineIndexInvariant(k), StorageInvariant(k), RoundsInvariant(k)} {
 			if msg, broken := inv(ctx); broken {
 				return msg, true
 			}

@@ -212,3 +212,10 @@ func stepsBoughtBy(l types.Lease) uint64 {
 	}
 	return steps.Uint64()
 }
+
+// Migrate4to5 brings x/market to consensus version 5 (rounds of sync jobs): the round
+// params get their defaults (migrate_v5_rounds.go). Each topic of the v5 release adds its
+// step here as a function of its own file.
+func (m Migrator) Migrate4to5(ctx sdk.Context) error {
+	return migrateRoundParams(ctx, m.keeper)
+}

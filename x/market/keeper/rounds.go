@@ -753,13 +753,17 @@ func (k Keeper) deleteRound(ctx sdk.Context, job *types.Job, q uint64) error {
 	}
 	start := job.Spec.Sync.Diloco().RoundStart(q)
 	for _, c := range commits {
-		if _, err := k.settleClaim(ctx, job, c, false); err != nil {
+		refunded, err := k.settleClaim(ctx, job, c, false)
+		if err != nil {
 			return err
 		}
 		lease, err := k.GetLease(ctx, c.LeaseId)
 		if err != nil {
 			return err
 		}
+		// The steps are unclaimed again: what the lease took for them no longer counts as
+		// accrued, so redoing the round claims them at the same price once more.
+		lease.Accrued = lease.Accrued.Sub(refunded)
 		lease.ClaimedStep = min(lease.ClaimedStep, max(start, lease.ResumeStep))
 		if err := k.Leases.Set(ctx, lease.Id, lease); err != nil {
 			return err

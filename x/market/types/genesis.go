@@ -84,5 +84,45 @@ func (gs GenesisState) Validate() error {
 			return fmt.Errorf("block hash at height %d: must have a positive height and a hash", h.Height)
 		}
 	}
+	return validateRounds(gs, jobs, leases)
+}
+
+// validateRounds checks that every round belongs to a sync job, once, with a known
+// state, and every commit to an existing round and lease, once.
+func validateRounds(gs GenesisState, jobs map[uint64]Job, leases map[uint64]bool) error {
+	type roundKey struct{ job, round uint64 }
+	rounds := map[roundKey]bool{}
+	for _, r := range gs.Rounds {
+		j, ok := jobs[r.JobId]
+		if !ok || j.Spec.Sync == nil {
+			return fmt.Errorf("round %d of job %d: no such sync job", r.Round, r.JobId)
+		}
+		k := roundKey{r.JobId, r.Round}
+		if rounds[k] {
+			return fmt.Errorf("round %d of job %d: duplicate", r.Round, r.JobId)
+		}
+		rounds[k] = true
+		if _, ok := RoundState_name[int32(r.State)]; !ok || r.State == ROUND_STATE_UNSPECIFIED {
+			return fmt.Errorf("round %d of job %d: invalid state %d", r.Round, r.JobId, r.State)
+		}
+	}
+	type commitKey struct {
+		job, round uint64
+		worker     uint32
+	}
+	commits := map[commitKey]bool{}
+	for _, c := range gs.RoundCommits {
+		if !rounds[roundKey{c.JobId, c.Round}] {
+			return fmt.Errorf("commit of worker %d in round %d of job %d: no such round", c.Worker, c.Round, c.JobId)
+		}
+		if !leases[c.LeaseId] {
+			return fmt.Errorf("commit of worker %d in round %d of job %d: unknown lease %d", c.Worker, c.Round, c.JobId, c.LeaseId)
+		}
+		k := commitKey{c.JobId, c.Round, c.Worker}
+		if commits[k] {
+			return fmt.Errorf("commit of worker %d in round %d of job %d: duplicate", c.Worker, c.Round, c.JobId)
+		}
+		commits[k] = true
+	}
 	return nil
 }
