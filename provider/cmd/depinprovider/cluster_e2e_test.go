@@ -17,6 +17,19 @@ import (
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 )
 
+// holderOptions make a sidecar a custody holder: the storage role with custody on,
+// checking every two seconds, no GPU priced.
+func holderOptions() sidecar.Options {
+	return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
+}
+
+// shortStorageProofs is the genesis edit of the custody tests: proof periods of 16
+// blocks with 8-block windows, so holders prove within a test's minutes.
+func shortStorageProofs(state map[string]any) {
+	sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
+	sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+}
+
 // cluster is a real node and sidecars set up (registered, bonded, not started) for the
 // multi-sidecar tests: trainers and the storage holders of custody.
 type cluster struct {

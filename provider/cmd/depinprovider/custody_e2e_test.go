@@ -80,8 +80,7 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	dir := t.TempDir()
 	names := []string{"t1", "t2", "h1", "h2", "h3"}
 	c := startCluster(ctx, t, dir, names, func(state map[string]any) error {
-		sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-		sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+		shortStorageProofs(state)
 		v := state["verify"].(map[string]any)["params"].(map[string]any)
 		v["challenge_window"], v["move_timeout"] = "10", "20"
 		v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
@@ -98,7 +97,7 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		case "t2":
 			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, Set: fixedRate}
 		default:
-			return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
+			return holderOptions()
 		}
 	})
 	node, conn, sidecars, since := c.node, c.conn, c.sidecars, c.since

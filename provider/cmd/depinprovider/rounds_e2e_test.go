@@ -144,8 +144,7 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
 	c := startCluster(ctx, t, dir, names, func(state map[string]any) error {
-		sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-		sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+		shortStorageProofs(state)
 		m := state["market"].(map[string]any)["params"].(map[string]any)
 		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
 		return nil
@@ -154,7 +153,7 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
 				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
 		}
-		return sidecar.Options{Set: map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}}
+		return holderOptions()
 	})
 	c.startSidecars(ctx, t, names...)
 	r := &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
