@@ -308,6 +308,9 @@ func (r *Role) openRound(ctx context.Context, l Lease, wake chan struct{}) (mark
 			if err == nil && res.Round.State == markettypes.ROUND_STATE_OPEN && slices.Contains(res.Round.Workers, l.Worker) {
 				return res.Round, nil
 			}
+			if err == nil && job.Job.Round+1 >= job.Job.Spec.Rounds() && len(res.Round.NextGlobalRoot) > 0 {
+				return markettypes.Round{Round: job.Job.Round + 1}, nil // the last global is committed
+			}
 		}
 		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingRound })
 		if err := r.sleep(ctx, wake); err != nil {
