@@ -138,12 +138,14 @@ type roundsRun struct {
 }
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
-// holders h1..h3), submits jobYAML and waits until its three slots are leased.
-func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string) *roundsRun {
+// holders h1..h3; late trainers set up but not started), submits jobYAML and waits until
+// its three slots are leased.
+func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, late ...string) *roundsRun {
 	t.Helper()
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
-	c := startCluster(ctx, t, dir, names, func(state map[string]any) error {
+	// Late trainers are set up too, not started: the test starts them for a joiner.
+	c := startCluster(ctx, t, dir, append(slices.Clone(names), late...), func(state map[string]any) error {
 		shortStorageProofs(state)
 		m := state["market"].(map[string]any)["params"].(map[string]any)
 		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
