@@ -3,6 +3,7 @@ package rounds
 import (
 	"context"
 	"os"
+	"path/filepath"
 
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -44,6 +45,10 @@ func FetchGlobal(ctx context.Context, src *fetch.Source, jobID, round uint64, pa
 
 // rebuildTo rebuilds custody object id into path through a temporary file.
 func rebuildTo(ctx context.Context, src *fetch.Source, id, path string) error {
+	// A joiner has no folder of the job yet.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	tmp := path + ".fetch"
 	f, err := os.Create(tmp)
 	if err != nil {
