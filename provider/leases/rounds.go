@@ -2,11 +2,14 @@ package leases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
@@ -32,6 +35,14 @@ func (r *Role) serveRounds(ctx context.Context, l *lease) error {
 		ID: l.rec.LeaseID, Worker: l.chain.Worker, Job: l.job, OutputDir: l.out(), DataDir: l.dataDir(),
 		SubmitCheckpoint: func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error {
 			if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job), commit); err != nil {
+				// Refused (e.g. the round closed without it): this index goes to the
+				// next round's checkpoint, so the refused one is not served under it.
+				var txErr *chain.TxError
+				if errors.As(err, &txErr) {
+					if derr := r.opts.Catalog.Discard(checkpoint.Ref{LeaseID: l.rec.LeaseID, Index: l.next}); derr != nil {
+						r.log.Warn("discarding a refused round checkpoint", "lease", l.rec.LeaseID, "index", l.next, "err", derr)
+					}
+				}
 				return err
 			}
 			l.next++
