@@ -77,7 +77,8 @@ func TestSoftwareUpgradeV5(t *testing.T) {
 	mustTx(t, ctx, n, "provider", "stakingext", "register-provider", "gpu-farm-1", "https://gpu1.example.com:8443", "eu-west",
 		"100000000000udepin", "--gpus", `{"model":"H100-SXM5-80GB","vram_mib":81920,"count":8}`)
 	specPath := filepath.Join(t.TempDir(), "job.yaml")
-	spec := strings.Replace(jobSpecYAML, "bidding_window_blocks: 60", "bidding_window_blocks: 3", 1)
+	// A short auction, long enough for the bid to land on a loaded machine.
+	spec := strings.Replace(jobSpecYAML, "bidding_window_blocks: 60", "bidding_window_blocks: 12", 1)
 	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}

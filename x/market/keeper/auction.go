@@ -191,12 +191,8 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		PricePerStep:       types.PricePerStep(rb.bid.PricePerGpuHour.Amount, job.Spec.Gpu.PerWorker, rb.bid.StepsPerHour),
 		ClaimedStep:        resume.Step,
 	}
-	if lease.StepsPerHour > 0 {
-		// A lease without a rate (only the previous release's stand-in writes one,
-		// internal/release) promises nothing to check; the v4 migration gives it both.
-		if err := k.scheduleRateCheck(cacheCtx, &lease, now.Add(params.RateCheckInterval)); err != nil {
-			return false, err
-		}
+	if err := k.scheduleRateCheck(cacheCtx, &lease, now.Add(params.RateCheckInterval)); err != nil {
+		return false, err
 	}
 	if err := k.Leases.Set(cacheCtx, lease.Id, lease); err != nil {
 		return false, err
@@ -213,6 +209,9 @@ func (k Keeper) tryCreateLease(ctx sdk.Context, job *types.Job, params types.Par
 		return false, err
 	}
 	write()
+	if int(worker) < len(job.MissedRounds) {
+		job.MissedRounds[worker] = 0 // a sync job's new lease starts with a clean record
+	}
 	return true, nil
 }
 

@@ -18,7 +18,9 @@ import (
 // lease's price.
 func RoundsInvariant(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
-		broken := func(format string, args ...any) (string, bool) { return "market: " + fmt.Sprintf(format, args...), true }
+		broken := func(format string, args ...any) (string, bool) {
+			return "market: " + fmt.Sprintf(format, args...), true
+		}
 		highest := map[uint64]uint64{}
 		var msg string
 		err := k.Rounds.Walk(ctx, nil, func(key collections.Pair[uint64, uint64], r types.Round) (bool, error) {

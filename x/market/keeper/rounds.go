@@ -459,11 +459,15 @@ func (k Keeper) commitDeadlinePassed(ctx sdk.Context, params types.Params, job t
 			continue
 		}
 		missed = append(missed, w)
+		l, ok := slots[w]
+		if !ok {
+			continue // a vacant slot: its next lease starts with a clean record
+		}
 		for len(job.MissedRounds) <= int(w) {
 			job.MissedRounds = append(job.MissedRounds, 0)
 		}
 		job.MissedRounds[w]++
-		if l, ok := slots[w]; ok && job.MissedRounds[w] >= params.MaxMissedRounds {
+		if job.MissedRounds[w] >= params.MaxMissedRounds {
 			job.MissedRounds[w] = 0 // the replacement starts with a clean record
 			lose = append(lose, l)
 		}

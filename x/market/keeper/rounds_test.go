@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"cosmossdk.io/collections"
 	"cosmossdk.io/math"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/testutil/keepers"
+	"github.com/depinchain/depinchain/x/market/keeper"
 	"github.com/depinchain/depinchain/x/market/types"
 	shardkeeper "github.com/depinchain/depinchain/x/shardregistry/keeper"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -569,4 +571,76 @@ custody: {data_pieces: 2, parity_pieces: 1, retain_checkpoints: 24h}
 	}
 	s.Workers = types.DefaultParams().MaxSyncWorkers + 1
 	require.ErrorContains(t, s.ValidateWithParams(types.DefaultParams()), "max_sync_workers")
+}
+
+// RoundsInvariant catches a round whose entered worker never committed, and a deadline
+// entry that points at no round.
+func TestRoundsInvariantDetectsCorruption(t *testing.T) {
+	r := newRoundsEnv(t)
+	r.commit(0, 0)
+	inv := keeper.RoundsInvariant(r.Market)
+	_, broken := inv(r.Ctx)
+	require.False(t, broken)
+
+	r0 := r.round(0)
+	good := r0
+	r0.Entered = []uint32{1}
+	require.NoError(t, r.Market.Rounds.Set(r.Ctx, collections.Join(r.jobID, uint64(0)), r0))
+	msg, broken := inv(r.Ctx)
+	require.True(t, broken)
+	require.Contains(t, msg, "entered without a live commit")
+	require.NoError(t, r.Market.Rounds.Set(r.Ctx, collections.Join(r.jobID, uint64(0)), good))
+
+	stray := collections.Join3(int64(999), r.jobID, uint64(7))
+	require.NoError(t, r.Market.RoundDeadlines.Set(r.Ctx, stray))
+	msg, broken = inv(r.Ctx)
+	require.True(t, broken)
+	require.Contains(t, msg, "matches no round")
+	require.NoError(t, r.Market.RoundDeadlines.Remove(r.Ctx, stray))
+}
+
+// Migrate4to5 gives a v4 chain's params the round defaults and keeps the rest.
+func TestMigrate4to5RoundParams(t *testing.T) {
+	e := newEnv(t)
+	p := e.params()
+	p.RoundQuorum = math.LegacyDec{}
+	p.MaxMissedRounds, p.DefaultRoundCommitBlocks, p.RoundAggregateBlocks, p.RoundChallengeBlocks, p.MaxSyncWorkers = 0, 0, 0, 0, 0
+	p.MaxWorkers = 17
+	require.NoError(t, e.Market.Params.Set(e.Ctx, p))
+	require.NoError(t, keeper.NewMigrator(e.Market).Migrate4to5(e.Ctx))
+	got, d := e.params(), types.DefaultParams()
+	require.NoError(t, got.Validate())
+	require.True(t, d.RoundQuorum.Equal(got.RoundQuorum))
+	require.Equal(t, d.MaxMissedRounds, got.MaxMissedRounds)
+	require.Equal(t, d.DefaultRoundCommitBlocks, got.DefaultRoundCommitBlocks)
+	require.Equal(t, d.RoundAggregateBlocks, got.RoundAggregateBlocks)
+	require.Equal(t, d.RoundChallengeBlocks, got.RoundChallengeBlocks)
+	require.Equal(t, d.MaxSyncWorkers, got.MaxSyncWorkers)
+	require.Equal(t, uint32(17), got.MaxWorkers, "a param governance chose is kept")
+}
+
+// A slot that was vacant when a round opened sits that round out: its new lease is
+// refused in it and trains from the next one.
+func TestRoundsJoinerWaitsForTheNextRound(t *testing.T) {
+	r := newRoundsEnv(t)
+	r.commit(0, 0)
+	r.commit(1, 0)
+	r.untilDeadline(0)
+	r.holdRound(0)
+	r.commitGlobal(0, 0)
+	r.commit(0, 1)
+	r.commit(1, 1)
+	r.untilDeadline(1) // slot 2's second miss: its lease is closed, the slot re-auctioned
+	r.holdRound(1)
+	r.commitGlobal(0, 1)
+	require.Equal(t, []uint32{0, 1}, r.round(2).Workers, "round 2 opened while slot 2 was vacant")
+
+	joiner := r.registerProvider("joiner")
+	r.bid(joiner, r.jobID, maxPrice)
+	r.closeAuction(r.jobID)
+	r.workers[2] = joiner
+	r.requireRejected(types.ErrNotRoundWorker, func() error {
+		_, err := r.msg.CommitRound(r.Ctx, r.commitMsg(2, 2))
+		return err
+	})
 }

@@ -1,7 +1,6 @@
 package types
 
 import (
-	"github.com/depinchain/depinchain/pkg/diloco"
 	"fmt"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 )
 

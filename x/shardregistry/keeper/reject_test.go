@@ -80,7 +80,10 @@ func TestRegisterDatasetRejects(t *testing.T) {
 		{"no shards", func(m *types.MsgRegisterDataset) { m.Shards = nil; m.TotalSize = 0 },
 			types.ErrInvalidManifest, "at least one shard"},
 		{"bad id", func(m *types.MsgRegisterDataset) { m.DatasetId = "Corpus_V1" }, types.ErrInvalidDataset, "3 to 64 characters"},
-		{"custody id", func(m *types.MsgRegisterDataset) { m.DatasetId = "ckpt-1-0" }, types.ErrInvalidDataset, "reserved for checkpoint custody"},
+		{"custody id", func(m *types.MsgRegisterDataset) { m.DatasetId = "ckpt-1-0" }, types.ErrInvalidDataset, "reserved for custody objects"},
+		// Squatting a sync job's round files before the worker or aggregator commits them.
+		{"pseudo-gradient id", func(m *types.MsgRegisterDataset) { m.DatasetId = "pg-1-0-0" }, types.ErrInvalidDataset, "reserved for custody objects"},
+		{"global id", func(m *types.MsgRegisterDataset) { m.DatasetId = "global-1-1" }, types.ErrInvalidDataset, "reserved for custody objects"},
 		{"id taken", func(m *types.MsgRegisterDataset) { m.DatasetId = "taken" }, types.ErrDatasetExists, "already registered"},
 		{"owner not an address", func(m *types.MsgRegisterDataset) { m.Owner = "depin1nope" }, sdkerrors.ErrInvalidAddress, `owner "depin1nope"`},
 	}
