@@ -155,6 +155,9 @@ bench: deps build
 	$(GO) test -run '^$$' -bench 'BenchmarkTileDispute' -benchtime 1x -timeout 60m ./pkg/tiles/ | tee $(BUILD_DIR)/bench-tiles.txt
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -run '^$$' -bench 'BidLatency|Dispute1024Steps' -benchtime 3x -timeout 30m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
+	@# Training together: the round barrier's share of three workers' time, one of them slow (docs/training-together.md).
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
+		$(GO) test -run '^$$' -bench 'RoundBarrier' -benchtime 1x -timeout 20m ./provider/cmd/depinprovider/ | tee -a $(BUILD_DIR)/bench.txt
 	$(GO) run ./tools/benchratio $(BUILD_DIR)/bench.txt
 	@# Resume after the trainer's loss (docs/storage-role.md): the job's reopening to the new trainer's first step, 260 MiB state, vs a local read+hash of it.
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \

@@ -35,8 +35,9 @@ type TrainOptions struct {
 	// ResumeFrom is a checkpoint folder holding the state at StartStep, or
 	// empty to start at step 0 from Init(Config, Seed) or Initial.
 	ResumeFrom string
-	// Initial, when set (and ResumeFrom is empty), is the step-0 state to
-	// start from instead of Init: weights imported with ImportSafetensors.
+	// Initial, when set (and ResumeFrom is empty), is the state at StartStep
+	// to start from instead of Init: weights imported with ImportSafetensors
+	// (step 0), or a training-together round's WorkerStart state.
 	Initial            *State
 	StartStep          uint64
 	TotalSteps         uint64
@@ -83,13 +84,13 @@ func Train(ctx context.Context, o TrainOptions) error {
 		if s.Config.Hyper() != o.Config.WithDefaults().Hyper() {
 			return fmt.Errorf("exact: train: resume state has a different config")
 		}
-	case o.StartStep != 0:
-		return fmt.Errorf("exact: train: start step %d needs a checkpoint to resume from", o.StartStep)
 	case o.Initial != nil:
 		s = o.Initial
-		if s.Step != 0 || s.Config.Hyper() != o.Config.WithDefaults().Hyper() {
-			return fmt.Errorf("exact: train: initial state must be a step-0 state of the job's config")
+		if s.Step != o.StartStep || s.Config.Hyper() != o.Config.WithDefaults().Hyper() {
+			return fmt.Errorf("exact: train: initial state must be a step-%d state of the job's config", o.StartStep)
 		}
+	case o.StartStep != 0:
+		return fmt.Errorf("exact: train: start step %d needs a checkpoint to resume from", o.StartStep)
 	default:
 		if s, err = Init(o.Config, o.Seed); err != nil {
 			return err

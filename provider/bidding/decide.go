@@ -216,6 +216,9 @@ func (r *Role) resumable(ctx context.Context, job markettypes.Job) string {
 	if job.Spec.Custody == nil || !job.Spec.Workload.Kind.Adjudicable() {
 		return ""
 	}
+	if job.Spec.Sync != nil {
+		return r.joinable(ctx, job)
+	}
 	for _, p := range job.Progress {
 		if p.Step == 0 {
 			continue
@@ -237,6 +240,29 @@ func (r *Role) resumable(ctx context.Context, job markettypes.Job) string {
 			return fmt.Sprintf("worker %d's resume state (%s) has %d pieces held, %d are needed to rebuild it",
 				p.Worker, obj.DatasetID, obj.Live(), obj.Layout.DataPieces)
 		}
+	}
+	return ""
+}
+
+// joinable says why a training-together job's next worker could not join it: past
+// round 0 it starts from the current round's global state, rebuilt from its custody
+// holders.
+func (r *Role) joinable(ctx context.Context, job markettypes.Job) string {
+	if job.Round == 0 {
+		return ""
+	}
+	if r.opts.Custody == nil {
+		return "a worker joins the job from the global state in custody, which this sidecar cannot read"
+	}
+	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	obj, err := fetch.LocateObject(qctx, r.opts.Custody, markettypes.GlobalCustodyID(job.Id, job.Round))
+	cancel()
+	if err != nil {
+		return fmt.Sprintf("the global state of round %d: %v", job.Round, err)
+	}
+	if obj.Live() < int(obj.Layout.DataPieces) {
+		return fmt.Sprintf("the global state of round %d (%s) has %d pieces held, %d are needed to rebuild it",
+			job.Round, obj.DatasetID, obj.Live(), obj.Layout.DataPieces)
 	}
 	return ""
 }

@@ -27,6 +27,8 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&markettypes.MsgPlaceBid{}),
 	sdk.MsgTypeURL(&markettypes.MsgWithdrawBid{}),
 	sdk.MsgTypeURL(&markettypes.MsgWithdrawEarnings{}),
+	sdk.MsgTypeURL(&markettypes.MsgCommitRound{}),
+	sdk.MsgTypeURL(&markettypes.MsgCommitGlobal{}),
 	sdk.MsgTypeURL(&verifytypes.MsgSubmitCheckpoint{}),
 	sdk.MsgTypeURL(&verifytypes.MsgRevealHash{}),
 	sdk.MsgTypeURL(&verifytypes.MsgStep{}),

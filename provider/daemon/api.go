@@ -168,6 +168,11 @@ func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*
 	}
 	res := &statusv1.LeasesResponse{}
 	progress := d.roles.leases.Status().Progress
+	rounds := map[uint64]*statusv1.LeaseRound{}
+	for _, r := range d.roles.rounds.Status() {
+		rounds[r.LeaseID] = &statusv1.LeaseRound{Slot: r.Slot, Round: r.Round, Phase: string(r.Phase), Aggregator: r.Aggregator,
+			GlobalMismatch: r.GlobalMismatch, TrainSeconds: r.TrainSeconds, WaitSeconds: r.WaitSeconds}
+	}
 	for _, l := range leases {
 		step, running := progress[l.LeaseID]
 		if !running {
@@ -177,7 +182,7 @@ func (s statusService) Leases(ctx context.Context, _ *statusv1.LeasesRequest) (*
 			LeaseId: l.LeaseID, JobId: l.JobID, Worker: l.Worker, Status: string(l.Status), CloseReason: l.CloseReason,
 			Runtime: l.Runtime, Dir: l.Dir, CurrentStep: step, TotalSteps: d.totalSteps(ctx, l.JobID),
 			LastCheckpointStep: l.LastCheckpointStep, UpdatedHeight: l.UpdatedHeight, CheckpointDeadline: l.CheckpointDeadline,
-			GpuUuids: l.GPUs, Problems: l.Problems,
+			GpuUuids: l.GPUs, Problems: l.Problems, Round: rounds[l.LeaseID],
 		})
 	}
 	return res, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/depinchain/depinchain/provider/leases"
 	"github.com/depinchain/depinchain/provider/metrics"
 	"github.com/depinchain/depinchain/provider/pieces"
+	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/storage"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardregistrytypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -58,8 +59,10 @@ type Resumer interface {
 // roles are the roles this sidecar runs. The typed fields serve the status
 // API; all is every role in the order events reach them.
 type roles struct {
-	bidding  *bidding.Role
-	leases   *leases.Role
+	bidding *bidding.Role
+	leases  *leases.Role
+	// rounds serves the leases of training-together jobs (through leases).
+	rounds   *rounds.Role
 	disputes *disputes.Role
 	// storage holds dataset pieces and answers their challenges; nil
 	// unless [storage_role] is enabled.
@@ -89,11 +92,18 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Shards:  shardregistrytypes.NewQueryClient(d.conn),
 		Fetcher: fetch.Fetcher{Endpoint: pieces.NewEndpoints(stakingexttypes.NewQueryClient(d.conn)).Of, Authorize: d.signRequest},
 	}
+	rs.rounds, err = rounds.New(rounds.Options{
+		Operator: d.operator, Submit: d.submitTx, Chain: d.queries, WorkDir: cfg.Storage.WorkDir,
+		CustodyDir: d.custodyDir(), Custody: custodySource, Metrics: d.metrics, Logger: d.log,
+	})
+	if err != nil {
+		return rs, err
+	}
 	rs.leases, err = leases.New(leases.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
-		CustodyDir: d.custodyDir(), Custody: custodySource,
+		CustodyDir: d.custodyDir(), Custody: custodySource, Rounds: rs.rounds, SubmitTx: d.submitTx,
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
@@ -129,7 +139,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	if err != nil {
 		return rs, err
 	}
-	rs.all = []Role{rs.bidding, rs.leases, rs.disputes}
+	rs.all = []Role{rs.bidding, rs.leases, rs.rounds, rs.disputes}
 	if cfg.Audits.Enabled {
 		d.metrics.RegisterAudits()
 		rs.audits, err = audits.New(audits.Options{
@@ -246,6 +256,15 @@ func (d *Daemon) handleHeight(ctx context.Context, height int64, events []chain.
 func (d *Daemon) submit(ctx context.Context, msg sdk.Msg) (*chain.TxResult, error) {
 	res, err := d.submitter.Submit(ctx, msg)
 	d.metrics.Transaction(sdk.MsgTypeURL(msg), err == nil)
+	return res, err
+}
+
+// submitTx sends several messages in one transaction and counts the outcome of each.
+func (d *Daemon) submitTx(ctx context.Context, msgs ...sdk.Msg) (*chain.TxResult, error) {
+	res, err := d.submitter.Submit(ctx, msgs...)
+	for _, msg := range msgs {
+		d.metrics.Transaction(sdk.MsgTypeURL(msg), err == nil)
+	}
 	return res, err
 }
 

@@ -3,16 +3,13 @@ package leases
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/depinchain/depinchain/pkg/custody"
-	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/checkpoint"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
@@ -34,58 +31,10 @@ func (r *Role) writeCustodyPieces(leaseID, index uint64, statePath string, spec 
 	if r.opts.CustodyDir == "" {
 		return 0, nil, fmt.Errorf("the job keeps its checkpoints in custody and this sidecar has no custody folder")
 	}
-	f, err := os.Open(statePath)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return 0, nil, err
-	}
-	l, err := custody.NewLayout(uint64(info.Size()), spec.DataPieces, spec.ParityPieces)
-	if err != nil {
-		return 0, nil, err
-	}
 	id := shardtypes.CustodyDatasetID(leaseID, index)
-	final := filepath.Join(r.opts.CustodyDir, id)
-	tmp := final + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return 0, nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(tmp, manifest.PiecesDir), 0o755); err != nil {
-		return 0, nil, err
-	}
-	files := make([]*os.File, l.Pieces())
-	closeAll := func() {
-		for _, pf := range files {
-			if pf != nil {
-				pf.Close()
-			}
-		}
-	}
-	defer closeAll()
-	writers := make([]io.Writer, l.Pieces())
-	for i := range files {
-		if files[i], err = os.Create(filepath.Join(tmp, manifest.PieceFile(0, uint32(i)))); err != nil {
-			return 0, nil, err
-		}
-		writers[i] = files[i]
-	}
 	started := time.Now()
-	roots, err := custody.Encode(f, l, writers, 0)
+	l, roots, err := pieces.WriteCustodyObject(r.opts.CustodyDir, id, statePath, spec.DataPieces, spec.ParityPieces)
 	if err != nil {
-		return 0, nil, err
-	}
-	for _, pf := range files {
-		if err := pf.Sync(); err != nil {
-			return 0, nil, err
-		}
-	}
-	if err := os.RemoveAll(final); err != nil {
-		return 0, nil, err
-	}
-	if err := os.Rename(tmp, final); err != nil {
 		return 0, nil, err
 	}
 	r.log.Info("custody pieces written", "lease", leaseID, "index", index, "object", id, "data_pieces", l.DataPieces,

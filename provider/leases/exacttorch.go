@@ -7,6 +7,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/runtime"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -46,4 +47,21 @@ func exactConfigOf(job markettypes.Job) *exact.Config {
 		return nil
 	}
 	return &c
+}
+
+// roundTrainer is the runtime of a training-together (sync) job: the Go exact trainer,
+// the only one implementing the trainer contract's round runs (the rounds role drives
+// it round by round).
+func (r runtimes) roundTrainer(job markettypes.Job) (runtime.Runtime, error) {
+	if err := rounds.Supported(job); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.reference == nil:
+		return nil, errors.New("training-together (sync) jobs need the Go exact trainer (runtimes.reference)")
+	case r.exactTorch != nil:
+		return nil, errors.New("training-together (sync) jobs are trained only by the Go exact trainer: the PyTorch trainer (runtimes.exact_torch) does not implement round runs yet")
+	default:
+		return r.reference, nil
+	}
 }

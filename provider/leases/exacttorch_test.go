@@ -79,3 +79,44 @@ func TestExactTorchProgramMustExist(t *testing.T) {
 		t.Fatalf("got %v, want an error naming runtimes.exact_torch", err)
 	}
 }
+
+// A training-together (sync) job runs only on the Go trainer, the one that implements
+// round runs: with exact_torch set, or with a dataset or without custody, no runtime takes
+// it and the reason says why (the bidder's decision in /v1/jobs).
+func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
+	torch := []string{"/bin/sh", "/opt/depinchain/pkg/exact/torch/train.py"}
+	sync := func(edit func(*markettypes.Job)) markettypes.Job {
+		j := jobOfKind(t, markettypes.WORKLOAD_KIND_TRANSFORMER)
+		j.Spec.Workers = 3
+		j.Spec.Sync = &markettypes.SyncSpec{Every: 4, OuterLrQ30: 1 << 29, OuterMomentumQ30: 0}
+		j.Spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1}
+		if edit != nil {
+			edit(&j)
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		cfg  config.Runtimes
+		job  markettypes.Job
+		want string
+	}{
+		"go":         {config.Runtimes{Reference: true}, sync(nil), "reference"},
+		"torch":      {config.Runtimes{Reference: true, ExactTorch: torch}, sync(nil), "the PyTorch trainer (runtimes.exact_torch) does not implement round runs yet"},
+		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "on a dataset are not yet trained in rounds"},
+		"no custody": {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.Custody = nil }), "keeps no custody"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := newRuntimes(tc.cfg, t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := r.forJob(context.Background(), tc.job)
+			switch {
+			case err != nil && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("%v, want %q", err, tc.want)
+			case err == nil && rt.Name() != tc.want:
+				t.Fatalf("runs on %s, want %s", rt.Name(), tc.want)
+			}
+		})
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -85,6 +86,9 @@ type Hooks struct {
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
+	// RoundStepDelay slows every step of a training-together lease by this much: a
+	// deliberately slow worker (the round barrier's benchmark).
+	RoundStepDelay time.Duration
 }
 
 // Options configure a Role.
@@ -116,6 +120,12 @@ type Options struct {
 	// Custody reads custody objects on chain and rebuilds a resume state from their
 	// holders; nil leaves jobs with custody unresumable by this sidecar.
 	Custody *fetch.Source
+	// Rounds serves the leases of training-together (sync) jobs round by round; without
+	// it such a lease fails with a permanent error.
+	Rounds *rounds.Role
+	// SubmitTx sends several messages in one transaction (a round's MsgCommitRound with
+	// its checkpoint); needed with Rounds.
+	SubmitTx rounds.SubmitFunc
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration

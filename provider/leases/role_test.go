@@ -257,7 +257,7 @@ func TestAChainCheckpointThatIsNotTheLocalOneIsPermanent(t *testing.T) {
 	if err := h.db.View(func(tx *db.Tx) (err error) { rec, _, err = tx.Lease(1); return err }); err != nil {
 		t.Fatal(err)
 	}
-	err = h.role.submitCheckpoint(context.Background(), rec, 0, cp, nil)
+	err = h.role.submitCheckpoint(context.Background(), rec, 0, cp, nil, nil)
 	if !errors.Is(err, errPermanent) || len(h.chain.Sent()) != 0 {
 		t.Fatalf("err %v, sent %v", err, h.chain.Sent())
 	}

@@ -143,6 +143,9 @@ func (r *Role) serve(ctx context.Context, leaseID uint64) error {
 	if err := runtime.StopLeftover(l.logDir()); err != nil {
 		return err
 	}
+	if l.job.Spec.Sync != nil {
+		return r.serveRounds(ctx, l)
+	}
 	chainEnd, err := r.catchUp(ctx, l)
 	if err != nil {
 		return err
@@ -279,7 +282,7 @@ func (r *Role) catchUp(ctx context.Context, l *lease) (chainEnd uint64, _ error)
 
 // submitNext submits cp as the lease's next checkpoint.
 func (r *Role) submitNext(ctx context.Context, l *lease, cp trainer.Checkpoint) error {
-	if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job)); err != nil {
+	if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job), nil); err != nil {
 		return err
 	}
 	l.next++

@@ -90,6 +90,9 @@ func (r runtimes) names() []string {
 // (workload.allow_operator_trainer). The runtime's name goes into the bid and
 // the chain records it on the lease.
 func (r runtimes) forJob(ctx context.Context, job markettypes.Job) (runtime.Runtime, error) {
+	if job.Spec.Sync != nil {
+		return r.roundTrainer(job)
+	}
 	w := job.Spec.Workload
 	switch w.Kind {
 	case markettypes.WORKLOAD_KIND_REFERENCE, markettypes.WORKLOAD_KIND_TRANSFORMER:

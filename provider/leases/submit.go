@@ -8,7 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
 	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/metrics"
@@ -21,7 +24,10 @@ import (
 // and submits its commitment as checkpoint index of the lease. If the chain
 // already has that index (the sidecar died after broadcasting), it only
 // records what the chain has.
-func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint, custodySpec *markettypes.CustodySpec) error {
+//
+// before, when set, goes into the same transaction ahead of the checkpoint (a
+// training-together round's MsgCommitRound, whose start root the checkpoint starts from).
+func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index uint64, cp trainer.Checkpoint, custodySpec *markettypes.CustodySpec, before sdk.Msg) error {
 	started := time.Now()
 	// The trace first: a test hook's may replace the state it commits to.
 	tr, err := r.committedTrace(ctx, rec, cp)
@@ -55,13 +61,19 @@ func (r *Role) submitCheckpoint(ctx context.Context, rec db.LeaseRecord, index u
 	if hook := r.opts.Hooks.BeforeCheckpoint; hook != nil {
 		hook(ctx, rec.LeaseID, index)
 	}
-	res, err := r.opts.Submit(ctx, &verifytypes.MsgSubmitCheckpoint{
+	msg := &verifytypes.MsgSubmitCheckpoint{
 		Provider: r.opts.Operator, LeaseId: rec.LeaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(),
 		StateRoot: record.StateRoot, TraceRoot: record.TraceRoot, FinalHash: final[:], FinalHashProof: proof,
 		Uri:       checkpoint.URI(r.opts.PublicURL, checkpoint.Ref{LeaseID: rec.LeaseID, Index: index}),
 		Metrics:   checkpointMetrics(rec.OutputDir(), cp.EndStep()),
 		StateSize: stateSize, PieceRoots: pieceRoots,
-	})
+	}
+	var res *chain.TxResult
+	if before != nil {
+		res, err = r.opts.SubmitTx(ctx, before, msg)
+	} else {
+		res, err = r.opts.Submit(ctx, msg)
+	}
 	if err != nil {
 		r.opts.Metrics.Checkpoint(metrics.CheckpointFailed)
 		return fmt.Errorf("submitting checkpoint %d of lease %d: %w", index, rec.LeaseID, err)

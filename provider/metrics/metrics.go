@@ -68,11 +68,14 @@ type Metrics struct {
 	trainingStep *prometheus.GaugeVec
 	hashBytes    prometheus.Counter
 	earnings     prometheus.Counter
-	disputeMoves *prometheus.CounterVec
-	moveMargin   *prometheus.HistogramVec
-	verified     *prometheus.CounterVec
-	bidLatency   prometheus.Histogram
-	audits       AuditMetrics
+	// roundMismatch and roundWait are the rounds role's (training together).
+	roundMismatch prometheus.Counter
+	roundWait     prometheus.Counter
+	disputeMoves  *prometheus.CounterVec
+	moveMargin    *prometheus.HistogramVec
+	verified      *prometheus.CounterVec
+	bidLatency    prometheus.Histogram
+	audits        AuditMetrics
 
 	// What an operator is alerted on (docs/monitoring/alerts.yml).
 	checkpointDeadline            *prometheus.GaugeVec
@@ -115,7 +118,7 @@ func New(hostname string) *Metrics {
 		m.gpus,
 		m.cursorHeightG, m.chainHeightG, m.cursorLag, m.websocketConnected,
 		m.jobsSeen, m.bids, m.leases, m.leasesActive, m.checkpoints, m.transactions,
-		m.trainingStep, m.hashBytes, m.earnings, m.bidLatency,
+		m.trainingStep, m.hashBytes, m.earnings, m.bidLatency, m.roundMismatch, m.roundWait,
 		m.disputeMoves, m.moveMargin, m.verified,
 		m.checkpointDeadline, m.disputesOpen, m.disputesOpened, m.disputesEnded,
 		m.bond, m.bondLocked, m.bondFree, m.bondRequired,
@@ -237,6 +240,14 @@ func (m *Metrics) newWorkMetrics() {
 		Name: "depinprovider_checkpoint_hash_bytes_total",
 		Help: "Bytes of checkpoint files hashed for state roots.",
 	})
+	m.roundMismatch = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "depinprovider_round_global_mismatches_total",
+		Help: "Committed global states of training-together rounds that were not this sidecar's own aggregate.",
+	})
+	m.roundWait = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "depinprovider_round_barrier_wait_seconds_total",
+		Help: "Seconds workers of training-together jobs waited for their round to close and its global to be committed.",
+	})
 	m.disputeMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "depinprovider_dispute_moves_total",
 		Help: "Moves made in x/verify bisection games, by the role played (defender or challenger).",
@@ -338,6 +349,12 @@ func (m *Metrics) Transaction(msgTypeURL string, ok bool) {
 
 // EarningsWithdrawn counts udepin withdrawn from leases.
 func (m *Metrics) EarningsWithdrawn(udepin uint64) { m.earnings.Add(float64(udepin)) }
+
+// RoundGlobalMismatch counts a committed global state that is not this sidecar's aggregate.
+func (m *Metrics) RoundGlobalMismatch() { m.roundMismatch.Inc() }
+
+// RoundBarrierWait adds the seconds a worker waited on a round barrier.
+func (m *Metrics) RoundBarrierWait(seconds float64) { m.roundWait.Add(seconds) }
 
 // DisputeMove counts a move included in a bisection game, with the blocks
 // that were left before its deadline.

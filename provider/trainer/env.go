@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 )
 
@@ -30,6 +31,14 @@ const (
 	// EnvInitWeights is a fine-tuning job's safetensors file of initial float weights
 	// (empty otherwise, and when resuming).
 	EnvInitWeights = "DEPIN_INIT_WEIGHTS"
+	// A training-together job's round run (docs/training-together.md): the worker slot,
+	// the job's worker count, the round, G_r's file and the sync spec as
+	// "every,outer_lr_q30,outer_momentum_q30,top_k". All empty for other runs.
+	EnvWorkerIndex = "DEPIN_WORKER_INDEX"
+	EnvWorldSize   = "DEPIN_WORLD_SIZE"
+	EnvRound       = "DEPIN_ROUND"
+	EnvGlobalState = "DEPIN_GLOBAL_STATE"
+	EnvSync        = "DEPIN_SYNC"
 )
 
 // CorpusFileName is the file in the data directory holding the training text
@@ -71,12 +80,64 @@ type Env struct {
 	Exact *exact.Config
 	// InitWeights is the safetensors file step 0 starts from (fine-tuning), or empty.
 	InitWeights string
+	// Round describes a training-together job's round run; nil for any other run.
+	Round *RoundEnv
+}
+
+// RoundEnv is a round run of a training-together job: the trainer starts from
+// GlobalState's WorkerStart with the Adam moments of ResumeFrom (the worker's carry:
+// its end state of the last round it entered; empty for a joiner), trains steps
+// Round·every … (Round+1)·every − 1 (StartStep and TotalSteps) on its assigned data
+// (diloco.WorkerData of the corpus), and writes the one checkpoint at TotalSteps.
+type RoundEnv struct {
+	Worker  uint32
+	Workers uint32
+	Round   uint64
+	// GlobalState is the path of G_Round's file (diloco.GlobalState.Encode).
+	GlobalState string
+	Sync        diloco.Sync
+}
+
+// syncString is DEPIN_SYNC's value.
+func (r *RoundEnv) syncString() string {
+	return fmt.Sprintf("%d,%d,%d,%d", r.Sync.Every, r.Sync.OuterLR, r.Sync.OuterMomentum, r.Sync.TopK)
+}
+
+// validate checks a round run against the rest of its environment.
+func (r *RoundEnv) validate(e Env) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidEnv, fmt.Sprintf(format, args...))
+	}
+	if err := r.Sync.Check(); err != nil {
+		return fail("%s: %s", EnvSync, err)
+	}
+	switch {
+	case e.Exact == nil:
+		return fail("a round run (%s set) trains the exact transformer: %s must be set", EnvRound, EnvExactConfig)
+	case e.InitWeights != "":
+		return fail("a round run starts from %s, not %s", EnvGlobalState, EnvInitWeights)
+	case r.Workers == 0 || r.Workers > diloco.MaxWorkers || r.Worker >= r.Workers:
+		return fail("%s (%d) must be below %s (%d), which is in [1, %d]", EnvWorkerIndex, r.Worker, EnvWorldSize, r.Workers, diloco.MaxWorkers)
+	case !filepath.IsAbs(r.GlobalState):
+		return fail("%s must be an absolute path, got %q", EnvGlobalState, r.GlobalState)
+	case e.StartStep != r.Sync.RoundStart(r.Round) || e.TotalSteps != r.Sync.RoundStart(r.Round+1):
+		return fail("round %d of every %d trains steps %d to %d, not %s %d to %s %d", r.Round, r.Sync.Every,
+			r.Sync.RoundStart(r.Round), r.Sync.RoundStart(r.Round+1), EnvStartStep, e.StartStep, EnvTotalSteps, e.TotalSteps)
+	case e.CheckpointInterval != uint64(r.Sync.Every):
+		return fail("%s must be the round's %d steps, got %d", EnvCheckpointInterval, r.Sync.Every, e.CheckpointInterval)
+	}
+	return nil
 }
 
 // Validate checks that e describes a run a trainer can carry out.
 func (e Env) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidEnv, fmt.Sprintf(format, args...))
+	}
+	if e.Round != nil {
+		if err := e.Round.validate(e); err != nil {
+			return err
+		}
 	}
 	for _, dir := range []struct{ name, path string }{{EnvOutputDir, e.OutputDir}, {EnvDataDir, e.DataDir}} {
 		if !filepath.IsAbs(dir.path) {
@@ -87,13 +148,15 @@ func (e Env) Validate() error {
 		return fail("%s must be an absolute path or empty, got %q", EnvResumeFrom, e.ResumeFrom)
 	}
 	// A run that starts mid-job has nothing to start from but a checkpoint,
-	// and one at step 0 starts from the model's initial weights.
-	if (e.StartStep > 0) != (e.ResumeFrom != "") {
+	// and one at step 0 starts from the model's initial weights. (A round run
+	// starts from the global state; its checkpoint, the carry, may be of an
+	// earlier round, and a joiner has none: RunExact checks its step.)
+	if e.Round == nil && (e.StartStep > 0) != (e.ResumeFrom != "") {
 		return fail("%s must name a checkpoint exactly when %s is positive (start step %d, resume from %q)",
 			EnvResumeFrom, EnvStartStep, e.StartStep, e.ResumeFrom)
 	}
 	// The folder name is all that says which step a checkpoint ends at.
-	if want := CheckpointDirPrefix + strconv.FormatUint(e.StartStep, 10); e.ResumeFrom != "" && filepath.Base(e.ResumeFrom) != want {
+	if want := CheckpointDirPrefix + strconv.FormatUint(e.StartStep, 10); e.Round == nil && e.ResumeFrom != "" && filepath.Base(e.ResumeFrom) != want {
 		return fail("%s must be a checkpoint folder named %s, got %q", EnvResumeFrom, want, e.ResumeFrom)
 	}
 	if e.StartStep >= e.TotalSteps {
@@ -124,7 +187,7 @@ func (e Env) Validate() error {
 // Environ returns e as KEY=value strings for a process environment.
 func (e Env) Environ() []string {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	return []string{
+	env := []string{
 		EnvJobID + "=" + u(e.JobID),
 		EnvLeaseID + "=" + u(e.LeaseID),
 		EnvOutputDir + "=" + e.OutputDir,
@@ -138,6 +201,11 @@ func (e Env) Environ() []string {
 		EnvExactConfig + "=" + e.exactJSON(),
 		EnvInitWeights + "=" + e.InitWeights,
 	}
+	if e.Round == nil {
+		return append(env, EnvWorkerIndex+"=", EnvWorldSize+"=", EnvRound+"=", EnvGlobalState+"=", EnvSync+"=")
+	}
+	return append(env, EnvWorkerIndex+"="+u(uint64(e.Round.Worker)), EnvWorldSize+"="+u(uint64(e.Round.Workers)),
+		EnvRound+"="+u(e.Round.Round), EnvGlobalState+"="+e.Round.GlobalState, EnvSync+"="+e.Round.syncString())
 }
 
 // exactJSON is DEPIN_EXACT_CONFIG's value: the config as JSON, or empty.
@@ -190,13 +258,17 @@ func ParseEnv(lookup func(key string) (string, bool)) (Env, error) {
 	devices := str(EnvVisibleDevices)
 	exactConfig, _ := lookup(EnvExactConfig)
 	e.InitWeights, _ = lookup(EnvInitWeights)
+	round, err := parseRoundEnv(lookup)
+	if err != nil {
+		return Env{}, err
+	}
+	e.Round = round
 	if len(missing) > 0 {
 		return Env{}, fmt.Errorf("%w: not set: %s", ErrInvalidEnv, strings.Join(missing, ", "))
 	}
 	if badNumber != nil {
 		return Env{}, badNumber
 	}
-	var err error
 	if e.JobSeed, err = hex.DecodeString(seed); err != nil {
 		return Env{}, fmt.Errorf("%w: %s must be hex: %w", ErrInvalidEnv, EnvJobSeed, err)
 	}
@@ -214,6 +286,47 @@ func ParseEnv(lookup func(key string) (string, bool)) (Env, error) {
 		return Env{}, err
 	}
 	return e, nil
+}
+
+// parseRoundEnv reads the round variables: all empty (or unset, for trainers older than
+// rounds) is no round run; otherwise every one must be set.
+func parseRoundEnv(lookup func(key string) (string, bool)) (*RoundEnv, error) {
+	keys := []string{EnvWorkerIndex, EnvWorldSize, EnvRound, EnvGlobalState, EnvSync}
+	vals := make([]string, len(keys))
+	set := 0
+	for i, k := range keys {
+		if vals[i], _ = lookup(k); vals[i] != "" {
+			set++
+		}
+	}
+	if set == 0 {
+		return nil, nil
+	}
+	if set != len(keys) {
+		return nil, fmt.Errorf("%w: a round run needs every one of %s", ErrInvalidEnv, strings.Join(keys, ", "))
+	}
+	nums := make([]uint64, 3)
+	for i := range nums {
+		n, err := strconv.ParseUint(vals[i], 10, 64)
+		if err != nil || (i < 2 && n > diloco.MaxWorkers) {
+			return nil, fmt.Errorf("%w: %s must be a decimal integer, got %q", ErrInvalidEnv, keys[i], vals[i])
+		}
+		nums[i] = n
+	}
+	fields := strings.Split(vals[4], ",")
+	sv := make([]int64, 4)
+	if len(fields) != len(sv) {
+		return nil, fmt.Errorf("%w: %s must be every,outer_lr_q30,outer_momentum_q30,top_k, got %q", ErrInvalidEnv, EnvSync, vals[4])
+	}
+	for i, f := range fields {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s must be every,outer_lr_q30,outer_momentum_q30,top_k, got %q", ErrInvalidEnv, EnvSync, vals[4])
+		}
+		sv[i] = n
+	}
+	return &RoundEnv{Worker: uint32(nums[0]), Workers: uint32(nums[1]), Round: nums[2], GlobalState: vals[3],
+		Sync: diloco.Sync{Every: sv[0], OuterLR: sv[1], OuterMomentum: sv[2], TopK: sv[3]}}, nil
 }
 
 // NextCheckpointStep returns the step at which the checkpoint starting at

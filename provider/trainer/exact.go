@@ -3,8 +3,10 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 )
@@ -33,6 +35,12 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 		}
 	}
 	var initial *exact.State
+	if env.Round != nil {
+		var err error
+		if initial, stream, err = roundStart(env, stream); err != nil {
+			return err
+		}
+	}
 	if env.InitWeights != "" {
 		s, err := exact.ImportSafetensors(*env.Exact, env.InitWeights)
 		if err != nil {
@@ -40,18 +48,61 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 		}
 		initial = s
 	}
+	resume := env.ResumeFrom
+	if env.Round != nil {
+		resume = "" // the carry's moments are in initial already
+	}
 	return exact.Train(ctx, exact.TrainOptions{
 		Initial: initial,
 		Config:  *env.Exact, Seed: env.JobSeed, Stream: stream, OutputDir: env.OutputDir,
-		ResumeFrom: env.ResumeFrom, StartStep: env.StartStep, TotalSteps: env.TotalSteps,
+		ResumeFrom: resume, StartStep: env.StartStep, TotalSteps: env.TotalSteps,
 		CheckpointInterval: env.CheckpointInterval, Workers: runtime.GOMAXPROCS(0), Progress: progress,
 	})
+}
+
+// roundStart is a round run's start state and data: G_r's WorkerStart with the carry's
+// Adam moments (none for a joiner), and the worker's assigned shards of stream in round r
+// (diloco.WorkerData over diloco.CorpusShards, as diloco.Simulate cuts the corpus).
+func roundStart(env Env, stream []byte) (*exact.State, []byte, error) {
+	r := env.Round
+	raw, err := os.ReadFile(r.GlobalState)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrInvalidEnv, EnvGlobalState, err)
+	}
+	g, err := diloco.DecodeGlobal(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrInvalidEnv, EnvGlobalState, err)
+	}
+	switch {
+	case g.Round != r.Round:
+		return nil, nil, fmt.Errorf("%w: %s is the global state of round %d, the run is round %d", ErrInvalidEnv, EnvGlobalState, g.Round, r.Round)
+	case g.Sync != r.Sync:
+		return nil, nil, fmt.Errorf("%w: %s was made under another sync spec than %s", ErrInvalidEnv, EnvGlobalState, EnvSync)
+	case g.Config.Hyper() != env.Exact.WithDefaults().Hyper():
+		return nil, nil, fmt.Errorf("%w: %s is not of this job's model configuration", ErrInvalidEnv, EnvGlobalState)
+	}
+	var carry *exact.State
+	if env.ResumeFrom != "" {
+		if carry, err = exact.LoadCheckpointState(env.ResumeFrom); err != nil {
+			return nil, nil, fmt.Errorf("%w %s: %w", ErrInvalidCheckpoint, env.ResumeFrom, err)
+		}
+		if carry.Config.Hyper() != g.Config.Hyper() || carry.Step > env.StartStep || carry.Step%uint64(r.Sync.Every) != 0 {
+			return nil, nil, fmt.Errorf("%w %s: a carry must be a round-end state of this job before step %d, got step %d",
+				ErrInvalidCheckpoint, env.ResumeFrom, env.StartStep, carry.Step)
+		}
+	}
+	data, err := diloco.WorkerData(stream, env.JobSeed, r.Round, diloco.CorpusShards(uint64(len(stream)), diloco.DefaultShardBytes),
+		int(r.Workers), int(r.Worker))
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.WorkerStart(carry), data, nil
 }
 
 // checkExactResume refuses a resume checkpoint that is not this job's model at the start
 // step: a state of another configuration or step would train on, but not as the job.
 func checkExactResume(env Env) error {
-	if env.ResumeFrom == "" {
+	if env.ResumeFrom == "" || env.Round != nil {
 		return nil
 	}
 	s, err := exact.LoadCheckpointState(env.ResumeFrom)

@@ -54,10 +54,19 @@ func (o Object) Live() int {
 
 // Locate reads the custody object of checkpoint (lease, index) from the chain.
 func Locate(ctx context.Context, q ShardQuerier, leaseID, index uint64) (Object, error) {
-	id := shardtypes.CustodyDatasetID(leaseID, index)
+	o, err := LocateObject(ctx, q, shardtypes.CustodyDatasetID(leaseID, index))
+	if err != nil {
+		return Object{}, fmt.Errorf("checkpoint %d/%d: %w", leaseID, index, err)
+	}
+	return o, nil
+}
+
+// LocateObject reads custody object id from the chain: a checkpoint state's, or a
+// training-together round's pseudo-gradient or global state file.
+func LocateObject(ctx context.Context, q ShardQuerier, id string) (Object, error) {
 	ds, err := q.Dataset(ctx, &shardtypes.QueryDatasetRequest{DatasetId: id})
 	if err != nil {
-		return Object{}, fmt.Errorf("custody object %s of checkpoint %d/%d: %w", id, leaseID, index, err)
+		return Object{}, fmt.Errorf("custody object %s: %w", id, err)
 	}
 	if ds.Dataset.Custody == nil {
 		return Object{}, fmt.Errorf("dataset %s is not a custody object", id)
@@ -347,7 +356,13 @@ type Source struct {
 // Rebuild locates checkpoint (lease, index)'s custody object and writes its state to out
 // from any k holders; it fails without fetching when fewer than k pieces are held.
 func (s Source) Rebuild(ctx context.Context, leaseID, index uint64, out io.WriterAt) (Object, error) {
-	obj, err := Locate(ctx, s.Shards, leaseID, index)
+	return s.RebuildObject(ctx, shardtypes.CustodyDatasetID(leaseID, index), out)
+}
+
+// RebuildObject writes custody object id's file to out from any k holders; it fails
+// without fetching when fewer than k pieces are held.
+func (s Source) RebuildObject(ctx context.Context, id string, out io.WriterAt) (Object, error) {
+	obj, err := LocateObject(ctx, s.Shards, id)
 	if err != nil {
 		return obj, err
 	}

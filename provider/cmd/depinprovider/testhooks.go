@@ -54,6 +54,9 @@ const (
 	// flagCommitRecords makes the operator commit, in phase 2, a record
 	// root that is not its records' (one bit flipped): it cannot open it.
 	flagCommitRecords = "cheat-commit-records"
+	// flagSlowRounds makes every step of a training-together lease this much
+	// slower: a deliberately slow worker.
+	flagSlowRounds = "slow-round-steps"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -64,7 +67,8 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Bool(flagWithhold, false, "TESTS ONLY: refuse to serve checkpoint states")
 	f.String(flagTamper, "", "TESTS ONLY: TENSOR@STEP, compute one element of TENSOR (or one token of the batch: window) wrong in step STEP")
 	f.Bool(flagCommitRecords, false, "TESTS ONLY: commit a record root that is not the records'")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords} {
+	f.Duration(flagSlowRounds, 0, "TESTS ONLY: sleep this long after every step of a training-together lease")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagSlowRounds} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -111,6 +115,10 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	if withhold, _ := f.GetBool(flagWithhold); withhold {
 		log.Warn("TEST HOOK: the checkpoint server withholds every state")
 		hooks.WithholdStates = true
+	}
+	if d, _ := f.GetDuration(flagSlowRounds); d > 0 {
+		log.Warn("TEST HOOK: every step of a training-together lease is slowed", "by", d)
+		hooks.Leases.RoundStepDelay = d
 	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)

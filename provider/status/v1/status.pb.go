@@ -929,7 +929,10 @@ type Lease struct {
 	CheckpointDeadline int64    `protobuf:"varint,12,opt,name=checkpoint_deadline,json=checkpointDeadline,proto3" json:"checkpoint_deadline,omitempty"`
 	GpuUuids           []string `protobuf:"bytes,13,rep,name=gpu_uuids,json=gpuUuids,proto3" json:"gpu_uuids,omitempty"`
 	// problems flag trouble with the lease, e.g. an unhealthy GPU.
-	Problems      []string `protobuf:"bytes,14,rep,name=problems,proto3" json:"problems,omitempty"`
+	Problems []string `protobuf:"bytes,14,rep,name=problems,proto3" json:"problems,omitempty"`
+	// round is where a training-together (sync) lease stands in its rounds; unset for
+	// other leases.
+	Round         *LeaseRound `protobuf:"bytes,15,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1062,6 +1065,114 @@ func (x *Lease) GetProblems() []string {
 	return nil
 }
 
+func (x *Lease) GetRound() *LeaseRound {
+	if x != nil {
+		return x.Round
+	}
+	return nil
+}
+
+// LeaseRound is a sync lease's round status (the rounds role).
+type LeaseRound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// slot is the lease's worker slot; round the round it is in.
+	Slot  uint32 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Round uint64 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	// phase: fetching-global, training, committed, aggregating, waiting-global,
+	// waiting-round or done.
+	Phase string `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	// aggregator is set while this sidecar commits the round's global state.
+	Aggregator bool `protobuf:"varint,4,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	// global_mismatch names the last committed global that was not this sidecar's
+	// aggregate.
+	GlobalMismatch string `protobuf:"bytes,5,opt,name=global_mismatch,json=globalMismatch,proto3" json:"global_mismatch,omitempty"`
+	// train_seconds and wait_seconds add up the time spent training and waiting on round
+	// barriers (the utilisation of the lease).
+	TrainSeconds  float64 `protobuf:"fixed64,6,opt,name=train_seconds,json=trainSeconds,proto3" json:"train_seconds,omitempty"`
+	WaitSeconds   float64 `protobuf:"fixed64,7,opt,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRound) Reset() {
+	*x = LeaseRound{}
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRound) ProtoMessage() {}
+
+func (x *LeaseRound) ProtoReflect() protoreflect.Message {
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRound.ProtoReflect.Descriptor instead.
+func (*LeaseRound) Descriptor() ([]byte, []int) {
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeaseRound) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LeaseRound) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *LeaseRound) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *LeaseRound) GetAggregator() bool {
+	if x != nil {
+		return x.Aggregator
+	}
+	return false
+}
+
+func (x *LeaseRound) GetGlobalMismatch() string {
+	if x != nil {
+		return x.GlobalMismatch
+	}
+	return ""
+}
+
+func (x *LeaseRound) GetTrainSeconds() float64 {
+	if x != nil {
+		return x.TrainSeconds
+	}
+	return 0
+}
+
+func (x *LeaseRound) GetWaitSeconds() float64 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return 0
+}
+
 type CheckpointsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       uint64                 `protobuf:"varint,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
@@ -1071,7 +1182,7 @@ type CheckpointsRequest struct {
 
 func (x *CheckpointsRequest) Reset() {
 	*x = CheckpointsRequest{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[14]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1194,7 @@ func (x *CheckpointsRequest) String() string {
 func (*CheckpointsRequest) ProtoMessage() {}
 
 func (x *CheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[14]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1207,7 @@ func (x *CheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{14}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckpointsRequest) GetLeaseId() uint64 {
@@ -1115,7 +1226,7 @@ type CheckpointsResponse struct {
 
 func (x *CheckpointsResponse) Reset() {
 	*x = CheckpointsResponse{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[15]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1238,7 @@ func (x *CheckpointsResponse) String() string {
 func (*CheckpointsResponse) ProtoMessage() {}
 
 func (x *CheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[15]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1251,7 @@ func (x *CheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{15}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CheckpointsResponse) GetCheckpoints() []*Checkpoint {
@@ -1169,7 +1280,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[16]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1292,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[16]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1305,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{16}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Checkpoint) GetLeaseId() uint64 {
@@ -1275,7 +1386,7 @@ type DisputesRequest struct {
 
 func (x *DisputesRequest) Reset() {
 	*x = DisputesRequest{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1398,7 @@ func (x *DisputesRequest) String() string {
 func (*DisputesRequest) ProtoMessage() {}
 
 func (x *DisputesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[17]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1411,7 @@ func (x *DisputesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisputesRequest.ProtoReflect.Descriptor instead.
 func (*DisputesRequest) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{17}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{18}
 }
 
 type DisputesResponse struct {
@@ -1312,7 +1423,7 @@ type DisputesResponse struct {
 
 func (x *DisputesResponse) Reset() {
 	*x = DisputesResponse{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1435,7 @@ func (x *DisputesResponse) String() string {
 func (*DisputesResponse) ProtoMessage() {}
 
 func (x *DisputesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[18]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1448,7 @@ func (x *DisputesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisputesResponse.ProtoReflect.Descriptor instead.
 func (*DisputesResponse) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{18}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DisputesResponse) GetDisputes() []*Dispute {
@@ -1373,7 +1484,7 @@ type Dispute struct {
 
 func (x *Dispute) Reset() {
 	*x = Dispute{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1496,7 @@ func (x *Dispute) String() string {
 func (*Dispute) ProtoMessage() {}
 
 func (x *Dispute) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[19]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1509,7 @@ func (x *Dispute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispute.ProtoReflect.Descriptor instead.
 func (*Dispute) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{19}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Dispute) GetChallengeId() uint64 {
@@ -1493,7 +1604,7 @@ type VerificationsRequest struct {
 
 func (x *VerificationsRequest) Reset() {
 	*x = VerificationsRequest{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1616,7 @@ func (x *VerificationsRequest) String() string {
 func (*VerificationsRequest) ProtoMessage() {}
 
 func (x *VerificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[20]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1629,7 @@ func (x *VerificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerificationsRequest.ProtoReflect.Descriptor instead.
 func (*VerificationsRequest) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{20}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{21}
 }
 
 type VerificationsResponse struct {
@@ -1530,7 +1641,7 @@ type VerificationsResponse struct {
 
 func (x *VerificationsResponse) Reset() {
 	*x = VerificationsResponse{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1653,7 @@ func (x *VerificationsResponse) String() string {
 func (*VerificationsResponse) ProtoMessage() {}
 
 func (x *VerificationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[21]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1666,7 @@ func (x *VerificationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerificationsResponse.ProtoReflect.Descriptor instead.
 func (*VerificationsResponse) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{21}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VerificationsResponse) GetVerifications() []*Verification {
@@ -1584,7 +1695,7 @@ type Verification struct {
 
 func (x *Verification) Reset() {
 	*x = Verification{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1707,7 @@ func (x *Verification) String() string {
 func (*Verification) ProtoMessage() {}
 
 func (x *Verification) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[22]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1720,7 @@ func (x *Verification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verification.ProtoReflect.Descriptor instead.
 func (*Verification) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{22}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Verification) GetLeaseId() uint64 {
@@ -1683,7 +1794,7 @@ type StorageRequest struct {
 
 func (x *StorageRequest) Reset() {
 	*x = StorageRequest{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1806,7 @@ func (x *StorageRequest) String() string {
 func (*StorageRequest) ProtoMessage() {}
 
 func (x *StorageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[23]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1819,7 @@ func (x *StorageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageRequest.ProtoReflect.Descriptor instead.
 func (*StorageRequest) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{23}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{24}
 }
 
 type StorageResponse struct {
@@ -1735,7 +1846,7 @@ type StorageResponse struct {
 
 func (x *StorageResponse) Reset() {
 	*x = StorageResponse{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1858,7 @@ func (x *StorageResponse) String() string {
 func (*StorageResponse) ProtoMessage() {}
 
 func (x *StorageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[24]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1871,7 @@ func (x *StorageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageResponse.ProtoReflect.Descriptor instead.
 func (*StorageResponse) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{24}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StorageResponse) GetEnabled() bool {
@@ -1881,7 +1992,7 @@ type StoragePiece struct {
 
 func (x *StoragePiece) Reset() {
 	*x = StoragePiece{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2004,7 @@ func (x *StoragePiece) String() string {
 func (*StoragePiece) ProtoMessage() {}
 
 func (x *StoragePiece) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[25]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2017,7 @@ func (x *StoragePiece) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoragePiece.ProtoReflect.Descriptor instead.
 func (*StoragePiece) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{25}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StoragePiece) GetReplicaId() uint64 {
@@ -1987,7 +2098,7 @@ type AuditsRequest struct {
 
 func (x *AuditsRequest) Reset() {
 	*x = AuditsRequest{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2110,7 @@ func (x *AuditsRequest) String() string {
 func (*AuditsRequest) ProtoMessage() {}
 
 func (x *AuditsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[26]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2123,7 @@ func (x *AuditsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditsRequest.ProtoReflect.Descriptor instead.
 func (*AuditsRequest) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{26}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{27}
 }
 
 type AuditsResponse struct {
@@ -2041,7 +2152,7 @@ type AuditsResponse struct {
 
 func (x *AuditsResponse) Reset() {
 	*x = AuditsResponse{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2164,7 @@ func (x *AuditsResponse) String() string {
 func (*AuditsResponse) ProtoMessage() {}
 
 func (x *AuditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[27]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2177,7 @@ func (x *AuditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditsResponse.ProtoReflect.Descriptor instead.
 func (*AuditsResponse) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{27}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuditsResponse) GetEnabled() bool {
@@ -2185,7 +2296,7 @@ type AuditAssignment struct {
 
 func (x *AuditAssignment) Reset() {
 	*x = AuditAssignment{}
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2308,7 @@ func (x *AuditAssignment) String() string {
 func (*AuditAssignment) ProtoMessage() {}
 
 func (x *AuditAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_depinchain_provider_v1_status_proto_msgTypes[28]
+	mi := &file_depinchain_provider_v1_status_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2321,7 @@ func (x *AuditAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditAssignment.ProtoReflect.Descriptor instead.
 func (*AuditAssignment) Descriptor() ([]byte, []int) {
-	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{28}
+	return file_depinchain_provider_v1_status_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuditAssignment) GetLeaseId() uint64 {
@@ -2384,7 +2495,7 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\tR\x06status\"\x0f\n" +
 	"\rLeasesRequest\"G\n" +
 	"\x0eLeasesResponse\x125\n" +
-	"\x06leases\x18\x01 \x03(\v2\x1d.depinchain.provider.v1.LeaseR\x06leases\"\xbf\x03\n" +
+	"\x06leases\x18\x01 \x03(\v2\x1d.depinchain.provider.v1.LeaseR\x06leases\"\xf9\x03\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\x04R\x05jobId\x12\x16\n" +
@@ -2401,7 +2512,19 @@ const file_depinchain_provider_v1_status_proto_rawDesc = "" +
 	"\x0eupdated_height\x18\v \x01(\x03R\rupdatedHeight\x12/\n" +
 	"\x13checkpoint_deadline\x18\f \x01(\x03R\x12checkpointDeadline\x12\x1b\n" +
 	"\tgpu_uuids\x18\r \x03(\tR\bgpuUuids\x12\x1a\n" +
-	"\bproblems\x18\x0e \x03(\tR\bproblems\"/\n" +
+	"\bproblems\x18\x0e \x03(\tR\bproblems\x128\n" +
+	"\x05round\x18\x0f \x01(\v2\".depinchain.provider.v1.LeaseRoundR\x05round\"\xdd\x01\n" +
+	"\n" +
+	"LeaseRound\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x1e\n" +
+	"\n" +
+	"aggregator\x18\x04 \x01(\bR\n" +
+	"aggregator\x12'\n" +
+	"\x0fglobal_mismatch\x18\x05 \x01(\tR\x0eglobalMismatch\x12#\n" +
+	"\rtrain_seconds\x18\x06 \x01(\x01R\ftrainSeconds\x12!\n" +
+	"\fwait_seconds\x18\a \x01(\x01R\vwaitSeconds\"/\n" +
 	"\x12CheckpointsRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\x04R\aleaseId\"[\n" +
 	"\x13CheckpointsResponse\x12D\n" +
@@ -2552,7 +2675,7 @@ func file_depinchain_provider_v1_status_proto_rawDescGZIP() []byte {
 	return file_depinchain_provider_v1_status_proto_rawDescData
 }
 
-var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_depinchain_provider_v1_status_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*StatusRequest)(nil),         // 0: depinchain.provider.v1.StatusRequest
 	(*StatusResponse)(nil),        // 1: depinchain.provider.v1.StatusResponse
@@ -2568,59 +2691,61 @@ var file_depinchain_provider_v1_status_proto_goTypes = []any{
 	(*LeasesRequest)(nil),         // 11: depinchain.provider.v1.LeasesRequest
 	(*LeasesResponse)(nil),        // 12: depinchain.provider.v1.LeasesResponse
 	(*Lease)(nil),                 // 13: depinchain.provider.v1.Lease
-	(*CheckpointsRequest)(nil),    // 14: depinchain.provider.v1.CheckpointsRequest
-	(*CheckpointsResponse)(nil),   // 15: depinchain.provider.v1.CheckpointsResponse
-	(*Checkpoint)(nil),            // 16: depinchain.provider.v1.Checkpoint
-	(*DisputesRequest)(nil),       // 17: depinchain.provider.v1.DisputesRequest
-	(*DisputesResponse)(nil),      // 18: depinchain.provider.v1.DisputesResponse
-	(*Dispute)(nil),               // 19: depinchain.provider.v1.Dispute
-	(*VerificationsRequest)(nil),  // 20: depinchain.provider.v1.VerificationsRequest
-	(*VerificationsResponse)(nil), // 21: depinchain.provider.v1.VerificationsResponse
-	(*Verification)(nil),          // 22: depinchain.provider.v1.Verification
-	(*StorageRequest)(nil),        // 23: depinchain.provider.v1.StorageRequest
-	(*StorageResponse)(nil),       // 24: depinchain.provider.v1.StorageResponse
-	(*StoragePiece)(nil),          // 25: depinchain.provider.v1.StoragePiece
-	(*AuditsRequest)(nil),         // 26: depinchain.provider.v1.AuditsRequest
-	(*AuditsResponse)(nil),        // 27: depinchain.provider.v1.AuditsResponse
-	(*AuditAssignment)(nil),       // 28: depinchain.provider.v1.AuditAssignment
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*LeaseRound)(nil),            // 14: depinchain.provider.v1.LeaseRound
+	(*CheckpointsRequest)(nil),    // 15: depinchain.provider.v1.CheckpointsRequest
+	(*CheckpointsResponse)(nil),   // 16: depinchain.provider.v1.CheckpointsResponse
+	(*Checkpoint)(nil),            // 17: depinchain.provider.v1.Checkpoint
+	(*DisputesRequest)(nil),       // 18: depinchain.provider.v1.DisputesRequest
+	(*DisputesResponse)(nil),      // 19: depinchain.provider.v1.DisputesResponse
+	(*Dispute)(nil),               // 20: depinchain.provider.v1.Dispute
+	(*VerificationsRequest)(nil),  // 21: depinchain.provider.v1.VerificationsRequest
+	(*VerificationsResponse)(nil), // 22: depinchain.provider.v1.VerificationsResponse
+	(*Verification)(nil),          // 23: depinchain.provider.v1.Verification
+	(*StorageRequest)(nil),        // 24: depinchain.provider.v1.StorageRequest
+	(*StorageResponse)(nil),       // 25: depinchain.provider.v1.StorageResponse
+	(*StoragePiece)(nil),          // 26: depinchain.provider.v1.StoragePiece
+	(*AuditsRequest)(nil),         // 27: depinchain.provider.v1.AuditsRequest
+	(*AuditsResponse)(nil),        // 28: depinchain.provider.v1.AuditsResponse
+	(*AuditAssignment)(nil),       // 29: depinchain.provider.v1.AuditAssignment
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_depinchain_provider_v1_status_proto_depIdxs = []int32{
-	29, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	30, // 0: depinchain.provider.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: depinchain.provider.v1.GPUsResponse.gpus:type_name -> depinchain.provider.v1.GPU
 	7,  // 2: depinchain.provider.v1.JobsResponse.jobs:type_name -> depinchain.provider.v1.Job
 	10, // 3: depinchain.provider.v1.BidsResponse.bids:type_name -> depinchain.provider.v1.Bid
 	13, // 4: depinchain.provider.v1.LeasesResponse.leases:type_name -> depinchain.provider.v1.Lease
-	16, // 5: depinchain.provider.v1.CheckpointsResponse.checkpoints:type_name -> depinchain.provider.v1.Checkpoint
-	19, // 6: depinchain.provider.v1.DisputesResponse.disputes:type_name -> depinchain.provider.v1.Dispute
-	22, // 7: depinchain.provider.v1.VerificationsResponse.verifications:type_name -> depinchain.provider.v1.Verification
-	25, // 8: depinchain.provider.v1.StorageResponse.pieces:type_name -> depinchain.provider.v1.StoragePiece
-	28, // 9: depinchain.provider.v1.AuditsResponse.audits:type_name -> depinchain.provider.v1.AuditAssignment
-	0,  // 10: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
-	2,  // 11: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
-	5,  // 12: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
-	8,  // 13: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
-	11, // 14: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
-	14, // 15: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
-	17, // 16: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
-	20, // 17: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
-	23, // 18: depinchain.provider.v1.StatusService.Storage:input_type -> depinchain.provider.v1.StorageRequest
-	26, // 19: depinchain.provider.v1.StatusService.Audits:input_type -> depinchain.provider.v1.AuditsRequest
-	1,  // 20: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
-	3,  // 21: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
-	6,  // 22: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
-	9,  // 23: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
-	12, // 24: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
-	15, // 25: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
-	18, // 26: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
-	21, // 27: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
-	24, // 28: depinchain.provider.v1.StatusService.Storage:output_type -> depinchain.provider.v1.StorageResponse
-	27, // 29: depinchain.provider.v1.StatusService.Audits:output_type -> depinchain.provider.v1.AuditsResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 5: depinchain.provider.v1.Lease.round:type_name -> depinchain.provider.v1.LeaseRound
+	17, // 6: depinchain.provider.v1.CheckpointsResponse.checkpoints:type_name -> depinchain.provider.v1.Checkpoint
+	20, // 7: depinchain.provider.v1.DisputesResponse.disputes:type_name -> depinchain.provider.v1.Dispute
+	23, // 8: depinchain.provider.v1.VerificationsResponse.verifications:type_name -> depinchain.provider.v1.Verification
+	26, // 9: depinchain.provider.v1.StorageResponse.pieces:type_name -> depinchain.provider.v1.StoragePiece
+	29, // 10: depinchain.provider.v1.AuditsResponse.audits:type_name -> depinchain.provider.v1.AuditAssignment
+	0,  // 11: depinchain.provider.v1.StatusService.Status:input_type -> depinchain.provider.v1.StatusRequest
+	2,  // 12: depinchain.provider.v1.StatusService.GPUs:input_type -> depinchain.provider.v1.GPUsRequest
+	5,  // 13: depinchain.provider.v1.StatusService.Jobs:input_type -> depinchain.provider.v1.JobsRequest
+	8,  // 14: depinchain.provider.v1.StatusService.Bids:input_type -> depinchain.provider.v1.BidsRequest
+	11, // 15: depinchain.provider.v1.StatusService.Leases:input_type -> depinchain.provider.v1.LeasesRequest
+	15, // 16: depinchain.provider.v1.StatusService.Checkpoints:input_type -> depinchain.provider.v1.CheckpointsRequest
+	18, // 17: depinchain.provider.v1.StatusService.Disputes:input_type -> depinchain.provider.v1.DisputesRequest
+	21, // 18: depinchain.provider.v1.StatusService.Verifications:input_type -> depinchain.provider.v1.VerificationsRequest
+	24, // 19: depinchain.provider.v1.StatusService.Storage:input_type -> depinchain.provider.v1.StorageRequest
+	27, // 20: depinchain.provider.v1.StatusService.Audits:input_type -> depinchain.provider.v1.AuditsRequest
+	1,  // 21: depinchain.provider.v1.StatusService.Status:output_type -> depinchain.provider.v1.StatusResponse
+	3,  // 22: depinchain.provider.v1.StatusService.GPUs:output_type -> depinchain.provider.v1.GPUsResponse
+	6,  // 23: depinchain.provider.v1.StatusService.Jobs:output_type -> depinchain.provider.v1.JobsResponse
+	9,  // 24: depinchain.provider.v1.StatusService.Bids:output_type -> depinchain.provider.v1.BidsResponse
+	12, // 25: depinchain.provider.v1.StatusService.Leases:output_type -> depinchain.provider.v1.LeasesResponse
+	16, // 26: depinchain.provider.v1.StatusService.Checkpoints:output_type -> depinchain.provider.v1.CheckpointsResponse
+	19, // 27: depinchain.provider.v1.StatusService.Disputes:output_type -> depinchain.provider.v1.DisputesResponse
+	22, // 28: depinchain.provider.v1.StatusService.Verifications:output_type -> depinchain.provider.v1.VerificationsResponse
+	25, // 29: depinchain.provider.v1.StatusService.Storage:output_type -> depinchain.provider.v1.StorageResponse
+	28, // 30: depinchain.provider.v1.StatusService.Audits:output_type -> depinchain.provider.v1.AuditsResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_depinchain_provider_v1_status_proto_init() }
@@ -2634,7 +2759,7 @@ func file_depinchain_provider_v1_status_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depinchain_provider_v1_status_proto_rawDesc), len(file_depinchain_provider_v1_status_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

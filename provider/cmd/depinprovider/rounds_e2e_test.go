@@ -1,0 +1,298 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// roundsJobYAML is a reference-transformer job trained by three workers together:
+// two rounds of 8 steps, pseudo-gradients and globals held 2+1 in custody.
+const roundsJobYAML = `name: rounds-lm
+gpu:
+  models: [H100-SXM5-80GB]
+  min_vram_gib: 80
+  per_worker: 1
+workers: 3
+workload:
+  kind: reference
+sync:
+  every: 8
+  outer_lr: 0.7
+  outer_momentum: 0.9
+  commit_blocks: 200
+total_steps: 16
+checkpoint_every: 8
+max_price_per_gpu_hour: 3000000udepin
+max_duration: 2h
+bidding_window_blocks: 8
+checkpoint_deadline_blocks: 400
+audit:
+  auditors: 0
+custody:
+  data_pieces: 2
+  parity_pieces: 1
+  retain_checkpoints: 720h
+`
+
+// TestThreeSidecarsTrainInRounds: three GPU providers (w1..w3) win the three worker
+// slots of a sync job and train it in rounds on real processes, three storage providers
+// (h1..h3) hold every round file in custody. Each round every worker trains 8 exact
+// steps on its own shards from G_r, commits its pseudo-gradient with its round-end
+// checkpoint, fetches the others' from the holders and aggregates; the lowest slot
+// commits G_{r+1}, the others agree. The chain's global roots are diloco.Simulate's for
+// the job's seed bit for bit, the workers' data were disjoint in every round, the held
+// out loss of the global model fell, and nobody saw a global it disagrees with.
+func TestThreeSidecarsTrainInRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	t.Cleanup(cancel)
+	r := startRoundsJob(ctx, t, roundsJobYAML, nil)
+	c := r.c
+	started := time.Now()
+	c.waitFor(ctx, t, "round 1's global (G_2) is committed", 8*time.Minute, func() bool {
+		rd, ok := r.round(ctx, 1)
+		return ok && len(rd.NextGlobalRoot) > 0
+	})
+	trainedFor := time.Since(started)
+	want, job := r.checkSimulate(ctx, t, nil)
+	for rn := uint64(0); rn < 2; rn++ {
+		// The workers' data in the round are disjoint: Assign gives every shard to one slot.
+		a, err := diloco.Assign(job.Seed, rn, diloco.CorpusShards(uint64(len(traindata.BuiltinCorpus())), diloco.DefaultShardBytes), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, shards := range a {
+			if len(shards) == 0 {
+				t.Fatalf("round %d: a slot has no data", rn)
+			}
+			for _, s := range shards {
+				if seen[s] {
+					t.Fatalf("round %d: shard %d is assigned twice", rn, s)
+				}
+				seen[s] = true
+			}
+		}
+	}
+
+	// The global model is the committed one (a sidecar's G_2 file has the chain's root),
+	// and its held-out loss (text the corpus does not hold) fell from G_0's.
+	var g2 *diloco.GlobalState
+	matches, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
+	matches2, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
+	for _, m := range append(matches, matches2...) {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		if g, err := diloco.DecodeGlobal(b); err == nil && g.Root() == want[2].Root() {
+			g2 = g
+		}
+	}
+	if g2 == nil {
+		t.Fatalf("no sidecar holds G_2 with the chain's root (files %v %v)", matches, matches2)
+	}
+	heldOut, err := os.ReadFile("../../../docs/training-together.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := diloco.HeldOutBitsPerByte(want[0].Model(), heldOut, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := diloco.HeldOutBitsPerByte(g2.Model(), heldOut, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held-out bits per byte of the global model: G_0 %.3f, G_2 %.3f", before, after)
+	if after >= before {
+		t.Fatalf("held-out loss did not fall: %.3f → %.3f", before, after)
+	}
+	train, wait := r.roundTimes(ctx, t, "w1", "w2", "w3")
+	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
+		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
+}
+
+// roundsRun is a sync job submitted to a cluster of three trainers and three holders,
+// its three slots leased.
+type roundsRun struct {
+	c      *cluster
+	dir    string
+	market markettypes.QueryClient
+	jobID  uint64
+	// slots maps each slot to the trainer that leased it.
+	slots map[uint32]string
+}
+
+// startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
+// holders h1..h3; late trainers set up but not started), submits jobYAML and waits until
+// its three slots are leased.
+func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, late ...string) *roundsRun {
+	t.Helper()
+	dir := t.TempDir()
+	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
+	// Late trainers are set up too, not started: the test starts them for a joiner.
+	c := startCluster(ctx, t, dir, append(slices.Clone(names), late...), func(state map[string]any) error {
+		shortStorageProofs(state)
+		m := state["market"].(map[string]any)["params"].(map[string]any)
+		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
+		return nil
+	}, func(name string) sidecar.Options {
+		if strings.HasPrefix(name, "w") {
+			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
+				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
+		}
+		return holderOptions()
+	})
+	c.startSidecars(ctx, t, names...)
+	r := &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+	specPath := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
+	if err != nil || res.Code != 0 {
+		t.Fatalf("submit-job: %v %s", err, res.RawLog)
+	}
+	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
+	fmt.Sscan(strings.Trim(idAttr, `"`), &r.jobID)
+	c.waitFor(ctx, t, "three workers lease the job's slots", 3*time.Minute, func() bool {
+		res, err := r.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: r.jobID})
+		if err != nil || len(res.Leases) != 3 {
+			return false
+		}
+		for _, l := range res.Leases {
+			for name, p := range c.sidecars {
+				if p.Operator == l.Provider {
+					r.slots[l.Worker] = name
+				}
+			}
+		}
+		return true
+	})
+	return r
+}
+
+func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, bool) {
+	res, err := r.market.Round(ctx, &markettypes.QueryRoundRequest{JobId: r.jobID, Round: n})
+	if err != nil {
+		return markettypes.Round{}, false
+	}
+	return res.Round, true
+}
+
+// checkSimulate checks that every round's committed global roots are diloco.Simulate's
+// for the job's seed and spec with dropouts, bit for bit, and that each round's entered
+// slots are the ones that did not drop out; it returns Simulate's states and the job.
+func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
+	t.Helper()
+	res, err := r.market.Job(ctx, &markettypes.QueryJobRequest{JobId: r.jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := res.Job
+	cfg, err := job.Spec.ExactConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync := job.Spec.Sync.Diloco()
+	rounds := int(job.Spec.Rounds())
+	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
+		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
+		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want[0].Sync != sync {
+		t.Fatalf("the simulation's sync %+v is not the job's %+v", want[0].Sync, sync)
+	}
+	for n := range uint64(rounds) {
+		rd, _ := r.round(ctx, n)
+		g0, g1 := want[n].Root(), want[n+1].Root()
+		if !slices.Equal(rd.GlobalRoot, g0[:]) || !slices.Equal(rd.NextGlobalRoot, g1[:]) {
+			t.Fatalf("round %d: chain %x → %x, Simulate %s → %s", n, rd.GlobalRoot, rd.NextGlobalRoot, g0, g1)
+		}
+		var entered []uint32
+		for w := range job.Spec.Workers {
+			if !slices.Contains(dropouts[n], int(w)) {
+				entered = append(entered, w)
+			}
+		}
+		if !slices.Equal(rd.Entered, entered) {
+			t.Fatalf("round %d entered %v, want %v", n, rd.Entered, entered)
+		}
+	}
+	t.Logf("the chain's global roots of %d rounds equal diloco.Simulate's (dropouts %v) at %s", rounds, dropouts, r.c.since())
+	return want, job
+}
+
+// roundTimes adds up the seconds the named trainers' sync leases trained and waited on
+// round barriers (their /v1/leases), failing on any committed global one disagreed with.
+func (r *roundsRun) roundTimes(ctx context.Context, t testing.TB, names ...string) (train, wait float64) {
+	t.Helper()
+	for _, name := range names {
+		var ls struct {
+			Leases []struct {
+				JobID string `json:"job_id"`
+				Round *struct {
+					Phase          string  `json:"phase"`
+					GlobalMismatch string  `json:"global_mismatch"`
+					TrainSeconds   float64 `json:"train_seconds"`
+					WaitSeconds    float64 `json:"wait_seconds"`
+				} `json:"round"`
+			} `json:"leases"`
+		}
+		if err := r.c.sidecars[name].REST(ctx, "/v1/leases", &ls); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls.Leases {
+			if l.JobID != fmt.Sprint(r.jobID) || l.Round == nil {
+				continue
+			}
+			if l.Round.GlobalMismatch != "" {
+				t.Fatalf("%s: %s", name, l.Round.GlobalMismatch)
+			}
+			train, wait = train+l.Round.TrainSeconds, wait+l.Round.WaitSeconds
+		}
+	}
+	if train == 0 {
+		t.Fatal("no worker reports its rounds in /v1/leases")
+	}
+	return train, wait
+}
+
+// BenchmarkRoundBarrier is the round barrier's cost in the three-sidecar run with one
+// deliberately slow worker (w3 sleeps 300 ms after every step, about 2.4 s a round): the
+// share of the workers' time spent waiting for their round to close and its global to be
+// committed, instead of training. It includes the chain's blocks and the custody
+// holders' proofs that a pseudo-gradient is held before the global may be committed.
+func BenchmarkRoundBarrier(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	b.Cleanup(cancel)
+	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}})
+	for b.Loop() {
+		r.c.waitFor(ctx, b, "round 1's global (G_2) is committed", 10*time.Minute, func() bool {
+			rd, ok := r.round(ctx, 1)
+			return ok && len(rd.NextGlobalRoot) > 0
+		})
+	}
+	r.checkSimulate(ctx, b, nil)
+	train, wait := r.roundTimes(ctx, b, "w1", "w2", "w3")
+	slowTrain, slowWait := r.roundTimes(ctx, b, "w3")
+	b.ReportMetric(100*wait/(train+wait), "%wait")
+	b.ReportMetric(100*slowWait/(slowTrain+slowWait), "%wait-slow-worker")
+	b.ReportMetric(train/2, "train-s/round")
+}

@@ -1,0 +1,563 @@
+// Package rounds is the provider sidecar's training-together role (issue 18,
+// docs/training-together.md): it serves the leases of sync jobs round by round.
+//
+// In round r a worker starts from G_r (its own aggregate of round r−1, round 0's from the
+// job seed, or — a joiner — fetched from custody, always checked against the chain's
+// global_root), trains `every` exact steps on its assigned data (the trainer contract's
+// round run), writes its pseudo-gradient and its custody pieces, and commits
+// MsgCommitRound with its round-end MsgSubmitCheckpoint in one transaction. When the
+// round closes, every worker fetches the entered pseudo-gradients from their custody
+// holders, checks each against its commitment, and aggregates; the lowest entered slot
+// commits G_{r+1} (MsgCommitGlobal, with the global's custody pieces), a later one if it
+// does not, and the others check the committed root against their own.
+package rounds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
+	"google.golang.org/grpc"
+
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/trainer"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+)
+
+// Chain is what the role reads from the chain; chain.Queries satisfies it.
+type Chain interface {
+	chain.JobQuerier
+	chain.LeaseQuerier
+	Round(ctx context.Context, in *markettypes.QueryRoundRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundResponse, error)
+	RoundCommits(ctx context.Context, in *markettypes.QueryRoundCommitsRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundCommitsResponse, error)
+}
+
+// SubmitFunc sends msgs in one transaction signed for the operator.
+type SubmitFunc func(ctx context.Context, msgs ...sdk.Msg) (*chain.TxResult, error)
+
+// Metrics counts what the role does; *metrics.Metrics satisfies it.
+type Metrics interface {
+	// RoundGlobalMismatch counts committed globals that are not this sidecar's aggregate.
+	RoundGlobalMismatch()
+	// RoundBarrierWait adds the seconds a worker waited for a round to close.
+	RoundBarrierWait(seconds float64)
+}
+
+// Options configure a Role.
+type Options struct {
+	Operator string
+	Submit   SubmitFunc
+	Chain    Chain
+	// WorkDir holds the round files, a folder per job.
+	WorkDir string
+	// CustodyDir is where the custody pieces of the round files are written for the
+	// storage holders (the public server's /pieces/).
+	CustodyDir string
+	// Custody fetches the other workers' pseudo-gradients and a joiner's global state.
+	Custody *fetch.Source
+	// PollInterval is how often a waiting worker reads its round (default 1s); round
+	// events wake it sooner.
+	PollInterval time.Duration
+	// AggregatorGrace is how long the n-th entered slot waits for the ones before it to
+	// commit the global before committing it itself (default 20s).
+	AggregatorGrace time.Duration
+	Metrics         Metrics
+	Logger          *slog.Logger
+}
+
+// Role is the rounds role. Create it with New.
+type Role struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	status map[uint64]JobStatus     // by lease
+	wake   map[uint64]chan struct{} // by lease
+}
+
+// New checks opts and prepares a Role.
+func New(opts Options) (*Role, error) {
+	switch {
+	case opts.Operator == "" || opts.Submit == nil || opts.Chain == nil || opts.WorkDir == "":
+		return nil, errors.New("rounds role: needs an operator, a submitter, a chain and a work folder")
+	case opts.Metrics == nil:
+		return nil, errors.New("rounds role: needs metrics")
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.AggregatorGrace <= 0 {
+		opts.AggregatorGrace = 20 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}}, nil
+}
+
+// Name implements the daemon's Role.
+func (*Role) Name() string { return "rounds" }
+
+// Run implements the daemon's Role: the rounds are served by the leases role's runs
+// (Serve); nothing runs on its own.
+func (*Role) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// HandleEvent wakes the runs of a job whose round moved, so they need not wait for
+// their next poll.
+func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(), error) {
+	var jobID uint64
+	switch e := ev.Message.(type) {
+	case *markettypes.EventRoundOpened:
+		jobID = e.JobId
+	case *markettypes.EventRoundClosed:
+		jobID = e.JobId
+	case *markettypes.EventGlobalCommitted:
+		jobID = e.JobId
+	case *markettypes.EventGlobalRejected:
+		jobID = e.JobId
+	default:
+		return nil, nil
+	}
+	return func() { r.wakeJob(jobID) }, nil
+}
+
+func (r *Role) wakeJob(jobID uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for lease, ch := range r.wake {
+		if r.status[lease].JobID != jobID {
+			continue
+		}
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Phase is where a lease stands in its round.
+type Phase string
+
+// Phases of a round, in order.
+const (
+	PhaseFetchingGlobal Phase = "fetching-global"
+	PhaseTraining       Phase = "training"
+	PhaseCommitted      Phase = "committed"
+	PhaseAggregating    Phase = "aggregating"
+	PhaseWaitingGlobal  Phase = "waiting-global"
+	PhaseWaitingRound   Phase = "waiting-round"
+	PhaseDone           Phase = "done"
+)
+
+// JobStatus is one sync lease's round status.
+type JobStatus struct {
+	JobID   uint64 `json:"job_id"`
+	LeaseID uint64 `json:"lease_id"`
+	Slot    uint32 `json:"slot"`
+	Round   uint64 `json:"round"`
+	Phase   Phase  `json:"phase"`
+	// Aggregator is set while this sidecar commits the round's global.
+	Aggregator bool `json:"aggregator,omitempty"`
+	// GlobalMismatch names the last round whose committed global was not this
+	// sidecar's aggregate (the fraud proof is x/verify's).
+	GlobalMismatch string `json:"global_mismatch,omitempty"`
+	// TrainSeconds and WaitSeconds add up the time the lease trained and waited on
+	// round barriers.
+	TrainSeconds float64 `json:"train_seconds"`
+	WaitSeconds  float64 `json:"wait_seconds"`
+}
+
+// Status is the round status of every sync lease served, by lease.
+func (r *Role) Status() []JobStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]JobStatus, 0, len(r.status))
+	for _, s := range r.status {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b JobStatus) int { return int(a.LeaseID) - int(b.LeaseID) })
+	return out
+}
+
+func (r *Role) setStatus(leaseID uint64, edit func(*JobStatus)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.status[leaseID]
+	edit(&s)
+	r.status[leaseID] = s
+}
+
+// Supported says why this sidecar cannot serve a sync job, or nil.
+func Supported(job markettypes.Job) error {
+	if job.Spec.Sync == nil {
+		return nil
+	}
+	if job.Spec.DatasetId != "" {
+		return fmt.Errorf("training-together jobs on a dataset are not yet trained in rounds by this sidecar (job %d names %q)", job.Id, job.Spec.DatasetId)
+	}
+	if job.Spec.Custody == nil {
+		return fmt.Errorf("training-together job %d keeps no custody: its round files cannot be exchanged", job.Id)
+	}
+	return nil
+}
+
+// Lease is a sync job's lease as the leases role serves it.
+type Lease struct {
+	ID     uint64
+	Worker uint32
+	Job    markettypes.Job
+	// OutputDir receives the round-end checkpoints; DataDir the training stream.
+	OutputDir, DataDir string
+	// SubmitCheckpoint commits round-end checkpoint cp in x/verify as the lease's next
+	// checkpoint, in one transaction after commit (MsgCommitRound).
+	SubmitCheckpoint func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error
+	// OnStep sees every trained step (progress).
+	OnStep func(trainer.StepMetric)
+}
+
+// Serve trains l's slot round after round until the job's last round is committed or
+// ctx ends (the lease closed).
+func (r *Role) Serve(ctx context.Context, l Lease) error {
+	if err := Supported(l.Job); err != nil {
+		return err
+	}
+	j, err := r.jobOf(l)
+	if err != nil {
+		return err
+	}
+	rounds := l.Job.Spec.Rounds()
+	wake := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.wake[l.ID] = wake
+	r.status[l.ID] = JobStatus{JobID: l.Job.Id, LeaseID: l.ID, Slot: l.Worker}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.wake, l.ID)
+		r.mu.Unlock()
+	}()
+	w := Worker{Job: j, Index: l.Worker, OutputDir: l.OutputDir, Carry: r.readCarry(j, l.ID)}
+	for {
+		rd, err := r.openRound(ctx, l, wake)
+		if err != nil {
+			return err
+		}
+		if rd.Round >= rounds {
+			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
+			return nil
+		}
+		if err := r.serveRound(ctx, l, &w, rd, wake); err != nil {
+			return err
+		}
+		if rd.Round+1 >= rounds {
+			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
+			r.log.Info("every round of the lease is committed", "lease", l.ID, "job", l.Job.Id, "rounds", rounds)
+			return nil
+		}
+	}
+}
+
+// jobOf is the lease's job in round terms, its corpus written to the data folder.
+func (r *Role) jobOf(l Lease) (Job, error) {
+	sync := l.Job.Spec.Sync.Diloco()
+	cfg, err := l.Job.Spec.ExactConfig()
+	if err != nil {
+		return Job{}, err
+	}
+	// The whole built-in corpus: every round the worker trains on its own shards of it
+	// (diloco.WorkerData, as x/verify's WorkerTrainingData); leases refuse sync jobs on a
+	// dataset.
+	if err := os.MkdirAll(l.DataDir, 0o755); err != nil {
+		return Job{}, err
+	}
+	if err := writeAtomic(filepath.Join(l.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus()); err != nil {
+		return Job{}, err
+	}
+	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
+		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir}, nil
+}
+
+// openRound waits until the job's current round is open with l's slot among its
+// workers (a replacement joins at the next round), and returns it; a job past its last
+// round returns a round numbered past it.
+func (r *Role) openRound(ctx context.Context, l Lease, wake chan struct{}) (markettypes.Round, error) {
+	for {
+		job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
+		if err == nil {
+			if job.Job.Spec.TotalSteps <= uint64(job.Job.Spec.Sync.Every)*job.Job.Round && job.Job.Round > 0 {
+				return markettypes.Round{Round: job.Job.Round}, nil
+			}
+			res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: job.Job.Round})
+			if err == nil && res.Round.State == markettypes.ROUND_STATE_OPEN && slices.Contains(res.Round.Workers, l.Worker) {
+				return res.Round, nil
+			}
+			if err == nil && job.Job.Round+1 >= job.Job.Spec.Rounds() && len(res.Round.NextGlobalRoot) > 0 {
+				return markettypes.Round{Round: job.Job.Round + 1}, nil // the last global is committed
+			}
+		}
+		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingRound })
+		if err := r.sleep(ctx, wake); err != nil {
+			return markettypes.Round{}, err
+		}
+	}
+}
+
+func (r *Role) sleep(ctx context.Context, wake chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-time.After(r.opts.PollInterval):
+	}
+	return nil
+}
+
+// serveRound trains and commits l's slot in round rd, then takes part in its
+// aggregation until G_{r+1} is committed.
+func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettypes.Round, wake chan struct{}) error {
+	round := rd.Round
+	r.setStatus(l.ID, func(s *JobStatus) { s.Round, s.Phase, s.Aggregator = round, PhaseFetchingGlobal, false })
+	if err := r.ensureGlobal(ctx, w.Job, rd); err != nil {
+		return err
+	}
+	committed, err := r.committed(ctx, l, round)
+	if err != nil {
+		return err
+	}
+	if !committed {
+		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseTraining })
+		started := time.Now()
+		con, err := w.Train(ctx, round, l.OnStep)
+		if err != nil {
+			return err
+		}
+		r.setStatus(l.ID, func(s *JobStatus) { s.TrainSeconds += time.Since(started).Seconds() })
+		spec := l.Job.Spec.Custody
+		p, err := WritePieces(r.opts.CustodyDir, markettypes.PseudoGradientCustodyID(l.Job.Id, round, l.Worker), con.PseudoGradientPath, spec.DataPieces, spec.ParityPieces)
+		if err != nil {
+			return fmt.Errorf("custody pieces of the pseudo-gradient of round %d: %w", round, err)
+		}
+		msg := &markettypes.MsgCommitRound{
+			Provider: r.opts.Operator, LeaseId: l.ID, Round: round, StartRoot: con.StartRoot[:], EndRoot: con.EndRoot[:],
+			PseudoGradientRoot: con.PseudoGradientRoot[:], PseudoGradientSize: con.PseudoGradientSize, PieceRoots: merkle.HashesToBytes(p.Roots),
+		}
+		if err := l.SubmitCheckpoint(ctx, con.Checkpoint, msg); err != nil {
+			// Too late: the round closed without this slot, which misses it (its carry
+			// stays that of the last round it entered) and trains the next one.
+			if res, rerr := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round}); rerr == nil &&
+				res.Round.State != markettypes.ROUND_STATE_OPEN && !slices.Contains(res.Round.Entered, l.Worker) {
+				r.log.Warn("the round closed before this slot's commit; it misses the round", "lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
+				return nil
+			}
+			return fmt.Errorf("committing round %d: %w", round, err)
+		}
+		r.log.Info("round committed", "lease", l.ID, "job", l.Job.Id, "round", round, "slot", l.Worker,
+			"pseudo_gradient_root", con.PseudoGradientRoot.String(), "pseudo_gradient_bytes", con.PseudoGradientSize)
+	}
+	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseCommitted })
+	return r.aggregate(ctx, l, w, round, wake)
+}
+
+// committed reports whether l's slot has its commit of round on chain already.
+func (r *Role) committed(ctx context.Context, l Lease, round uint64) (bool, error) {
+	res, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: l.Job.Id, Round: round})
+	if err != nil {
+		return false, fmt.Errorf("reading the commits of round %d: %w", round, err)
+	}
+	return slices.ContainsFunc(res.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == l.Worker && c.LeaseId == l.ID }), nil
+}
+
+// ensureGlobal puts G_r at its path: the local file when its root is the chain's,
+// round 0's from the job seed, else from custody (a joiner, or an aggregate that was
+// not the committed one).
+func (r *Role) ensureGlobal(ctx context.Context, j Job, rd markettypes.Round) error {
+	want, err := merkle.HashFromBytes(rd.GlobalRoot)
+	if err != nil {
+		return fmt.Errorf("round %d of job %d: global root: %w", rd.Round, j.ID, err)
+	}
+	if g, err := j.Global(rd.Round); err == nil && g.Root() == want {
+		return nil
+	}
+	if rd.Round == 0 {
+		g, err := diloco.InitGlobal(j.Config, j.Sync, j.Seed)
+		if err != nil {
+			return err
+		}
+		if root, _, err := j.PutGlobal(g); err != nil || root != want {
+			return errors.Join(err, fmt.Errorf("round 0 of job %d starts from %s on chain, the seed gives %s", j.ID, want, root))
+		}
+		return nil
+	}
+	if r.opts.Custody == nil {
+		return fmt.Errorf("the global state of round %d of job %d is in custody and this sidecar cannot fetch from custody", rd.Round, j.ID)
+	}
+	for {
+		err := FetchGlobal(ctx, r.opts.Custody, j.ID, rd.Round, j.GlobalPath(rd.Round))
+		if err == nil {
+			g, gerr := j.Global(rd.Round)
+			if gerr == nil && g.Root() == want {
+				r.log.Info("global state fetched from custody", "job", j.ID, "round", rd.Round, "root", want.String())
+				return nil
+			}
+			err = errors.Join(gerr, fmt.Errorf("custody object %s is not the global with root %s", markettypes.GlobalCustodyID(j.ID, rd.Round), want))
+		}
+		r.log.Info("waiting for the global state's custody", "job", j.ID, "round", rd.Round, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.opts.PollInterval):
+		}
+	}
+}
+
+// aggregate waits for round to close, aggregates its entered pseudo-gradients, commits
+// G_{round+1} when it is this slot's turn, and checks the committed one.
+func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, wake chan struct{}) error {
+	waitStart := time.Now()
+	defer func() {
+		waited := time.Since(waitStart).Seconds()
+		r.opts.Metrics.RoundBarrierWait(waited)
+		r.setStatus(l.ID, func(s *JobStatus) { s.WaitSeconds += waited })
+	}()
+	rd, err := r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool { return rd.State != markettypes.ROUND_STATE_OPEN })
+	if err != nil {
+		return err
+	}
+	if slices.Contains(rd.Entered, l.Worker) {
+		carry := round
+		w.Carry = &carry
+		if err := writeAtomic(carryPath(w.Job, l.ID), []byte(strconv.FormatUint(round, 10))); err != nil {
+			return err
+		}
+	}
+	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseAggregating })
+	commits, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: l.Job.Id, Round: round})
+	if err != nil {
+		return err
+	}
+	var entered []Entered
+	for _, slot := range rd.Entered {
+		i := slices.IndexFunc(commits.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == slot })
+		if i < 0 {
+			return fmt.Errorf("round %d of job %d: slot %d entered without a commit", round, l.Job.Id, slot)
+		}
+		root, err := merkle.HashFromBytes(commits.Commits[i].PseudoGradientRoot)
+		if err != nil {
+			return err
+		}
+		entered = append(entered, Entered{Worker: slot, Root: root})
+	}
+	var g *diloco.GlobalState
+	for g == nil {
+		if g, err = w.Job.Aggregate(ctx, round, entered, CustodyFetch(r.opts.Custody, l.Job.Id)); err != nil {
+			if errors.Is(err, ErrBadPseudoGradient) || ctx.Err() != nil {
+				return err
+			}
+			r.log.Info("waiting for the entered pseudo-gradients' custody", "job", l.Job.Id, "round", round, "err", err)
+			if err := r.sleep(ctx, wake); err != nil {
+				return err
+			}
+		}
+	}
+	mine := g.Root()
+	// The n-th entered slot commits after n grace periods without a committed global.
+	turn := slices.Index(rd.Entered, l.Worker)
+	deadline := time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
+	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingGlobal })
+	for {
+		rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
+			return len(rd.NextGlobalRoot) > 0 || (turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING)
+		})
+		if err != nil {
+			return err
+		}
+		if len(rd.NextGlobalRoot) > 0 {
+			break
+		}
+		// This slot's turn: commit, and again after a while if the chain refused it
+		// (e.g. an entered pseudo-gradient not yet held by enough holders).
+		if err := r.commitGlobal(ctx, l, w.Job, round, rd.Entered, mine); err != nil {
+			return err
+		}
+		deadline = time.Now().Add(3 * r.opts.PollInterval)
+	}
+	if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err != nil || committed != mine {
+		msg := fmt.Sprintf("round %d: %s committed global %x, this sidecar aggregates to %s", round, rd.Aggregator, rd.NextGlobalRoot, mine)
+		r.log.Error("the committed global state is not this sidecar's aggregate", "job", l.Job.Id, "round", round,
+			"aggregator", rd.Aggregator, "committed", fmt.Sprintf("%x", rd.NextGlobalRoot), "mine", mine.String())
+		r.opts.Metrics.RoundGlobalMismatch()
+		r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch = msg })
+	}
+	return nil
+}
+
+// commitGlobal writes G_{round+1}'s custody pieces and commits it.
+func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, entered []uint32, root merkle.Hash) error {
+	r.setStatus(l.ID, func(s *JobStatus) { s.Aggregator = true })
+	spec := l.Job.Spec.Custody
+	p, err := WritePieces(r.opts.CustodyDir, markettypes.GlobalCustodyID(j.ID, round+1), j.GlobalPath(round+1), spec.DataPieces, spec.ParityPieces)
+	if err != nil {
+		return fmt.Errorf("custody pieces of the global state of round %d: %w", round+1, err)
+	}
+	_, err = r.opts.Submit(ctx, &markettypes.MsgCommitGlobal{
+		Provider: r.opts.Operator, JobId: j.ID, Round: round, Entered: entered,
+		GlobalRoot: root[:], GlobalSize: p.Size, PieceRoots: merkle.HashesToBytes(p.Roots),
+	})
+	var txErr *chain.TxError
+	if errors.As(err, &txErr) {
+		// Refused: most likely another slot's came first; waiting shows what is on chain.
+		r.log.Warn("the chain refused this sidecar's global state", "job", j.ID, "round", round, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("committing the global state of round %d: %w", round+1, err)
+	}
+	r.log.Info("global state committed", "job", j.ID, "round", round, "entered", entered, "global_root", root.String(), "bytes", p.Size)
+	return nil
+}
+
+// waitRound polls round until done says so.
+func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan struct{}, done func(markettypes.Round) bool) (markettypes.Round, error) {
+	for {
+		res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round})
+		if err == nil && done(res.Round) {
+			return res.Round, nil
+		}
+		if err := r.sleep(ctx, wake); err != nil {
+			return markettypes.Round{}, err
+		}
+	}
+}
+
+// carryPath records the last round lease entered (its carry).
+func carryPath(j Job, leaseID uint64) string {
+	return filepath.Join(j.Dir, "carry-lease-"+strconv.FormatUint(leaseID, 10))
+}
+
+func (r *Role) readCarry(j Job, leaseID uint64) *uint64 {
+	b, err := os.ReadFile(carryPath(j, leaseID))
+	if err != nil {
+		return nil
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}
