@@ -105,7 +105,10 @@ func (d *Daemon) publicServer() *http.Server {
 	}
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
-	piecesDirs := []string{d.custodyDir()}
+	var piecesDirs []string
+	if !d.withholdCustodyPieces {
+		piecesDirs = append(piecesDirs, d.custodyDir())
+	}
 	if d.roles.storage != nil {
 		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}

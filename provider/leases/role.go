@@ -25,7 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -85,6 +87,11 @@ type Hooks struct {
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
+	// CustodyPieces is called once the custody pieces of a committed state are
+	// written to dir (one manifest.PieceFile per piece, shard 0) with their roots,
+	// before they are served and committed; it returns the roots to commit (a
+	// cheater that rewrites a piece commits its root).
+	CustodyPieces func(dir string, l custody.Layout, roots []merkle.Hash) ([]merkle.Hash, error)
 }
 
 // Options configure a Role.

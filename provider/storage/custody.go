@@ -17,10 +17,16 @@ import (
 // custodyPiece gets piece target of a checkpoint state's custody object: from the
 // trainer, which serves every piece of the states it committed, or — once the trainer
 // is gone — rebuilt from any k pieces the other holders serve. Either way it is checked
-// against its registered root before it is returned.
+// against its registered root before it is returned. A parity piece from the trainer
+// is also checked to be the parity of the state (checkParity) before it is held.
 func (r *Role) custodyPiece(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32) ([]byte, error) {
 	data, fromTrainer := r.download.Download(ctx, info, info.Custody.Trainer, target)
 	if fromTrainer == nil {
+		if target >= info.Encoding.DataPieces {
+			if err := r.checkParity(ctx, info, replicas, target, data); err != nil {
+				return nil, err
+			}
+		}
 		return data, nil
 	}
 	data, err := r.rebuildCustodyPiece(ctx, info, replicas, target)
@@ -28,6 +34,33 @@ func (r *Role) custodyPiece(ctx context.Context, info *shardInfo, replicas []typ
 		return nil, errors.Join(err, fromTrainer)
 	}
 	return data, nil
+}
+
+// checkParity checks a parity piece the trainer served (its root matches: the trainer
+// registered it) against the state its data pieces rebuild, downloaded from the trainer
+// or the holders. The data pieces are bound to the state root, the parity roots are
+// not: a trainer could register garbage parity and, with m ≥ k, have its checkpoint
+// made final by holders of parity alone, nothing of the state held. A parity piece that
+// is not the state's parity is not held; its fault is proven (MsgProveParityFault). It
+// costs k piece downloads (the state's size) per parity piece taken, once.
+func (r *Role) checkParity(ctx context.Context, info *shardInfo, replicas []types.Replica, target uint32, piece []byte) error {
+	l, roots, err := custodyLayout(info)
+	if err != nil {
+		return err
+	}
+	holders := pieces.ActiveHolders(replicas, r.opts.Operator)
+	for i := range l.Pieces() {
+		holders[i] = append([]string{info.Custody.Trainer}, holders[i]...)
+	}
+	state, parity, err := r.reencode(ctx, info, l, roots, holders, target)
+	if err != nil {
+		return fmt.Errorf("checking parity piece %d against the state: %w", target, err)
+	}
+	if bytes.Equal(parity, piece) {
+		return nil
+	}
+	err = fmt.Errorf("custody object %s: the trainer's parity piece %d is not the parity of its state", info.DatasetID, target)
+	return errors.Join(err, r.proveParityFault(ctx, info, l, roots, target, state, piece))
 }
 
 // rebuildCustodyPiece rebuilds the state from k pieces of other holders and encodes it
@@ -39,6 +72,25 @@ func (r *Role) rebuildCustodyPiece(ctx context.Context, info *shardInfo, replica
 	if err != nil {
 		return nil, err
 	}
+	state, piece, err := r.reencode(ctx, info, l, roots, pieces.ActiveHolders(replicas, r.opts.Operator), target)
+	if err != nil {
+		return nil, err
+	}
+	if err := info.Check(target, piece); err != nil {
+		err = fmt.Errorf("rebuilt piece %d: %w", target, err)
+		if target >= l.DataPieces {
+			// The data was checked against its roots: the registered parity is wrong.
+			err = errors.Join(err, r.proveRegisteredParityFault(ctx, info, l, roots, replicas, target, state))
+		}
+		return nil, err
+	}
+	return piece, nil
+}
+
+// reencode rebuilds the state from k pieces other than target, downloaded from holders
+// (by piece index) and each checked against its root, and encodes it again: it returns
+// the state and piece target as the state makes it.
+func (r *Role) reencode(ctx context.Context, info *shardInfo, l custody.Layout, roots []merkle.Hash, holders map[uint32][]string, target uint32) (state, piece []byte, err error) {
 	have := make([][]byte, l.Pieces())
 	var sources []uint32
 	for i := range l.Pieces() {
@@ -46,11 +98,11 @@ func (r *Role) rebuildCustodyPiece(ctx context.Context, info *shardInfo, replica
 			sources = append(sources, i)
 		}
 	}
-	n, failures := r.download.Gather(ctx, info, have, sources, pieces.ActiveHolders(replicas, r.opts.Operator), int(l.DataPieces))
+	n, failures := r.download.Gather(ctx, info, have, sources, holders, int(l.DataPieces))
 	if n < int(l.DataPieces) {
 		err := fmt.Errorf("%w: custody object %s: %d of the %d pieces needed are served by their holders",
 			manifest.ErrNotEnoughPieces, info.DatasetID, n, l.DataPieces)
-		return nil, errors.Join(append([]error{err}, failures...)...)
+		return nil, nil, errors.Join(append([]error{err}, failures...)...)
 	}
 	readers := make([]io.Reader, l.Pieces())
 	for i, p := range have {
@@ -58,25 +110,17 @@ func (r *Role) rebuildCustodyPiece(ctx context.Context, info *shardInfo, replica
 			readers[i] = bytes.NewReader(p)
 		}
 	}
-	state := &memoryFile{}
-	if err := custody.Rebuild(l, roots, readers, state); err != nil {
-		return nil, err
+	rebuilt := &memoryFile{}
+	if err := custody.Rebuild(l, roots, readers, rebuilt); err != nil {
+		return nil, nil, err
 	}
 	out := make([]io.Writer, l.Pieces())
-	var piece bytes.Buffer
-	out[target] = &piece
-	if _, err := custody.Encode(bytes.NewReader(state.data), l, out, 0); err != nil {
-		return nil, err
+	var buf bytes.Buffer
+	out[target] = &buf
+	if _, err := custody.Encode(bytes.NewReader(rebuilt.data), l, out, 0); err != nil {
+		return nil, nil, err
 	}
-	if err := info.Check(target, piece.Bytes()); err != nil {
-		err = fmt.Errorf("rebuilt piece %d: %w", target, err)
-		if target >= l.DataPieces {
-			// The data was checked against its roots: the registered parity is wrong.
-			err = errors.Join(err, r.proveParityFault(ctx, info, l, roots, replicas, target, state.data))
-		}
-		return nil, err
-	}
-	return piece.Bytes(), nil
+	return rebuilt.data, buf.Bytes(), nil
 }
 
 // custodyLayout is a custody object's layout and its pieces' registered roots.
