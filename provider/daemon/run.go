@@ -103,6 +103,10 @@ func (d *Daemon) publicServer() *http.Server {
 	if d.withholdStates {
 		checkpoints = withholdStates(checkpoints)
 	}
+	// Checkpoint states, like their custody pieces, only to signed requests of the
+	// parties allowed to read them; one Verifier, so a nonce is accepted once by both.
+	verifier := &reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}
+	checkpoints = checkpoint.RestrictStates(checkpoints, verifier, stateReaders{d.conn})
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
 	var piecesDirs []string
@@ -112,9 +116,7 @@ func (d *Daemon) publicServer() *http.Server {
 	if d.roles.storage != nil {
 		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}
-	// Checkpoint states' pieces only to signed requests of the parties allowed to read them.
-	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...),
-		&reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}, custodyReaders{d.conn}))
+	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...), verifier, stateReaders{d.conn}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

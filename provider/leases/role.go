@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -123,6 +124,9 @@ type Options struct {
 	// Custody reads custody objects on chain and rebuilds a resume state from their
 	// holders; nil leaves jobs with custody unresumable by this sidecar.
 	Custody *fetch.Source
+	// Authorize signs requests to other providers' checkpoint servers (pkg/reqauth),
+	// which serve states only to the job's owner and the bonded; nil sends them unsigned.
+	Authorize func(*http.Request) error
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration
@@ -173,7 +177,7 @@ func New(opts Options) (*Role, error) {
 	}
 	r := &Role{
 		opts: opts, log: opts.Logger,
-		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes},
+		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes, Authorize: opts.Authorize},
 		withdraw: rolekit.NewQueue[struct{}](1),
 		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
 		unrecorded: map[checkpoint.Ref]db.CheckpointStatus{},
