@@ -4,7 +4,10 @@ import (
 	"fmt"
 
 	"github.com/cosmos/cosmos-sdk/crypto/keyring"
+	"github.com/cosmos/cosmos-sdk/types/bech32"
 	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
+
+	"github.com/depinchain/depinchain/pkg/chainparams"
 )
 
 // KeyringSigner is key name of kr as a Signer, with the key's bech32 address: what a
@@ -18,6 +21,11 @@ func KeyringSigner(kr keyring.Keyring, name string) (string, Signer, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// The chain's prefix, whatever the process's SDK config says (a test's is cosmos).
+	address, err := bech32.ConvertAndEncode(chainparams.Bech32Prefix, acc)
+	if err != nil {
+		return "", nil, err
+	}
 	sign := func(msg []byte) ([]byte, []byte, error) {
 		sig, pk, err := kr.Sign(name, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
 		if err != nil {
@@ -25,5 +33,5 @@ func KeyringSigner(kr keyring.Keyring, name string) (string, Signer, error) {
 		}
 		return sig, pk.Bytes(), nil
 	}
-	return acc.String(), sign, nil
+	return address, sign, nil
 }
