@@ -83,7 +83,7 @@ func (r *Role) writeCustodyPieces(leaseID, index uint64, statePath string, spec 
 		}
 	}
 	if hook := r.opts.Hooks.CustodyPieces; hook != nil {
-		if roots, err = hook(filepath.Join(tmp, manifest.PiecesDir), l, roots); err != nil {
+		if roots, err = hook(tmp, l, roots); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -89,7 +89,7 @@ type Hooks struct {
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
 	// CustodyPieces is called once the custody pieces of a committed state are
-	// written to dir (one manifest.PieceFile per piece, shard 0) with their roots,
+	// written under dir (dir/manifest.PieceFile(0, piece)) with their roots,
 	// before they are served and committed; it returns the roots to commit (a
 	// cheater that rewrites a piece commits its root).
 	CustodyPieces func(dir string, l custody.Layout, roots []merkle.Hash) ([]merkle.Hash, error)
