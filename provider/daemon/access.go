@@ -20,8 +20,9 @@ import (
 // server) or as custody pieces (a holder's piece server), as the chain has it: the
 // job's owner, and anyone bonded in x/stakingext — a provider (the job's workers, the
 // storage holders and those about to become holders or replacement workers, who must
-// read before the chain knows them), a provider's hot key (an authz grantee of one), or
-// a verifier (the auditors, the disputes role). An outsider has to bond to read.
+// read before the chain knows them), a verifier (the auditors, a verifier-mode
+// challenger), or the hot key of either (an authz grantee of one: sidecars sign with
+// their hot key). An outsider has to bond to read.
 type stateReaders struct{ conn grpc.ClientConnInterface }
 
 // MayRead is the policy for the pieces of custody object datasetID (storage.PieceReaders).
@@ -70,8 +71,11 @@ func (c stateReaders) mayRead(ctx context.Context, reader, owner string, forbidd
 		if ok, err := found(staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: g.Granter})); ok || err != nil {
 			return err
 		}
+		if ok, err := found(staking.Verifier(ctx, &stakingexttypes.QueryVerifierRequest{Operator: g.Granter})); ok || err != nil {
+			return err
+		}
 	}
-	return fmt.Errorf("%s %w: it is neither the job's owner nor bonded in x/stakingext (a provider, a provider's hot key or a verifier)",
+	return fmt.Errorf("%s %w: it is neither the job's owner nor bonded in x/stakingext (a provider or a verifier, or the hot key of one)",
 		reader, forbidden)
 }
 
