@@ -94,7 +94,9 @@ func startAttackNet(t *testing.T, challengeWindow string, cheat ...string) *atta
 			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
 			v := state["verify"].(map[string]any)["params"].(map[string]any)
 			v["challenge_window"], v["move_timeout"] = challengeWindow, "20"
-			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "60", "2"
+			// 20 s for an honest trainer's holders to claim (they take 1–2 s), not longer:
+			// a withheld checkpoint is punished only then.
+			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "40", "2"
 			return nil
 		},
 	})
