@@ -82,6 +82,11 @@ func (r *Role) writeCustodyPieces(leaseID, index uint64, statePath string, spec 
 			return 0, nil, err
 		}
 	}
+	if hook := r.opts.Hooks.CustodyPieces; hook != nil {
+		if roots, err = hook(tmp, l, roots); err != nil {
+			return 0, nil, err
+		}
+	}
 	if err := os.RemoveAll(final); err != nil {
 		return 0, nil, err
 	}

@@ -22,10 +22,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -85,6 +88,11 @@ type Hooks struct {
 	// BeforeCheckpoint is called before checkpoint index of a lease is
 	// submitted. It may block until ctx ends (a test's pause point).
 	BeforeCheckpoint func(ctx context.Context, leaseID, index uint64)
+	// CustodyPieces is called once the custody pieces of a committed state are
+	// written under dir (dir/manifest.PieceFile(0, piece)) with their roots,
+	// before they are served and committed; it returns the roots to commit (a
+	// cheater that rewrites a piece commits its root).
+	CustodyPieces func(dir string, l custody.Layout, roots []merkle.Hash) ([]merkle.Hash, error)
 }
 
 // Options configure a Role.
@@ -116,6 +124,9 @@ type Options struct {
 	// Custody reads custody objects on chain and rebuilds a resume state from their
 	// holders; nil leaves jobs with custody unresumable by this sidecar.
 	Custody *fetch.Source
+	// Authorize signs requests to other providers' checkpoint servers (pkg/reqauth),
+	// which serve states only to the job's owner and the bonded; nil sends them unsigned.
+	Authorize func(*http.Request) error
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration
@@ -166,7 +177,7 @@ func New(opts Options) (*Role, error) {
 	}
 	r := &Role{
 		opts: opts, log: opts.Logger,
-		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes},
+		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes, Authorize: opts.Authorize},
 		withdraw: rolekit.NewQueue[struct{}](1),
 		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
 		unrecorded: map[checkpoint.Ref]db.CheckpointStatus{},
