@@ -1,283 +1,94 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	sdkmath "cosmossdk.io/math"
-	"github.com/cosmos/cosmos-sdk/crypto/keys/secp256k1"
-	"github.com/cosmos/cosmos-sdk/types/bech32"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/testutil/localnet"
-	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// attackJobYAML is a one-checkpoint reference job kept in custody, 2+1. Its checkpoint
-// deadline is past the window and custody grace of attackNet's chain, so a checkpoint
-// nobody holds is WITHHELD before the lease could miss a deadline.
-const attackJobYAML = `name: custody-attack
-gpu:
-  models: [H100-SXM5-80GB]
-  min_vram_gib: 80
-  per_worker: 1
-workload:
-  kind: reference
-total_steps: 16
-checkpoint_every: 16
-max_price_per_gpu_hour: 3000000udepin
-max_duration: 2h
-bidding_window_blocks: 6
-checkpoint_deadline_blocks: 200
-audit:
-  auditors: 0
-custody:
-  data_pieces: 2
-  parity_pieces: 1
-  retain_checkpoints: 720h
-`
+// attackJobYAML is custodyJobYAML with one checkpoint (16 steps) and a checkpoint
+// deadline of 200 blocks, past the window and custody grace of attackNet's chain, so a
+// checkpoint nobody holds is WITHHELD before the lease could miss a deadline.
+var attackJobYAML = strings.NewReplacer("total_steps: 64", "total_steps: 16",
+	"checkpoint_deadline_blocks: 40", "checkpoint_deadline_blocks: 200").Replace(custodyJobYAML)
 
-// attackNet is a chain, a cheating trainer t1 (started with cheat), an honest trainer t2
-// (started once t1 has the lease) and three storage holders h1..h3, with job attackJobYAML
-// submitted; first is t1's lease.
+// attackNet is a custodyNet whose t1 cheats, with job attackJobYAML submitted and leased
+// by t1 (first), t2 started.
 type attackNet struct {
-	t        *testing.T
-	ctx      context.Context
-	node     *localnet.Node
-	sidecars map[string]*sidecar.Provider
-	market   markettypes.QueryClient
-	verify   verifytypes.QueryClient
-	shards   shardtypes.QueryClient
-	staking  stakingexttypes.QueryClient
-	bank     banktypes.QueryClient
-	jobID    uint64
-	first    markettypes.Lease
-	start    time.Time
+	*custodyNet
+	jobID uint64
+	first markettypes.Lease
 }
 
-var attackNames = []string{"t1", "t2", "h1", "h2", "h3"}
-
-func startAttackNet(t *testing.T, challengeWindow string, cheat ...string) *attackNet {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	n := &attackNet{t: t, ctx: ctx, sidecars: map[string]*sidecar.Provider{}, start: time.Now()}
-	accounts := map[string]int64{"owner": 1_000_000_000_000}
-	for _, name := range attackNames {
-		accounts[name] = 1_000_000_000_000
-	}
-	node, err := localnet.Start(ctx, localnet.Options{
-		Home: filepath.Join(dir, "chain"), BlockTime: 500 * time.Millisecond, Accounts: accounts,
-		Genesis: func(state map[string]any) error {
-			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
+// newAttackNet starts a custodyNet whose t1 runs with the test hook cheat, x/verify's
+// challenge window challengeWindow blocks and a custody grace of 40 blocks: 20 s for an
+// honest trainer's holders to claim (they take 1–2 s), not longer, as a withheld
+// checkpoint is punished only then. It submits attackJobYAML and waits for t1's lease.
+func newAttackNet(t *testing.T, challengeWindow, cheat string) *attackNet {
+	n := newCustodyNet(t, 8*time.Minute, custodyNetConfig{
+		t1Args: []string{cheat},
+		genesis: func(state map[string]any) {
 			v := state["verify"].(map[string]any)["params"].(map[string]any)
-			v["challenge_window"], v["move_timeout"] = challengeWindow, "20"
-			// 20 s for an honest trainer's holders to claim (they take 1–2 s), not longer:
-			// a withheld checkpoint is punished only then.
-			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "40", "2"
-			return nil
+			v["challenge_window"], v["custody_grace_blocks"] = challengeWindow, "40"
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
-	n.node = node
-	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	n.market, n.verify, n.shards = markettypes.NewQueryClient(conn), verifytypes.NewQueryClient(conn), shardtypes.NewQueryClient(conn)
-	n.staking, n.bank = stakingexttypes.NewQueryClient(conn), banktypes.NewQueryClient(conn)
-
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var errs []error
-	for _, name := range attackNames {
-		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
-		switch name {
-		case "t1", "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.Set = map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
-			if name == "t1" {
-				opts.StartArgs = cheat
-			}
-		default:
-			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
-		}
-		if testing.Verbose() {
-			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := sidecar.Setup(ctx, node, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-				return
-			}
-			n.sidecars[name] = p
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range attackNames {
-		t.Cleanup(n.sidecars[name].Stop)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range attackNames {
-				t.Logf("%s's log tail:\n%s", name, readTail(n.sidecars[name].LogPath()))
-			}
-		}
-	})
-	for _, name := range attackNames {
-		if name == "t2" {
-			continue // started once t1 has the lease
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := n.sidecars[name].Start(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			errs = append(errs, err)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-
-	specPath := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(specPath, []byte(attackJobYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := node.Tx(ctx, "owner", "market", "submit-job", "--spec", specPath, "--deposit", "500000000udepin")
-	if err != nil || res.Code != 0 {
-		t.Fatalf("submit-job: %v %s", err, res.RawLog)
-	}
-	idAttr, _ := res.Attr("depinchain.market.v1.EventJobCreated", "job_id")
-	fmt.Sscan(strings.Trim(idAttr, `"`), &n.jobID)
-	n.waitFor("t1 leases the job", 2*time.Minute, func() bool {
-		ls := n.leases()
-		if len(ls) > 0 {
-			n.first = ls[0]
-		}
-		return len(ls) > 0
-	})
-	if n.first.Provider != n.sidecars["t1"].Operator {
-		t.Fatalf("the first lease went to %s, want t1 (the only bidder)", n.first.Provider)
-	}
-	if err := n.sidecars["t2"].Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	a := &attackNet{custodyNet: n, jobID: n.submitJob(attackJobYAML, "500000000udepin")}
+	a.first = n.firstLease(a.jobID)
+	return a
 }
 
-func (n *attackNet) waitFor(what string, timeout time.Duration, cond func() bool) {
-	n.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) || n.ctx.Err() != nil {
-			n.t.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	n.t.Logf("%s at %s", what, time.Since(n.start).Round(100*time.Millisecond))
-}
-
-func (n *attackNet) leases() []markettypes.Lease {
-	res, err := n.market.Leases(n.ctx, &markettypes.QueryLeasesRequest{JobId: n.jobID})
+// checkFirstLeaseClosed checks that t1's lease was closed for reason.
+func (n *attackNet) checkFirstLeaseClosed(reason markettypes.LeaseCloseReason) {
+	n.tb.Helper()
+	res, err := n.market.Lease(n.ctx, &markettypes.QueryLeaseRequest{LeaseId: n.first.Id})
 	if err != nil {
-		n.t.Fatal(err)
+		n.tb.Fatal(err)
 	}
-	return res.Leases
-}
-
-func (n *attackNet) checkpoints(lease uint64) []verifytypes.Checkpoint {
-	res, err := n.verify.Checkpoints(n.ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: lease})
-	if err != nil {
-		n.t.Fatal(err)
+	if res.Lease.CloseReason != reason {
+		n.tb.Fatalf("t1's lease closed %s, want %s", res.Lease.CloseReason, reason)
 	}
-	return res.Checkpoints
-}
-
-func (n *attackNet) provider(name string) stakingexttypes.Provider {
-	res, err := n.staking.Provider(n.ctx, &stakingexttypes.QueryProviderRequest{Operator: n.sidecars[name].Operator})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	return res.Provider
-}
-
-func (n *attackNet) bonds() map[string]sdkmath.Int {
-	out := map[string]sdkmath.Int{}
-	for _, name := range attackNames {
-		out[name] = n.provider(name).Bond.Amount
-	}
-	return out
 }
 
 // honestProviderCompletes waits until t2 leases the reopened job from step 0 and the
 // job completes, its one checkpoint final with its state in custody, and checks that
 // nobody but t1 lost bond since before.
 func (n *attackNet) honestProviderCompletes(before map[string]sdkmath.Int) markettypes.Lease {
-	var second markettypes.Lease
-	n.waitFor("the job reopens and t2 leases it", 3*time.Minute, func() bool {
-		for _, l := range n.leases() {
-			if l.Id != n.first.Id {
-				second = l
-				return true
-			}
-		}
-		return false
-	})
+	second := n.secondLease(n.jobID, n.first.Id, 3*time.Minute)
 	if second.Provider != n.sidecars["t2"].Operator || second.ResumeStep != 0 {
-		n.t.Fatalf("second lease %+v, want t2's from step 0 (no checkpoint of t1 was final)", second)
+		n.tb.Fatalf("second lease %+v, want t2's from step 0 (no checkpoint of t1 was final)", second)
 	}
 	n.waitFor("the job completes", 4*time.Minute, func() bool {
 		j, err := n.market.Job(n.ctx, &markettypes.QueryJobRequest{JobId: n.jobID})
 		if err != nil {
-			n.t.Fatal(err)
+			n.tb.Fatal(err)
 		}
 		return j.Job.State == markettypes.JOB_STATE_COMPLETED
 	})
 	cps := n.checkpoints(second.Id)
 	if last := cps[len(cps)-1]; last.EndStep != 16 || last.Status != verifytypes.CHECKPOINT_STATUS_FINAL || last.CustodyId == "" {
-		n.t.Fatalf("t2's last checkpoint %+v", last)
+		n.tb.Fatalf("t2's last checkpoint %+v", last)
 	}
 	after := n.bonds()
-	for _, name := range attackNames[1:] {
+	for _, name := range custodyNetNames[1:] {
 		if !after[name].Equal(before[name]) {
-			n.t.Errorf("%s is innocent, its bond went from %s to %s", name, before[name], after[name])
+			n.tb.Errorf("%s is innocent, its bond went from %s to %s", name, before[name], after[name])
 		}
 	}
 	return second
@@ -293,10 +104,7 @@ func (n *attackNet) honestProviderCompletes(before map[string]sdkmath.Int) marke
 // only to signed requests of the parties the chain names: unsigned 401, an unbonded
 // key 403, the owner the state that verifies against the chain.
 func TestTrainerWithholdingCustodyPiecesIsSlashed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node and five real sidecars")
-	}
-	n := startAttackNet(t, "10", "--cheat-withhold-custody-pieces")
+	n := newAttackNet(t, "10", "--cheat-withhold-custody-pieces")
 	before := n.bonds()
 	mp, err := n.market.Params(n.ctx, &markettypes.QueryParamsRequest{})
 	if err != nil {
@@ -318,13 +126,7 @@ func TestTrainerWithholdingCustodyPiecesIsSlashed(t *testing.T) {
 	if err == nil && sh.Shard.Live != 0 {
 		t.Fatalf("%d pieces of a state its trainer never served are held", sh.Shard.Live)
 	}
-	l1, err := n.market.Lease(n.ctx, &markettypes.QueryLeaseRequest{LeaseId: n.first.Id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l1.Lease.CloseReason != markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE {
-		t.Fatalf("t1's lease closed %s, want non-performance", l1.Lease.CloseReason)
-	}
+	n.checkFirstLeaseClosed(markettypes.LEASE_CLOSE_REASON_NON_PERFORMANCE)
 	t1 := n.provider("t1")
 	slash := mp.Params.NonPerformanceSlashFraction.MulInt(before["t1"]).TruncateInt()
 	if !slash.IsPositive() || !t1.Bond.Amount.Equal(before["t1"].Sub(slash)) {
@@ -343,32 +145,10 @@ func TestTrainerWithholdingCustodyPiecesIsSlashed(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateURL := checkpoint.URI(base, ref) + "/state"
-	get := func(authorize func(*http.Request) error) (int, string) {
-		req, _ := http.NewRequestWithContext(n.ctx, http.MethodGet, stateURL, nil)
-		if authorize != nil {
-			if err := authorize(req); err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-		return res.StatusCode, string(body)
-	}
-	if code, body := get(nil); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
+	if code, body := signedGet(t, n.ctx, stateURL, nil); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
 		t.Fatalf("an unsigned request for a checkpoint state: %d %s", code, body)
 	}
-	stranger := secp256k1.GenPrivKey()
-	strangerAddr, _ := bech32.ConvertAndEncode("depin", stranger.PubKey().Address())
-	if code, body := get(func(req *http.Request) error {
-		return reqauth.Sign(req, n.node.ChainID, strangerAddr, func(msg []byte) ([]byte, []byte, error) {
-			sig, err := stranger.Sign(msg)
-			return sig, stranger.PubKey().Bytes(), err
-		}, time.Now())
-	}); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
+	if code, body := signedGet(t, n.ctx, stateURL, strangerSigner(n.node.ChainID)); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
 		t.Fatalf("a checkpoint state requested by an unbonded key: %d %s", code, body)
 	}
 	asOwner, err := n.node.RequestSigner("owner")
@@ -393,12 +173,9 @@ func TestTrainerWithholdingCustodyPiecesIsSlashed(t *testing.T) {
 // balance over that block: the reward less its fees). The job reopens from scratch and
 // honest t2 completes it; nobody else lost bond.
 func TestTrainerGarbageParityIsConvicted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node and five real sidecars")
-	}
 	// A 40-block window: the parity holder proves the fault seconds after the
 	// checkpoint is registered, long before the window would let it become final.
-	n := startAttackNet(t, "40", "--cheat-garbage-parity")
+	n := newAttackNet(t, "40", "--cheat-garbage-parity")
 	before := n.bonds()
 	vp, err := n.verify.Params(n.ctx, &verifytypes.QueryParamsRequest{})
 	if err != nil {
@@ -438,13 +215,7 @@ func TestTrainerGarbageParityIsConvicted(t *testing.T) {
 	if prover == "" {
 		t.Fatalf("the prover %s is not a holder", ev["prover"])
 	}
-	l1, err := n.market.Lease(n.ctx, &markettypes.QueryLeaseRequest{LeaseId: n.first.Id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l1.Lease.CloseReason != markettypes.LEASE_CLOSE_REASON_FRAUD {
-		t.Fatalf("t1's lease closed %s, want fraud", l1.Lease.CloseReason)
-	}
+	n.checkFirstLeaseClosed(markettypes.LEASE_CLOSE_REASON_FRAUD)
 
 	// Exact money: t1's bond, the event's slash and reward, the prover's balance.
 	t1 := n.provider("t1")
