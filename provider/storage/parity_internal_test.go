@@ -287,7 +287,8 @@ func peakHeap() (stop func() uint64) {
 // rebuilt file is the piece byte for byte, and the heap never grows by more than 16 MiB
 // over the repair, where a repair holding the state (32 MiB) or the k pieces it reads
 // (32 MiB) could not stay under it. The bound is (k+m) blocks of custody.BlockSize plus
-// the HTTP transfers' buffers.
+// the HTTP transfers' buffers. Then the trainer serves every piece, and a holder taking a
+// parity piece from it checks the piece against the state's parity under the same bound.
 func TestCustodyRepairStreams(t *testing.T) {
 	const size = 32<<20 - 1234 // the last data piece is short
 	const bound = 16 << 20
@@ -368,7 +369,31 @@ func TestCustodyRepairStreams(t *testing.T) {
 				target, float64(size)/(1<<20), grew>>20, bound>>20)
 		}
 	}
+	// The trainer back, serving every piece: taking a parity piece from it checks the
+	// piece against the parity its data pieces make, streamed the same way.
+	for i := range l.Pieces() {
+		holder := filepath.Join(srv.dir, "h"+string(rune('0'+i)), string(rune('0'+i)))
+		if err := os.MkdirAll(filepath.Join(srv.dir, "trainer"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(holder, filepath.Join(srv.dir, "trainer", string(rune('0'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := l.DataPieces + 1
+	info, _ := custodyInfo(l, roots)
+	stop := peakHeap()
+	err = r.custodyPiece(context.Background(), info, nil, target, filepath.Join(dir, "taken", "piece"))
+	grew := stop()
+	if err != nil {
+		t.Fatalf("taking parity piece %d from the trainer: %v", target, err)
+	}
+	t.Logf("parity piece %d taken from the trainer and checked; heap grew by at most %.1f MiB", target, float64(grew)/(1<<20))
+	if grew > bound {
+		t.Fatalf("checking parity piece %d of a %.0f MiB state grew the heap by %d MiB, over %d MiB: the check does not stream",
+			target, float64(size)/(1<<20), grew>>20, bound>>20)
+	}
 	if len(sent) != 0 {
-		t.Fatalf("honest pieces repaired with %d messages sent", len(sent))
+		t.Fatalf("honest pieces repaired and checked with %d messages sent", len(sent))
 	}
 }
