@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -25,6 +26,10 @@ type Client struct {
 	BaseURL string
 	// HTTP is the client used; nil means http.DefaultClient.
 	HTTP *http.Client
+	// Authorize signs each request (pkg/reqauth): a provider serves checkpoint states
+	// only to signed requests of the job's owner and the bonded (RestrictStates). Nil
+	// sends them unsigned, which gets the metadata, the trace and the header chunk.
+	Authorize func(*http.Request) error
 }
 
 func (c *Client) url(ref Ref, suffix string) string {
@@ -36,6 +41,11 @@ func (c *Client) get(ctx context.Context, url string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
+	}
+	if c.Authorize != nil {
+		if err := c.Authorize(req); err != nil {
+			return nil, err
+		}
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -51,8 +61,11 @@ func (c *Client) get(ctx context.Context, url string) (*http.Response, error) {
 			Error string `json:"error"`
 		}
 		msg := resp.Status
-		if json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body) == nil && body.Error != "" {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 			msg += ": " + body.Error
+		} else if text := strings.TrimSpace(string(raw)); text != "" {
+			msg += ": " + text // plain text: the authentication layer's answer
 		}
 		return nil, fmt.Errorf("GET %s: %s", url, msg)
 	}

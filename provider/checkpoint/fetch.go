@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -28,6 +29,8 @@ type Fetcher struct {
 	WorkDir string
 	// MaxStateBytes bounds a downloaded state.
 	MaxStateBytes int64
+	// Authorize signs the requests (Client.Authorize).
+	Authorize func(*http.Request) error
 }
 
 // At names the checkpoint a URI serves and reads its commitment on chain,
@@ -41,7 +44,7 @@ func (f Fetcher) At(ctx context.Context, uri string) (Client, Ref, verifytypes.C
 	if err != nil {
 		return Client{}, ref, verifytypes.Checkpoint{}, fmt.Errorf("reading checkpoint %s on chain: %w", ref, err)
 	}
-	return Client{BaseURL: base}, ref, res.Checkpoint, nil
+	return Client{BaseURL: base, Authorize: f.Authorize}, ref, res.Checkpoint, nil
 }
 
 // State fetches a checkpoint's state from its provider, every chunk verified

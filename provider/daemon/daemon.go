@@ -71,6 +71,10 @@ type Hooks struct {
 	// provider that withholds what its checkpoints start from, so nobody can check
 	// them); metadata and traces are still served.
 	WithholdStates bool
+	// WithholdCustodyPieces makes the public server refuse the custody pieces of the
+	// states the sidecar commits (a trainer that commits roots and serves no pieces,
+	// so no holder can take them and its checkpoints never become final).
+	WithholdCustodyPieces bool
 }
 
 // Daemon is one running provider sidecar.
@@ -94,6 +98,8 @@ type Daemon struct {
 	state   runState
 	// withholdStates is Hooks.WithholdStates.
 	withholdStates bool
+	// withholdCustodyPieces is Hooks.WithholdCustodyPieces.
+	withholdCustodyPieces bool
 }
 
 // host is the GPU inventory and where it comes from.
@@ -154,6 +160,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.withholdStates = opts.Hooks.WithholdStates
+	d.withholdCustodyPieces = opts.Hooks.WithholdCustodyPieces
 	if d.roles, err = d.newRoles(!registered, opts.Hooks); err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, DB: d.db, Catalog: d.catalog,
 		GPUs: d.host.inventory, SimulatedGPUs: d.host.driver == config.GPUSourceMockDGXH100, Runtimes: cfg.Runtimes,
 		WorkDir: cfg.Storage.WorkDir, PublicURL: cfg.Checkpoints.PublicURL, HealthInterval: cfg.GPUs.RefreshInterval.Duration,
-		CustodyDir: d.custodyDir(), Custody: custodySource, Rounds: rs.rounds, SubmitTx: d.submitTx,
+		CustodyDir: d.custodyDir(), Custody: custodySource, Rounds: rs.rounds, SubmitTx: d.submitTx, Authorize: d.signRequest,
 		Data: data, Metrics: d.metrics, Logger: d.log, Hooks: hooks.Leases,
 	})
 	if err != nil {
@@ -133,7 +133,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	priority := &rolekit.Priority{}
 	rs.disputes, err = disputes.New(disputes.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, Height: d.chainHeight, DB: d.db,
-		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource,
+		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource, Authorize: d.signRequest,
 		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes, Priority: priority,
 	})
 	if err != nil {
@@ -287,7 +287,8 @@ func (d *Daemon) modelName(nvmlName string) string {
 func (d *Daemon) custodyDir() string { return filepath.Join(d.cfg.Storage.WorkDir, "custody") }
 
 // signRequest signs a request to another provider's server with the hot key
-// (pkg/reqauth): holders serve checkpoint states' pieces only to signed requests.
+// (pkg/reqauth): trainers serve checkpoint states, holders their pieces, only to
+// signed requests.
 func (d *Daemon) signRequest(req *http.Request) error {
 	return reqauth.Sign(req, d.cfg.Chain.ChainID, d.submitter.HotKeyAddress(), d.submitter.SignBytes, time.Now())
 }

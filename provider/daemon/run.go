@@ -103,15 +103,20 @@ func (d *Daemon) publicServer() *http.Server {
 	if d.withholdStates {
 		checkpoints = withholdStates(checkpoints)
 	}
+	// Checkpoint states, like their custody pieces, only to signed requests of the
+	// parties allowed to read them; one Verifier, so a nonce is accepted once by both.
+	verifier := &reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}
+	checkpoints = checkpoint.RestrictStates(checkpoints, verifier, stateReaders{d.conn})
 	mux.Handle(checkpoint.PathPrefix, checkpoints)
 	mux.Handle(logs.PathPrefix, &logs.Server{ChainID: d.cfg.Chain.ChainID, WorkDir: d.cfg.Storage.WorkDir, Chain: logReaders{d.conn}})
-	piecesDirs := []string{d.custodyDir()}
+	var piecesDirs []string
+	if !d.withholdCustodyPieces {
+		piecesDirs = append(piecesDirs, d.custodyDir())
+	}
 	if d.roles.storage != nil {
 		piecesDirs = append(piecesDirs, d.cfg.StorageRole.PiecesDir)
 	}
-	// Checkpoint states' pieces only to signed requests of the parties allowed to read them.
-	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...),
-		&reqauth.Verifier{ChainID: d.cfg.Chain.ChainID}, custodyReaders{d.conn}))
+	mux.Handle("/pieces/", storage.RestrictCustodyPieces(storage.NewPieceHandler(piecesDirs...), verifier, stateReaders{d.conn}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -119,7 +120,10 @@ type Options struct {
 	// section), so a checkpoint that starts where a departed trainer's state ends can
 	// still be checked; nil fetches start states from their URIs only.
 	Custody *fetch.Source
-	Metrics Metrics
+	// Authorize signs requests to other providers' checkpoint servers (pkg/reqauth),
+	// which serve states only to the job's owner and the bonded; nil sends them unsigned.
+	Authorize func(*http.Request) error
+	Metrics   Metrics
 	// Logger receives the role's logs; nil discards them.
 	Logger *slog.Logger
 	Hooks  Hooks
@@ -166,7 +170,7 @@ func New(opts Options) (*Role, error) {
 	}
 	return &Role{
 		opts: opts, log: opts.Logger,
-		fetcher:    checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxStartStateBytes},
+		fetcher:    checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxStartStateBytes, Authorize: opts.Authorize},
 		games:      rolekit.NewQueue[uint64](disputeQueueSize),
 		checks:     rolekit.NewQueue[checkpoint.Ref](verifyQueueSize),
 		executions: map[uint64]*Execution{}, verified: map[uint64]*exact.State{}, parties: map[uint64]*tiles.Party{},

@@ -33,7 +33,7 @@ func (r *Role) writeCustodyPieces(leaseID, index uint64, statePath string, spec 
 	}
 	id := shardtypes.CustodyDatasetID(leaseID, index)
 	started := time.Now()
-	l, roots, err := pieces.WriteCustodyObject(r.opts.CustodyDir, id, statePath, spec.DataPieces, spec.ParityPieces)
+	l, roots, err := pieces.WriteCustodyObject(r.opts.CustodyDir, id, statePath, spec.DataPieces, spec.ParityPieces, r.opts.Hooks.CustodyPieces)
 	if err != nil {
 		return 0, nil, err
 	}

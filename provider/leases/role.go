@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
 	"github.com/depinchain/depinchain/provider/metrics"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -89,6 +91,11 @@ type Hooks struct {
 	// RoundStepDelay slows every step of a training-together lease by this much: a
 	// deliberately slow worker (the round barrier's benchmark).
 	RoundStepDelay time.Duration
+	// CustodyPieces is called once the custody pieces of a committed state are
+	// written under dir (dir/manifest.PieceFile(0, piece)) with their roots,
+	// before they are served and committed; it returns the roots to commit (a
+	// cheater that rewrites a piece commits its root).
+	CustodyPieces pieces.RewritePieces
 }
 
 // Options configure a Role.
@@ -126,6 +133,9 @@ type Options struct {
 	// SubmitTx sends several messages in one transaction (a round's MsgCommitRound with
 	// its checkpoint); needed with Rounds.
 	SubmitTx rounds.SubmitFunc
+	// Authorize signs requests to other providers' checkpoint servers (pkg/reqauth),
+	// which serve states only to the job's owner and the bonded; nil sends them unsigned.
+	Authorize func(*http.Request) error
 	// HealthInterval is how often the GPUs of active leases are checked,
 	// and their checkpoint deadlines re-read from the chain (default 30s).
 	HealthInterval time.Duration
@@ -176,7 +186,7 @@ func New(opts Options) (*Role, error) {
 	}
 	r := &Role{
 		opts: opts, log: opts.Logger,
-		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes},
+		fetcher:  checkpoint.Fetcher{Chain: opts.Chain, WorkDir: opts.WorkDir, MaxStateBytes: maxResumeStateBytes, Authorize: opts.Authorize},
 		withdraw: rolekit.NewQueue[struct{}](1),
 		runs:     map[uint64]*leaseRun{}, progress: map[uint64]uint64{},
 		unrecorded: map[checkpoint.Ref]db.CheckpointStatus{},

@@ -234,6 +234,24 @@ func TestHooksChangeWhatIsCommitted(t *testing.T) {
 	}
 }
 
+// The last checkpoint's submission fails (here its commitment): the attempt is an
+// error, not "every checkpoint submitted", although the trainer wrote it (a lease whose
+// last checkpoint never reaches the chain would otherwise sit until its deadline).
+func TestAFailedLastSubmissionIsAnError(t *testing.T) {
+	h := newHarness(t, Hooks{
+		CommitTrace: func(markettypes.Job, trainer.Checkpoint) (trace.Trace, error) {
+			return trace.Trace{}, errors.New("no commitment today")
+		},
+	})
+	h.won(t, 4, 4)
+	if err := h.role.serve(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "no commitment today") {
+		t.Fatalf("serve: %v, want the submission's error", err)
+	}
+	if subs := roletest.SentOf[*verifytypes.MsgSubmitCheckpoint](h.chain); len(subs) != 0 {
+		t.Fatalf("submitted %d checkpoints", len(subs))
+	}
+}
+
 // A checkpoint the chain has under the lease's next index but with another
 // hash cannot be served: the attempt fails for good, and sends nothing.
 func TestAChainCheckpointThatIsNotTheLocalOneIsPermanent(t *testing.T) {

@@ -316,12 +316,17 @@ func (r *Role) train(ctx context.Context, l *lease, watcher *trainer.Watcher, re
 		go r.followMetricsLog(watchCtx, l.rec.LeaseID, l.out(), l.job.Spec.TotalSteps)
 	}
 	watchErr := watcher.Watch(watchCtx, 250*time.Millisecond, func(cp trainer.Checkpoint) error { return r.submitNext(ctx, l, cp) })
-	if watcher.Finished() {
+	if watchErr == nil { // Watch ends without an error only once every checkpoint is in
 		r.log.Info("every checkpoint of the lease is submitted", "lease", l.rec.LeaseID, "steps", l.job.Spec.TotalSteps)
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if !errors.Is(watchErr, context.Canceled) {
+		// A checkpoint or its submission failed; the watcher may have read the last
+		// one all the same, so Finished does not say the lease is done.
+		return watchErr
 	}
 	select {
 	case <-handle.Done():

@@ -22,7 +22,7 @@ type Pieces struct {
 // WritePieces cuts a round file into custody object id's pieces under custodyDir, where
 // the public server serves them to the storage holders (the checkpoints' code).
 func WritePieces(custodyDir, id, path string, dataPieces, parityPieces uint32) (Pieces, error) {
-	l, roots, err := pieces.WriteCustodyObject(custodyDir, id, path, dataPieces, parityPieces)
+	l, roots, err := pieces.WriteCustodyObject(custodyDir, id, path, dataPieces, parityPieces, nil)
 	if err != nil {
 		return Pieces{}, err
 	}

@@ -2,7 +2,7 @@ package storage
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -22,29 +22,12 @@ type PieceReaders interface {
 // reader the chain allows (401 unsigned or badly signed, 403 not allowed); dataset
 // pieces stay public, as datasets are registered for anyone to train on.
 func RestrictCustodyPieces(next http.Handler, v *reqauth.Verifier, readers PieceReaders) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return reqauth.Restrict(next, v, func(req *http.Request) (string, bool) {
 		rest, _ := strings.CutPrefix(req.URL.Path, "/pieces/")
 		id, _, _ := strings.Cut(rest, "/")
-		if !types.IsCustodyDatasetID(id) {
-			next.ServeHTTP(w, req)
-			return
-		}
-		reader, err := v.Verify(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		if err := readers.MayRead(req.Context(), reader, id); err != nil {
-			status := http.StatusForbidden
-			if !errors.Is(err, ErrNotAReader) {
-				status = http.StatusServiceUnavailable // the chain could not be asked
-			}
-			http.Error(w, err.Error(), status)
-			return
-		}
-		next.ServeHTTP(w, req)
-	})
+		return id, types.IsCustodyDatasetID(id)
+	}, readers.MayRead)
 }
 
 // ErrNotAReader: the signer may not read a custody object's pieces.
-var ErrNotAReader = errors.New("may not read the pieces of this checkpoint state")
+var ErrNotAReader = fmt.Errorf("may not read the pieces of this checkpoint state: %w", reqauth.ErrForbidden)

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 )
 
-// proveParityFault runs when a repair rebuilt parity piece target of a custody object
-// from data pieces that match their roots and the result does not match the piece's
-// registered root: the trainer registered a parity piece that is not the parity of its
-// state. The role streams the registered bytes from the trainer or a holder of the piece
+// proveParityFault runs when a parity piece target of a custody object rebuilt from data
+// pieces that match their roots does not match the piece's registered root (a repair, or
+// the check of a parity piece the trainer served): the trainer registered a parity piece
+// that is not the parity of its state. The role streams the registered bytes from the trainer or a holder of the piece
 // (checked against the root) and the state from the holders into temporary files beside
 // path, finds the first chunk that differs and sends MsgProveParityFault, which convicts
 // the trainer. Without the registered bytes there is nothing to open against the root,
@@ -32,7 +33,10 @@ func (r *Role) proveParityFault(ctx context.Context, obj fetch.Object, target ui
 		return err
 	}
 	defer registered.Close()
-	sources := append([]string{obj.Custody.Trainer}, obj.Holders[target]...)
+	sources := obj.Holders[target]
+	if !slices.Contains(sources, obj.Custody.Trainer) {
+		sources = append([]string{obj.Custody.Trainer}, sources...)
+	}
 	if err := r.custody.Piece(ctx, obj, target, sources, registered); err != nil {
 		return errors.Join(fmt.Errorf("custody object %s: parity piece %d is not the parity of the state, and no holder serves its registered bytes to prove it", obj.DatasetID, target), err)
 	}

@@ -105,12 +105,11 @@ func custodyInfo(l custody.Layout, roots []merkle.Hash, held ...uint32) (*shardI
 	return info, replicas
 }
 
-// A custody repair of a parity piece whose registered root is not the parity of the
-// state: the role rebuilds the piece from the data pieces' holders, finds it off its
-// root while the data pieces match theirs, gets the registered (garbage) bytes from a
-// holder of the piece and sends the MsgProveParityFault that the chain's check accepts. The repair
-// itself fails and leaves no piece file.
-func TestCustodyRepairProvesGarbageParity(t *testing.T) {
+// garbageParity is a 2+1 custody object of a small state whose trainer registered a
+// garbage parity piece: its layout, its pieces as registered (the garbage in place of the
+// parity) and their roots.
+func garbageParity(t *testing.T) (l custody.Layout, registered [][]byte, roots []merkle.Hash) {
+	t.Helper()
 	state := make([]byte, 5*custody.ChunkSize+123)
 	for i := range state {
 		state[i] = byte(i * 31)
@@ -125,38 +124,24 @@ func TestCustodyRepairProvesGarbageParity(t *testing.T) {
 		bufs[i] = new(bytes.Buffer)
 		out[i] = bufs[i]
 	}
-	roots, err := custody.Encode(bytes.NewReader(state), l, out, 1)
+	roots, err = custody.Encode(bytes.NewReader(state), l, out, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	registered = make([][]byte, l.Pieces())
+	for i, b := range bufs {
+		registered[i] = b.Bytes()
+	}
 	target := l.DataPieces
-	garbage := bytes.Repeat([]byte{0xAB}, bufs[target].Len())
-	roots[target] = merkle.RootOfBytes(garbage, custody.ChunkSize)
-	srv := newPieceServer(t)
-	srv.serve(t, "h0", 0, bufs[0].Bytes())
-	srv.serve(t, "h1", 1, bufs[1].Bytes())
+	registered[target] = bytes.Repeat([]byte{0xAB}, len(registered[target]))
+	roots[target] = merkle.RootOfBytes(registered[target], custody.ChunkSize)
+	return l, registered, roots
+}
 
-	info, replicas := custodyInfo(l, roots, 0, 1)
-	var sent []sdk.Msg
-	r := custodyRole(srv, &sent)
-	// The trainer is gone and nobody else holds the registered parity piece: the fault is
-	// found but cannot be proven.
-	path := filepath.Join(t.TempDir(), "piece")
-	if err := r.custodyPiece(context.Background(), info, replicas, target, path); !errors.Is(err, custody.ErrWrongParity) {
-		t.Fatalf("the repair of a garbage parity piece: %v", err)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the failed repair left a piece file: %v", err)
-	}
-	if len(sent) != 0 {
-		t.Fatalf("sent %d messages without the registered bytes to prove anything with", len(sent))
-	}
-	// A holder of the registered piece serves it: the proof is sent.
-	srv.serve(t, "h2", target, garbage)
-	info, replicas = custodyInfo(l, roots, 0, 1, 2)
-	if err := r.custodyPiece(context.Background(), info, replicas, target, path); !errors.Is(err, custody.ErrWrongParity) {
-		t.Fatalf("the repair of a garbage parity piece: %v", err)
-	}
+// checkSentParityProof checks that sent is one MsgProveParityFault about parity piece
+// target of lease 3's checkpoint 1, by the repairer, that the chain's check accepts.
+func checkSentParityProof(t *testing.T, sent []sdk.Msg, l custody.Layout, roots []merkle.Hash, target uint32) {
+	t.Helper()
 	if len(sent) != 1 {
 		t.Fatalf("sent %d messages, want one MsgProveParityFault", len(sent))
 	}
@@ -174,6 +159,79 @@ func TestCustodyRepairProvesGarbageParity(t *testing.T) {
 	parity := custody.ChunkOpening{Data: msg.Parity.Data, Proof: toHashes(t, msg.Parity.Proof)}
 	if err := custody.CheckParityFault(l, roots, msg.ParityPiece, msg.Chunk, data, parity); err != nil {
 		t.Fatalf("the chain's check refuses the sidecar's proof: %v", err)
+	}
+}
+
+// A custody repair of a parity piece whose registered root is not the parity of the
+// state: the role rebuilds the piece from the data pieces' holders, finds it off its
+// root while the data pieces match theirs, gets the registered (garbage) bytes from a
+// holder of the piece and sends the MsgProveParityFault that the chain's check accepts.
+// The repair itself fails and leaves no piece file.
+func TestCustodyRepairProvesGarbageParity(t *testing.T) {
+	l, registered, roots := garbageParity(t)
+	target := l.DataPieces
+	srv := newPieceServer(t)
+	srv.serve(t, "h0", 0, registered[0])
+	srv.serve(t, "h1", 1, registered[1])
+
+	info, replicas := custodyInfo(l, roots, 0, 1)
+	var sent []sdk.Msg
+	r := custodyRole(srv, &sent)
+	// The trainer is gone and nobody else holds the registered parity piece: the fault is
+	// found but cannot be proven.
+	path := filepath.Join(t.TempDir(), "piece")
+	if err := r.custodyPiece(context.Background(), info, replicas, target, path); !errors.Is(err, custody.ErrWrongParity) {
+		t.Fatalf("the repair of a garbage parity piece: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed repair left a piece file: %v", err)
+	}
+	if len(sent) != 0 {
+		t.Fatalf("sent %d messages without the registered bytes to prove anything with", len(sent))
+	}
+	// A holder of the registered piece serves it: the proof is sent.
+	srv.serve(t, "h2", target, registered[target])
+	info, replicas = custodyInfo(l, roots, 0, 1, 2)
+	if err := r.custodyPiece(context.Background(), info, replicas, target, path); !errors.Is(err, custody.ErrWrongParity) {
+		t.Fatalf("the repair of a garbage parity piece: %v", err)
+	}
+	checkSentParityProof(t, sent, l, roots, target)
+}
+
+// A holder taking a parity piece from a live trainer, nobody else holding anything yet:
+// the piece matches its registered root, but the state the trainer's data pieces make
+// has other parity. The role does not take the piece (no file) and proves the fault; the
+// data pieces it takes as they are, nothing more sent.
+func TestCustodyPieceFromTrainerChecksParity(t *testing.T) {
+	l, registered, roots := garbageParity(t)
+	target := l.DataPieces
+	srv := newPieceServer(t)
+	for i, p := range registered {
+		srv.serve(t, "trainer", uint32(i), p)
+	}
+	info, _ := custodyInfo(l, roots)
+	var sent []sdk.Msg
+	r := custodyRole(srv, &sent)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "piece"+string(rune('0'+target)))
+	if err := r.custodyPiece(context.Background(), info, nil, target, path); !errors.Is(err, custody.ErrWrongParity) {
+		t.Fatalf("the trainer's garbage parity piece: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the garbage parity piece was taken: %v", err)
+	}
+	checkSentParityProof(t, sent, l, roots, target)
+	for i := range l.DataPieces {
+		path := filepath.Join(dir, "piece"+string(rune('0'+i)))
+		if err := r.custodyPiece(context.Background(), info, nil, i, path); err != nil {
+			t.Fatalf("data piece %d: %v", i, err)
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, registered[i]) {
+			t.Fatalf("data piece %d: the file is not the piece (%v)", i, err)
+		}
+	}
+	if len(sent) != 1 {
+		t.Fatalf("taking data pieces sent %d more messages", len(sent)-1)
 	}
 }
 
@@ -229,7 +287,8 @@ func peakHeap() (stop func() uint64) {
 // rebuilt file is the piece byte for byte, and the heap never grows by more than 16 MiB
 // over the repair, where a repair holding the state (32 MiB) or the k pieces it reads
 // (32 MiB) could not stay under it. The bound is (k+m) blocks of custody.BlockSize plus
-// the HTTP transfers' buffers.
+// the HTTP transfers' buffers. Then the trainer serves every piece, and a holder taking a
+// parity piece from it checks the piece against the state's parity under the same bound.
 func TestCustodyRepairStreams(t *testing.T) {
 	const size = 32<<20 - 1234 // the last data piece is short
 	const bound = 16 << 20
@@ -310,7 +369,31 @@ func TestCustodyRepairStreams(t *testing.T) {
 				target, float64(size)/(1<<20), grew>>20, bound>>20)
 		}
 	}
+	// The trainer back, serving every piece: taking a parity piece from it checks the
+	// piece against the parity its data pieces make, streamed the same way.
+	for i := range l.Pieces() {
+		holder := filepath.Join(srv.dir, "h"+string(rune('0'+i)), string(rune('0'+i)))
+		if err := os.MkdirAll(filepath.Join(srv.dir, "trainer"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(holder, filepath.Join(srv.dir, "trainer", string(rune('0'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := l.DataPieces + 1
+	info, _ := custodyInfo(l, roots)
+	stop := peakHeap()
+	err = r.custodyPiece(context.Background(), info, nil, target, filepath.Join(dir, "taken", "piece"))
+	grew := stop()
+	if err != nil {
+		t.Fatalf("taking parity piece %d from the trainer: %v", target, err)
+	}
+	t.Logf("parity piece %d taken from the trainer and checked; heap grew by at most %.1f MiB", target, float64(grew)/(1<<20))
+	if grew > bound {
+		t.Fatalf("checking parity piece %d of a %.0f MiB state grew the heap by %d MiB, over %d MiB: the check does not stream",
+			target, float64(size)/(1<<20), grew>>20, bound>>20)
+	}
 	if len(sent) != 0 {
-		t.Fatalf("honest pieces repaired with %d messages sent", len(sent))
+		t.Fatalf("honest pieces repaired and checked with %d messages sent", len(sent))
 	}
 }

@@ -39,13 +39,15 @@ checkpoint_every: 16
 max_price_per_gpu_hour: 3000000udepin
 max_duration: 2h
 bidding_window_blocks: 4
+audit:
+  auditors: 0   # the verifier re-executes every checkpoint on its own
 `
 
 var fraudStory = scenario{
 	title: "a cheating provider caught by a verifier, with nobody at the keyboard",
 	accounts: map[string]int64{
 		"owner": 1_000_000_000, "honest": 200_000_000, "honest-hot": 1_000_000,
-		"cheater": 200_000_000, "cheater-hot": 1_000_000, "verifier": 100_000_000, "verifier-hot": 1_000_000,
+		"cheater": 200_000_000, "cheater-hot": 1_000_000, "verifier": 200_000_000, "verifier-hot": 1_000_000,
 	},
 	genesis: func(app map[string]any) error {
 		params := app["verify"].(map[string]any)["params"].(map[string]any)
@@ -96,11 +98,15 @@ func tellFraud(ctx context.Context, s *story, n *localnet.Node, demoDir string) 
 	if err != nil {
 		return sidecars, err
 	}
-	verifier, err := setup("verifier", "no GPUs, no bond; re-executes every reference checkpoint",
+	verifier, err := setup("verifier", "no GPUs; re-executes every reference checkpoint",
 		sidecar.Options{Prices: map[string]uint64{}, Set: map[string]string{
 			"verifier.enabled": "true", "verifier.policy": `"all"`, "gpus.source": `"none"`,
 		}})
 	if err != nil {
+		return sidecars, err
+	}
+	s.say("Providers serve checkpoint states only to the job's owner and the bonded, so the verifier bonds:")
+	if _, err := s.tx(ctx, n, "verifier", "stakingext", "register-verifier", "100000000"+denom); err != nil {
 		return sidecars, err
 	}
 	for _, p := range sidecars {

@@ -496,6 +496,10 @@ func tell(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*s
 	s.detail("the job never trains on (pkg/traindata's built-in text), the same bytes every time.")
 	s.say("Before training, a model that knows nothing scores ln 256 = %.2f nats a byte.", math.Log(256))
 	statesDir := filepath.Join(demoDir, "states")
+	asOwner, err := n.RequestSigner("owner")
+	if err != nil {
+		return sidecars, err
+	}
 	seen := map[uint64]verifytypes.CheckpointStatus{}
 	var (
 		lastStep   uint64
@@ -537,7 +541,7 @@ func tell(ctx context.Context, s *story, n *localnet.Node, demoDir string) ([]*s
 			case !known:
 				s.say("Block %d: checkpoint %d, steps %d..%d, claims %s of the pending payment.", cp.SubmittedHeight, cp.Index, cp.StartStep, cp.EndStep, depin(cp.Claim.String()))
 				s.detail("state_root %x  trace_root %x; challengeable until block %d", cp.StateRoot[:8], cp.TraceRoot[:8], cp.ChallengeDeadline)
-				vs, err := fetchVerifiedState(ctx, cp, cfg, filepath.Join(statesDir, fmt.Sprintf("step-%d", cp.EndStep)))
+				vs, err := fetchVerifiedState(ctx, cp, cfg, filepath.Join(statesDir, fmt.Sprintf("step-%d", cp.EndStep)), asOwner)
 				if err != nil {
 					return sidecars, err
 				}

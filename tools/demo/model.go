@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,9 @@ func (v verifiedState) stateStep() uint64 {
 // server named by its on-chain URI into dir, accepting it only if its Merkle root
 // equals the state_root committed on chain (checkpoint.Client checks while it
 // downloads), and decodes it: the step and the loss in its header are then the ones
-// the provider committed to.
-func fetchVerifiedState(ctx context.Context, cp verifytypes.Checkpoint, cfg exact.Config, dir string) (verifiedState, error) {
+// the provider committed to. authorize signs the requests as the job's owner: a
+// provider serves states only to the parties the chain names.
+func fetchVerifiedState(ctx context.Context, cp verifytypes.Checkpoint, cfg exact.Config, dir string, authorize func(*http.Request) error) (verifiedState, error) {
 	base, ref, err := checkpoint.ParseURI(cp.Uri)
 	if err != nil {
 		return verifiedState{}, err
@@ -58,7 +60,7 @@ func fetchVerifiedState(ctx context.Context, cp verifytypes.Checkpoint, cfg exac
 		return verifiedState{}, err
 	}
 	dst := filepath.Join(dir, "state")
-	c := &checkpoint.Client{BaseURL: base}
+	c := &checkpoint.Client{BaseURL: base, Authorize: authorize}
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	com, err := c.DownloadState(dctx, ref, root, dst, cfg.StateBytes())

@@ -24,6 +24,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/reqauth"
+	"github.com/depinchain/depinchain/provider/checkpoint"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
@@ -47,7 +48,9 @@ func jobFetchCommand() *cobra.Command {
 the one ending at --checkpoint STEP), downloads any k of its custody pieces in
 parallel from the storage holders that proved them on chain, checks every piece
 and the rebuilt state against the roots on chain, and writes DIR/state (the
-state file) and DIR/checkpoint.json. Only the job's owner may fetch (--from must
+state file) and DIR/checkpoint.json. For a job without custody: downloads the
+checkpoint's state from the provider that trained it (its URI on chain), checked
+against its state_root as it arrives. Only the job's owner may fetch (--from must
 be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -156,12 +159,12 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 	if job.Owner != f.owner {
 		return fmt.Errorf("%w: job %d belongs to %s, and --from is %s", ErrNotOwner, jobID, job.Owner, f.owner)
 	}
-	if job.Spec.Custody == nil {
-		return fmt.Errorf("job %d has no custody section: its checkpoints are kept only by the providers that trained them", jobID)
-	}
-	cp, err := f.checkpoint(ctx, jobID, step)
+	cp, err := f.checkpoint(ctx, jobID, step, job.Spec.Custody != nil)
 	if err != nil {
 		return err
+	}
+	if job.Spec.Custody == nil {
+		return f.fromTrainer(ctx, jobID, cp, out)
 	}
 	obj, err := fetch.Locate(ctx, f.shards, cp.LeaseId, cp.Index)
 	if err != nil {
@@ -213,20 +216,62 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: obj.Layout.StateSize, CustodyObject: obj.DatasetID,
 		Holders: obj.Live(), DataPieces: obj.Layout.DataPieces, ParityPieces: obj.Layout.ParityPieces,
 	}
-	data, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(out, fetchedInfoFile), append(data, '\n'), 0o644); err != nil {
+	if err := writeFetchedInfo(out, info); err != nil {
 		return err
 	}
 	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", root[:], filepath.Join(out, fetchedStateFile))
 	return nil
 }
 
+// fromTrainer fetches checkpoint cp of a job without custody from the checkpoint
+// server of the provider that trained it (its URI on chain), which serves states only
+// to signed requests: the owner's key signs. The state is checked against cp's
+// state_root as it arrives and written only if it matches.
+func (f *jobFetch) fromTrainer(ctx context.Context, jobID uint64, cp verifytypes.Checkpoint, out string) error {
+	base, ref, err := checkpoint.ParseURI(cp.Uri)
+	if err != nil {
+		return err
+	}
+	root, err := merkle.HashFromBytes(cp.StateRoot)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.log, "checkpoint %d/%d of job %d (steps %d..%d): from its trainer at %s (the job keeps no custody)\n",
+		cp.LeaseId, cp.Index, jobID, cp.StartStep, cp.EndStep, cp.Uri)
+	c := checkpoint.Client{BaseURL: base, Authorize: f.fetcher.Authorize}
+	com, err := c.DownloadState(ctx, ref, root, filepath.Join(out, fetchedStateFile), maxFetchedStateBytes)
+	if err != nil {
+		return err
+	}
+	info := FetchedCheckpoint{
+		JobID: jobID, LeaseID: cp.LeaseId, Index: cp.Index, StartStep: cp.StartStep, EndStep: cp.EndStep,
+		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: uint64(com.Size),
+	}
+	if err := writeFetchedInfo(out, info); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", root[:], filepath.Join(out, fetchedStateFile))
+	return nil
+}
+
+// maxFetchedStateBytes bounds a state downloaded from a trainer (the sidecar's bound on
+// the states it downloads): a server cannot fill the disk.
+const maxFetchedStateBytes = 64 << 30
+
+func writeFetchedInfo(out string, info FetchedCheckpoint) error {
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, fetchedInfoFile), append(data, '\n'), 0o644)
+}
+
 // checkpoint is the job's checkpoint to fetch: the final one ending at step, or with
-// step 0 the final one that ends last.
-func (f *jobFetch) checkpoint(ctx context.Context, jobID, step uint64) (verifytypes.Checkpoint, error) {
+// step 0 the final one that ends last; in custody when custody is set.
+func (f *jobFetch) checkpoint(ctx context.Context, jobID, step uint64, custody bool) (verifytypes.Checkpoint, error) {
 	leases, err := f.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
 	if err != nil {
 		return verifytypes.Checkpoint{}, err
@@ -238,7 +283,7 @@ func (f *jobFetch) checkpoint(ctx context.Context, jobID, step uint64) (verifyty
 			return verifytypes.Checkpoint{}, err
 		}
 		for _, cp := range cps.Checkpoints {
-			if cp.Status != verifytypes.CHECKPOINT_STATUS_FINAL || cp.CustodyId == "" {
+			if cp.Status != verifytypes.CHECKPOINT_STATUS_FINAL || (custody && cp.CustodyId == "") {
 				continue
 			}
 			if (step == 0 || cp.EndStep == step) && (best == nil || cp.EndStep > best.EndStep) {
@@ -247,10 +292,14 @@ func (f *jobFetch) checkpoint(ctx context.Context, jobID, step uint64) (verifyty
 		}
 	}
 	if best == nil {
-		if step != 0 {
-			return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint in custody ending at step %d", jobID, step)
+		where := ""
+		if custody {
+			where = " in custody"
 		}
-		return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint in custody yet", jobID)
+		if step != 0 {
+			return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint%s ending at step %d", jobID, where, step)
+		}
+		return verifytypes.Checkpoint{}, fmt.Errorf("job %d has no final checkpoint%s yet", jobID, where)
 	}
 	return *best, nil
 }

@@ -7,10 +7,10 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/client/flags"
 	"github.com/cosmos/cosmos-sdk/codec"
-	signingtypes "github.com/cosmos/cosmos-sdk/types/tx/signing"
 	"github.com/spf13/pflag"
 
 	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
+	"github.com/depinchain/depinchain/pkg/reqauth"
 	"github.com/depinchain/depinchain/provider/chain"
 )
 
@@ -34,22 +34,11 @@ func keyringSigner(f *pflag.FlagSet, from string) (requestSigner, error) {
 	if err != nil {
 		return requestSigner{}, err
 	}
-	rec, err := kr.Key(from)
-	if err != nil {
-		return requestSigner{}, fmt.Errorf("key %q: %w", from, err)
-	}
-	acc, err := rec.GetAddress()
+	address, sign, err := reqauth.KeyringSigner(kr, from)
 	if err != nil {
 		return requestSigner{}, err
 	}
-	sign := func(msg []byte) ([]byte, []byte, error) {
-		sig, pk, err := kr.Sign(from, msg, signingtypes.SignMode_SIGN_MODE_DIRECT)
-		if err != nil {
-			return nil, nil, err
-		}
-		return sig, pk.Bytes(), nil
-	}
-	return requestSigner{address: acc.String(), sign: sign}, nil
+	return requestSigner{address: address, sign: sign}, nil
 }
 
 // signedChainID is the chain id requests are signed for: --chain-id, or the node's.

@@ -74,7 +74,7 @@ func BenchmarkDispute1024Steps(b *testing.B) {
 			}
 		}
 	})
-	yaml := strings.NewReplacer("total_steps: 64", "total_steps: 1024", "checkpoint_every: 16", "checkpoint_every: 1024").Replace(referenceJobYAML)
+	yaml := strings.NewReplacer("total_steps: 64", "total_steps: 1024", "checkpoint_every: 16", "checkpoint_every: 1024").Replace(fraudJobYAML)
 	params, err := f.verify.Params(f.ctx, &verifytypes.QueryParamsRequest{})
 	if err != nil {
 		b.Fatal(err)

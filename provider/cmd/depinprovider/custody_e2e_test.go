@@ -23,6 +23,7 @@ import (
 	sdkmath "cosmossdk.io/math"
 	"github.com/cosmos/cosmos-sdk/crypto/keys/secp256k1"
 	"github.com/cosmos/cosmos-sdk/types/bech32"
+	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/reqauth"
@@ -72,21 +73,11 @@ custody:
 // The owner fetches the final state with `depinchaind job fetch`, which verifies it
 // against the chain's roots; a fetch by another key is refused. Nobody but t1 lost bond.
 func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
-	n := newCustodyNet(t, 9*time.Minute, nil, nil)
+	n := newCustodyNet(t, 9*time.Minute, custodyNetConfig{t1Args: pauseBeforeSecondCheckpoint})
 	ctx, node, market, shards, sidecars := n.ctx, n.node, n.market, n.shards, n.sidecars
 	since, waitFor, names := n.since, n.waitFor, custodyNetNames
-	bond := func(name string) sdkmath.Int {
-		t.Helper()
-		res, err := n.staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: sidecars[name].Operator})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Provider.Bond.Amount
-	}
-	bondsBefore := map[string]sdkmath.Int{}
-	for _, name := range names {
-		bondsBefore[name] = bond(name)
-	}
+	bond := func(name string) sdkmath.Int { return n.provider(name).Bond.Amount }
+	bondsBefore := n.bonds()
 
 	jobID := n.submitJob(custodyJobYAML, "500000000udepin")
 
@@ -173,34 +164,10 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 		}
 	}
 	pieceURL := fmt.Sprintf("%s/pieces/%s/0/%d", sidecars[holderName].Public, cp0.CustodyId, held.Piece)
-	get := func(sign bool) (int, string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pieceURL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sign {
-			key := secp256k1.GenPrivKey()
-			addr, _ := bech32.ConvertAndEncode("depin", key.PubKey().Address())
-			err := reqauth.Sign(req, node.ChainID, addr, func(msg []byte) ([]byte, []byte, error) {
-				sig, err := key.Sign(msg)
-				return sig, key.PubKey().Bytes(), err
-			}, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(body)
-	}
-	if code, body := get(false); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
+	if code, body := signedGet(t, ctx, pieceURL, nil); code != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
 		t.Fatalf("an unsigned request for a custody piece: %d %s", code, body)
 	}
-	if code, body := get(true); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
+	if code, body := signedGet(t, ctx, pieceURL, strangerSigner(node.ChainID)); code != http.StatusForbidden || !strings.Contains(body, "neither the job's owner nor bonded") {
 		t.Fatalf("a request signed by an unbonded key: %d %s", code, body)
 	}
 
@@ -325,29 +292,77 @@ func TestTrainerHostDestroyedResumesFromCustody(t *testing.T) {
 	t.Logf("done at %s; t1's bond %s → %s", since(), bondsBefore["t1"], bond("t1"))
 }
 
+// signedGet GETs url, the request signed by authorize unless it is nil, and returns the
+// answer's status and the start of its body.
+func signedGet(tb testing.TB, ctx context.Context, url string, authorize func(*http.Request) error) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if authorize != nil {
+		if err := authorize(req); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	return res.StatusCode, string(body)
+}
+
+// strangerSigner signs requests (pkg/reqauth) with a fresh key that nothing on chain
+// knows: neither a job's owner nor bonded.
+func strangerSigner(chainID string) func(*http.Request) error {
+	key := secp256k1.GenPrivKey()
+	addr, _ := bech32.ConvertAndEncode("depin", key.PubKey().Address())
+	return func(req *http.Request) error {
+		return reqauth.Sign(req, chainID, addr, func(msg []byte) ([]byte, []byte, error) {
+			sig, err := key.Sign(msg)
+			return sig, key.PubKey().Bytes(), err
+		}, time.Now())
+	}
+}
+
 // custodyNetNames are custodyNet's sidecars: trainers t1 and t2, storage holders h1..h3.
 var custodyNetNames = []string{"t1", "t2", "h1", "h2", "h3"}
 
 // custodyNet is a chain (blocks of 500 ms, storage periods of 16 blocks) with two GPU
 // providers and three storage providers, each a real depinprovider process: t1 and t2
 // price H100s alike and commit the same configured rate (not one measured on a busy
-// host, which the per-step auction would rank by), t1 pausing before its second
-// checkpoint submission (--pause-before-checkpoint 2); h1..h3 run the storage role with
-// custody on and price no GPUs. Everyone but t2 is started: t2 is started once t1 has
-// the job's lease (firstCheckpointInCustody), so that t1 bids alone and wins, and a
-// reopened job (which takes no bid dearer per step than its leases') goes to t2.
+// host, which the per-step auction would rank by), t1 started with the config's t1Args
+// (test hooks); h1..h3 run the storage role with custody on and price no GPUs. Everyone
+// but t2 is started: t2 is started once t1 has the job's lease (firstLease), so that t1
+// bids alone and wins, and a reopened job (which takes no bid dearer per step than its
+// leases') goes to t2.
 type custodyNet struct {
 	*world
 	tb       testing.TB
 	shards   shardtypes.QueryClient
 	staking  stakingexttypes.QueryClient
+	bank     banktypes.QueryClient
 	sidecars map[string]*sidecar.Provider
 	start    time.Time
 }
 
-// newCustodyNet starts a custodyNet within timeout. trainerSet is more config of t1 and
-// t2 (config key → TOML value), genesis more changes of the genesis.
-func newCustodyNet(tb testing.TB, timeout time.Duration, trainerSet map[string]string, genesis func(map[string]any)) *custodyNet {
+// custodyNetConfig is what custodyNet's users change: trainerSet is more config of t1
+// and t2 (config key → TOML value), t1Args t1's start arguments (its test hooks),
+// genesis more changes of the genesis.
+type custodyNetConfig struct {
+	trainerSet map[string]string
+	t1Args     []string
+	genesis    func(map[string]any)
+}
+
+// pauseBeforeSecondCheckpoint makes t1 pause before its second checkpoint submission,
+// where destroyTrainer destroys it.
+var pauseBeforeSecondCheckpoint = []string{"--pause-before-checkpoint", "2"}
+
+// newCustodyNet starts a custodyNet within timeout.
+func newCustodyNet(tb testing.TB, timeout time.Duration, cfg custodyNetConfig) *custodyNet {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("starts a real node and five real sidecars")
@@ -371,8 +386,8 @@ func newCustodyNet(tb testing.TB, timeout time.Duration, trainerSet map[string]s
 			v := state["verify"].(map[string]any)["params"].(map[string]any)
 			v["challenge_window"], v["move_timeout"] = "10", "20"
 			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
-			if genesis != nil {
-				genesis(state)
+			if cfg.genesis != nil {
+				cfg.genesis(state)
 			}
 			return nil
 		},
@@ -387,7 +402,7 @@ func newCustodyNet(tb testing.TB, timeout time.Duration, trainerSet map[string]s
 	}
 	tb.Cleanup(func() { conn.Close() })
 	n.world = &world{t: tb, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
-	n.shards, n.staking = shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn)
+	n.shards, n.staking, n.bank = shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn), banktypes.NewQueryClient(conn)
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -395,13 +410,13 @@ func newCustodyNet(tb testing.TB, timeout time.Duration, trainerSet map[string]s
 	for _, name := range names {
 		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
 		trainer := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
-		for k, v := range trainerSet {
+		for k, v := range cfg.trainerSet {
 			trainer[k] = v
 		}
 		switch name {
 		case "t1":
 			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.StartArgs = []string{"--pause-before-checkpoint", "2"}
+			opts.StartArgs = cfg.t1Args
 			opts.Set = trainer
 		case "t2":
 			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
@@ -491,9 +506,44 @@ func (n *custodyNet) checkpoints(lease uint64) []verifytypes.Checkpoint {
 	return res.Checkpoints
 }
 
-// firstCheckpointInCustody waits until t1 leases the job, starts t2, and waits until the
-// lease's first checkpoint is final (its state held by k holders), within timeout.
+// provider is the chain's record of sidecar name's provider.
+func (n *custodyNet) provider(name string) stakingexttypes.Provider {
+	res, err := n.staking.Provider(n.ctx, &stakingexttypes.QueryProviderRequest{Operator: n.sidecars[name].Operator})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	return res.Provider
+}
+
+// bonds is every sidecar's provider bond, by name.
+func (n *custodyNet) bonds() map[string]sdkmath.Int {
+	out := map[string]sdkmath.Int{}
+	for _, name := range custodyNetNames {
+		out[name] = n.provider(name).Bond.Amount
+	}
+	return out
+}
+
+// firstCheckpointInCustody waits until t1 leases the job, starts t2 (firstLease), and
+// waits until the lease's first checkpoint is final (its state held by k holders),
+// within timeout.
 func (n *custodyNet) firstCheckpointInCustody(jobID uint64, timeout time.Duration) (markettypes.Lease, verifytypes.Checkpoint) {
+	n.tb.Helper()
+	first := n.firstLease(jobID)
+	var cp0 verifytypes.Checkpoint
+	n.waitFor("t1's first checkpoint is final, its state in custody", timeout, func() bool {
+		cps := n.checkpoints(first.Id)
+		if len(cps) == 0 {
+			return false
+		}
+		cp0 = cps[0]
+		return cp0.Status == verifytypes.CHECKPOINT_STATUS_FINAL
+	})
+	return first, cp0
+}
+
+// firstLease waits until t1 (the only bidder) leases the job and starts t2.
+func (n *custodyNet) firstLease(jobID uint64) markettypes.Lease {
 	n.tb.Helper()
 	var first markettypes.Lease
 	n.waitFor("t1 leases the job", 2*time.Minute, func() bool {
@@ -509,16 +559,7 @@ func (n *custodyNet) firstCheckpointInCustody(jobID uint64, timeout time.Duratio
 	if err := n.sidecars["t2"].Start(n.ctx); err != nil {
 		n.tb.Fatal(err)
 	}
-	var cp0 verifytypes.Checkpoint
-	n.waitFor("t1's first checkpoint is final, its state in custody", timeout, func() bool {
-		cps := n.checkpoints(first.Id)
-		if len(cps) == 0 {
-			return false
-		}
-		cp0 = cps[0]
-		return cp0.Status == verifytypes.CHECKPOINT_STATUS_FINAL
-	})
-	return first, cp0
+	return first
 }
 
 // destroyTrainer destroys t1's host once it paused before its second checkpoint (or

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/testutil/localnet"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -323,6 +325,20 @@ func TestSidecarTrainsAndGetsPaid(t *testing.T) {
 	// Every udepin the final checkpoints released reached the operator.
 	if !lease.Withdrawn.Amount.Equal(claimed) || !claimed.IsPositive() {
 		t.Fatalf("withdrawn %s, final checkpoints claimed %s", lease.Withdrawn, claimed)
+	}
+
+	// The owner gets the model (no custody: from the trainer's server, which serves
+	// states only to signed requests of the job's owner and the bonded).
+	model := filepath.Join(t.TempDir(), "model")
+	if _, err := w.node.Exec(w.ctx, "job", "fetch", fmt.Sprint(jobID), "--out", model, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", w.node.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(model, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, last := exact.StateRoot(state), cps.Checkpoints[len(cps.Checkpoints)-1]; !bytes.Equal(root[:], last.StateRoot) {
+		t.Fatalf("the fetched state is not the final checkpoint's (root %x)", last.StateRoot)
 	}
 
 	// The unservable job got no bid, and the sidecar says why.

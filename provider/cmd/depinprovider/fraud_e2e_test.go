@@ -95,6 +95,11 @@ func newFraudNet(t testing.TB, timeout time.Duration) *fraudNet {
 		StartArgs: []string{"--cheat-fabricate-from-step", "40"}, Set: sameRate})
 	f.honest = setup("honest", sidecar.Options{Bond: "100000000000udepin", Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, Set: sameRate})
 	f.verifier = setup("verifier", sidecar.Options{Prices: map[string]uint64{}, Set: verifierConfig})
+	// Providers serve checkpoint states only to the bonded: the verifier bonds as one
+	// (x/stakingext) to get the start states it re-executes from.
+	if res, err := node.Tx(ctx, "verifier", "stakingext", "register-verifier", "100000000udepin"); err != nil || res.Code != 0 {
+		t.Fatalf("register-verifier: %v %s", err, res.RawLog)
+	}
 	f.provider = f.honest
 	return f
 }
@@ -127,7 +132,7 @@ func TestVerifierCatchesACheater(t *testing.T) {
 		t.Fatal(err)
 	}
 	verifierBefore := f.balance(f.verifier.Operator)
-	jobID := f.submitJob(referenceJobYAML, "500000000udepin")
+	jobID := f.submitJob(fraudJobYAML, "500000000udepin")
 	f.eventually("the cheater leasing the job", 2*time.Minute, func() bool {
 		leases := f.leasesOf(jobID)
 		return len(leases) == 1 && leases[0].Provider == f.cheater.Operator
@@ -267,6 +272,11 @@ func TestVerifierCatchesACheater(t *testing.T) {
 		t.Errorf("the cheater's sidecar made no defence moves")
 	}
 }
+
+// fraudJobYAML is referenceJobYAML with no auditors: the verifier re-executes every
+// checkpoint on its own; drawn as an auditor (it is a registered verifier) it would
+// have to answer audits too.
+const fraudJobYAML = referenceJobYAML + "audit:\n  auditors: 0\n"
 
 // verifierConfig makes a sidecar a verifier of every checkpoint, with no GPUs.
 var verifierConfig = map[string]string{"verifier.enabled": "true", "verifier.policy": `"all"`, "gpus.source": `"none"`}

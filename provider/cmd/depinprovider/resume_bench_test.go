@@ -105,7 +105,10 @@ func BenchmarkResumeFromCustody(b *testing.B) {
 		// takes by default; the chain adjudicates it by phases 2–3 (tiles) as it would in
 		// production. The trainers commit to 10⁸ MACs/s: 8 s a step, what a loaded 2-core
 		// machine does, so t2 is not closed for falling behind.
-		n := newCustodyNet(b, 20*time.Minute, map[string]string{"throughput.go_trainer_macs_per_second": "1e8"}, nil)
+		n := newCustodyNet(b, 20*time.Minute, custodyNetConfig{
+			trainerSet: map[string]string{"throughput.go_trainer_macs_per_second": "1e8"},
+			t1Args:     pauseBeforeSecondCheckpoint,
+		})
 		for b.Loop() {
 			jobID := n.submitJob(resumeBenchJobYAML, "5000000000udepin")
 			first, cp0 := n.firstCheckpointInCustody(jobID, 8*time.Minute)

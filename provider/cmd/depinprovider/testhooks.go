@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/pkg/custody"
 	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
 	"github.com/depinchain/depinchain/provider/daemon"
@@ -57,6 +60,13 @@ const (
 	// flagSlowRounds makes every step of a training-together lease this much
 	// slower: a deliberately slow worker.
 	flagSlowRounds = "slow-round-steps"
+	// flagWithholdPieces makes the provider a trainer that commits its states'
+	// custody roots but serves none of their pieces: no holder can take them.
+	flagWithholdPieces = "cheat-withhold-custody-pieces"
+	// flagGarbageParity makes the provider a trainer whose custody parity pieces
+	// are garbage: it overwrites them with bytes that are not the Reed-Solomon
+	// parity of its state and commits (and serves) their roots.
+	flagGarbageParity = "cheat-garbage-parity"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -68,7 +78,9 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.String(flagTamper, "", "TESTS ONLY: TENSOR@STEP, compute one element of TENSOR (or one token of the batch: window) wrong in step STEP")
 	f.Bool(flagCommitRecords, false, "TESTS ONLY: commit a record root that is not the records'")
 	f.Duration(flagSlowRounds, 0, "TESTS ONLY: sleep this long after every step of a training-together lease")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagSlowRounds} {
+	f.Bool(flagWithholdPieces, false, "TESTS ONLY: commit custody roots but serve no custody piece")
+	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -120,6 +132,14 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 		log.Warn("TEST HOOK: every step of a training-together lease is slowed", "by", d)
 		hooks.Leases.RoundStepDelay = d
 	}
+	if withhold, _ := f.GetBool(flagWithholdPieces); withhold {
+		log.Warn("TEST HOOK: CHEATING: the public server serves no custody piece of the states this sidecar commits")
+		hooks.WithholdCustodyPieces = true
+	}
+	if garbage, _ := f.GetBool(flagGarbageParity); garbage {
+		log.Warn("TEST HOOK: CHEATING: committing custody parity pieces that are not the parity of the state")
+		hooks.Leases.CustodyPieces = garbageParity
+	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)
 		hooks.Leases.BeforeCheckpoint = func(ctx context.Context, leaseID, index uint64) {
@@ -127,6 +147,28 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 		}
 	}
 	return hooks, nil
+}
+
+// garbageParity overwrites every parity piece in dir with bytes derived from its
+// index (the same size, so the layout still fits) and returns the roots with theirs:
+// the data pieces, bound to the state root, stay right.
+func garbageParity(dir string, l custody.Layout, roots []merkle.Hash) ([]merkle.Hash, error) {
+	roots = slices.Clone(roots)
+	for i := l.DataPieces; i < l.Pieces(); i++ {
+		garbage := make([]byte, l.PieceBytes(i))
+		for b := range garbage {
+			garbage[b] = byte(b*7 + int(i))
+		}
+		if err := os.WriteFile(filepath.Join(dir, manifest.PieceFile(0, i)), garbage, 0o644); err != nil {
+			return nil, err
+		}
+		root, _, err := merkle.StreamRoot(bytes.NewReader(garbage), custody.ChunkSize)
+		if err != nil {
+			return nil, err
+		}
+		roots[i] = root
+	}
+	return roots, nil
 }
 
 // tamperBit is the bit of the last element of the tampered tensor a cheater
