@@ -340,12 +340,13 @@ var custodyNetNames = []string{"t1", "t2", "h1", "h2", "h3"}
 // leases') goes to t2.
 type custodyNet struct {
 	*world
-	tb       testing.TB
-	shards   shardtypes.QueryClient
-	staking  stakingexttypes.QueryClient
-	bank     banktypes.QueryClient
+	tb      testing.TB
+	cluster *cluster
+	shards  shardtypes.QueryClient
+	staking stakingexttypes.QueryClient
+	bank    banktypes.QueryClient
+	// sidecars are the cluster's, by name.
 	sidecars map[string]*sidecar.Provider
-	start    time.Time
 }
 
 // custodyNetConfig is what custodyNet's users change: trainerSet is more config of t1
@@ -367,127 +368,47 @@ func newCustodyNet(tb testing.TB, timeout time.Duration, cfg custodyNetConfig) *
 	if testing.Short() {
 		tb.Skip("starts a real node and five real sidecars")
 	}
-	n := &custodyNet{tb: tb, start: time.Now(), sidecars: map[string]*sidecar.Provider{}}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	tb.Cleanup(cancel)
-	dir := tb.TempDir()
-	names := custodyNetNames
-	accounts := map[string]int64{"owner": 1_000_000_000_000, "outsider": 1_000_000_000}
-	for _, n := range names {
-		accounts[n] = 1_000_000_000_000
+	genesis := func(state map[string]any) error {
+		shortStorageProofs(state)
+		v := state["verify"].(map[string]any)["params"].(map[string]any)
+		v["challenge_window"], v["move_timeout"] = "10", "20"
+		v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
+		if cfg.genesis != nil {
+			cfg.genesis(state)
+		}
+		return nil
 	}
-	node, err := localnet.Start(ctx, localnet.Options{
-		Home:      filepath.Join(dir, "chain"),
-		BlockTime: 500 * time.Millisecond,
-		Accounts:  accounts,
-		Genesis: func(state map[string]any) error {
-			sr := state["shardregistry"].(map[string]any)["params"].(map[string]any)
-			sr["period_blocks"], sr["proof_window_blocks"] = "16", "8"
-			v := state["verify"].(map[string]any)["params"].(map[string]any)
-			v["challenge_window"], v["move_timeout"] = "10", "20"
-			v["custody_grace_blocks"], v["custody_recheck_blocks"] = "120", "2"
-			if cfg.genesis != nil {
-				cfg.genesis(state)
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(node.Stop)
-	conn, err := grpc.NewClient(node.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	n.world = &world{t: tb, ctx: ctx, node: node, market: markettypes.NewQueryClient(conn), verify: verifytypes.NewQueryClient(conn)}
-	n.shards, n.staking, n.bank = shardtypes.NewQueryClient(conn), stakingexttypes.NewQueryClient(conn), banktypes.NewQueryClient(conn)
-
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var setupErr []error
-	for _, name := range names {
-		opts := sidecar.Options{Home: filepath.Join(dir, name), Operator: name, HotKey: name, SkipGrants: true, Bond: "100000000000udepin"}
+	options := func(name string) sidecar.Options {
+		if name != "t1" && name != "t2" {
+			return holderOptions()
+		}
 		trainer := map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}
 		for k, v := range cfg.trainerSet {
 			trainer[k] = v
 		}
-		switch name {
-		case "t1":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
+		opts := sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, Set: trainer}
+		if name == "t1" {
 			opts.StartArgs = cfg.t1Args
-			opts.Set = trainer
-		case "t2":
-			opts.Prices = map[string]uint64{"H100-SXM5-80GB": 1_000_000}
-			opts.Set = trainer
-		default:
-			opts.Set = map[string]string{"storage_role.enabled": "true", "storage_role.custody": "true", "storage_role.check_interval": `"2s"`}
 		}
-		if testing.Verbose() {
-			opts.Log = prefixWriter{os.Stderr, "    " + name + "| "}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := sidecar.Setup(ctx, node, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				setupErr = append(setupErr, fmt.Errorf("%s: %w", name, err))
-				return
-			}
-			n.sidecars[name] = p
-		}()
+		return opts
 	}
-	wg.Wait()
-	if err := errors.Join(setupErr...); err != nil {
-		tb.Fatal(err)
-	}
-	for _, name := range names {
-		tb.Cleanup(n.sidecars[name].Stop)
-	}
-	tb.Cleanup(func() {
-		if !tb.Failed() {
-			return
-		}
-		for _, name := range names {
-			tb.Logf("%s's log tail:\n%s", name, readTail(n.sidecars[name].LogPath()))
-		}
-		tb.Logf("node log tail:\n%s", readTail(filepath.Join(node.Home, "node.log")))
-	})
-	errs := make([]error, len(names))
-	for i, name := range names {
-		if name == "t2" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.sidecars[name].Start(ctx)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		tb.Fatal(err)
-	}
+	c := startCluster(ctx, tb, tb.TempDir(), custodyNetNames, genesis, options)
+	n := &custodyNet{tb: tb, cluster: c, sidecars: c.sidecars}
+	n.world = &world{t: tb, ctx: ctx, node: c.node, market: markettypes.NewQueryClient(c.conn), verify: verifytypes.NewQueryClient(c.conn)}
+	n.shards, n.staking, n.bank = shardtypes.NewQueryClient(c.conn), stakingexttypes.NewQueryClient(c.conn), banktypes.NewQueryClient(c.conn)
+	c.startSidecars(ctx, tb, "t1", "h1", "h2", "h3")
 	tb.Logf("node and five sidecars up at %s", n.since())
 	return n
 }
 
-func (n *custodyNet) since() time.Duration { return time.Since(n.start).Round(100 * time.Millisecond) }
+func (n *custodyNet) since() time.Duration { return n.cluster.since() }
 
 // waitFor polls cond every 500 ms until it holds, failing after timeout.
 func (n *custodyNet) waitFor(what string, timeout time.Duration, cond func() bool) {
 	n.tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) || n.ctx.Err() != nil {
-			n.tb.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	n.tb.Logf("%s at %s", what, n.since())
+	n.cluster.waitFor(n.ctx, n.tb, what, timeout, cond)
 }
 
 func (n *custodyNet) leases(jobID uint64) []markettypes.Lease {
