@@ -115,6 +115,8 @@ func TestSubmitterSendsThroughAuthzAndTracksSequences(t *testing.T) {
 	}
 	want := []string{
 		"/depinchain.market.v1.MsgWithdrawEarnings",
+		"/depinchain.market.v1.MsgCommitRound",
+		"/depinchain.market.v1.MsgCommitGlobal",
 		"/depinchain.verify.v1.MsgSubmitCheckpoint",
 		"/depinchain.verify.v1.MsgRevealHash",
 		"/depinchain.verify.v1.MsgStep",
