@@ -11,6 +11,7 @@ import (
 
 	"github.com/depinchain/depinchain/provider/daemon"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // TestRoundCompletesWithoutAKilledWorker: the trainer of one slot is paused before its
@@ -55,8 +56,8 @@ func TestRoundCompletesWithoutAKilledWorker(t *testing.T) {
 }
 
 // TestJoinerTakesAKilledWorkersSlot: with max_missed_rounds 1, the trainer of one slot
-// is killed before its round 0 commit; round 0 closes without it and its lease is
-// closed, so the slot re-auctions. A fourth trainer (w4), started then, wins it, fetches
+// enters round 0 and is killed before its round 1 commit; round 1 closes without it and
+// its lease is closed, so the slot re-auctions. A fourth trainer (w4), started then, wins it, fetches
 // the current global from custody, starts from WorkerStart(nil) of it and commits in
 // every round from the next one on, checkpoints included. The chain's globals are
 // diloco.Simulate's with the slot out of the rounds it had no lease in and a joiner —
@@ -66,7 +67,7 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 	t.Cleanup(cancel)
 	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 30", 1)
 	job = strings.Replace(job, "total_steps: 16", "total_steps: 32", 1)
-	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--pause-before-checkpoint", "1"}},
+	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--pause-before-checkpoint", "2"}},
 		map[string]string{"max_missed_rounds": "1"}, "w4")
 	var dead uint32
 	for slot, name := range r.slots {
@@ -79,7 +80,7 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 	}
 	r.c.sidecars["w3"].Kill()
 	r.c.startSidecars(ctx, t, "w4")
-	t.Logf("w3 (slot %d) killed before its round 0 commit, w4 started at %s", dead, r.c.since())
+	t.Logf("w3 (slot %d) killed before its round 1 commit, w4 started at %s", dead, r.c.since())
 	var joinerLease markettypes.Lease
 	r.c.waitFor(ctx, t, "w4 leases the dead slot", 5*time.Minute, func() bool {
 		res, err := r.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: r.jobID})
@@ -109,9 +110,15 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 		rd, _ := r.round(ctx, n)
 		in := slices.Contains(rd.Entered, dead)
 		switch {
+		case n == 0:
+			if !in {
+				// Without a round 0 commit the slot has no carry, and a joiner's zero
+				// carry would be no different from a returning worker's.
+				t.Fatalf("the slot %d did not enter round 0: %v", dead, rd.Entered)
+			}
 		case !in && joined == 0:
 			dropouts[n] = []int{int(dead)}
-		case in && joined == 0 && n > 0:
+		case in && joined == 0:
 			joined, joiners[n] = n, []int{int(dead)}
 		case !in:
 			t.Fatalf("the joiner entered round %d but not round %d", joined, n)
@@ -130,5 +137,13 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 			t.Fatalf("the dead worker's lease %d is still active", l.Id)
 		}
 	}
+	// x/verify takes the joiner's first checkpoint at its round's start, not at step 0.
+	every := uint64(8)
+	verify := verifytypes.NewQueryClient(r.c.conn)
+	r.c.waitFor(ctx, t, "x/verify holds the joiner's checkpoint of its first round", 2*time.Minute, func() bool {
+		res, err := verify.Checkpoints(ctx, &verifytypes.QueryCheckpointsRequest{LeaseId: joinerLease.Id})
+		return err == nil && len(res.Checkpoints) > 0 && res.Checkpoints[0].Index == 0 &&
+			res.Checkpoints[0].StartStep == joined*every && res.Checkpoints[0].EndStep == (joined+1)*every
+	})
 	t.Logf("w4 joined at round %d from the global in custody at %s", joined, r.c.since())
 }
