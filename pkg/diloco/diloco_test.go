@@ -712,3 +712,69 @@ func TestSimulateInitialWeights(t *testing.T) {
 		t.Fatalf("initial state of another config: %v", err)
 	}
 }
+
+// A joiner starts its first round from WorkerStart(nil): a slot that dropped out of
+// round 1 and joins round 2 with a new lease contributes what a fresh worker trained
+// from G_2 would, not what its old carry would have.
+func TestSimulateJoinerStartsWithoutCarry(t *testing.T) {
+	cfg := tinyConfig()
+	spec := SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	o := SimOptions{Config: cfg, Sync: spec, Seed: testSeed, Workers: 2, Rounds: 3, Dropouts: map[uint64][]int{1: {1}}}
+	gs, err := Simulate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Joiners = map[uint64][]int{2: {1}}
+	joined, err := Simulate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joined[2].Root() != gs[2].Root() || joined[3].Root() == gs[3].Root() {
+		t.Fatal("a joiner must change only the rounds from the one it joins on")
+	}
+	// By hand: worker 0 keeps its carry from rounds 0 and 1, worker 1 starts fresh.
+	g := joined[2]
+	shards := CorpusShards(uint64(len(traindata.BuiltinCorpus())), DefaultShardBytes)
+	var carry0 *exact.State
+	{
+		// Worker 0's carry after round 1 is its end state of round 1: rerun its two rounds.
+		g0 := gs[0]
+		for r := uint64(0); r < 2; r++ {
+			data, err := WorkerData(traindata.BuiltinCorpus(), testSeed, r, shards, 2, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if carry0, err = exact.Run(g0.WorkerStart(carry0), data, testSeed, 2, nil); err != nil {
+				t.Fatal(err)
+			}
+			g0 = gs[r+1]
+		}
+	}
+	var pgs []*PseudoGradient
+	for w, c := range []*exact.State{carry0, nil} {
+		data, err := WorkerData(traindata.BuiltinCorpus(), testSeed, 2, shards, 2, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := exact.Run(g.WorkerStart(c), data, testSeed, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg, err := NewPseudoGradient(g, uint32(w), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgs = append(pgs, pg)
+	}
+	want, err := Aggregate(g, pgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joined[3].Root() != want.Root() {
+		t.Fatal("Simulate with a joiner differs from a fresh worker's contribution")
+	}
+	o.Joiners = map[uint64][]int{2: {2}}
+	if _, err := Simulate(o); err == nil || !strings.Contains(err.Error(), "joiner 2 of 2 workers") {
+		t.Fatalf("a joiner outside the workers: %v", err)
+	}
+}

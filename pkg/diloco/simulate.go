@@ -29,6 +29,11 @@ type SimOptions struct {
 	// (their Adam moments and error buffer stay those of the last round
 	// they entered).
 	Dropouts map[uint64][]int
+	// Joiners lists, per round, the workers whose slot a new lease took
+	// before it: they start that round from WorkerStart(nil) of the global
+	// (no carry: zero Adam moments and error buffer), as a replacement
+	// that fetched G_r from custody does.
+	Joiners map[uint64][]int
 	// Initial, when set, gives round 0's weights instead of exact.Init of
 	// the seed (a fine-tuning job's imported or pretrained weights; only
 	// its weights are used). Its config must be Config's.
@@ -81,6 +86,12 @@ func Simulate(o SimOptions) ([]*GlobalState, error) {
 		dropped := map[int]bool{}
 		for _, w := range o.Dropouts[r] {
 			dropped[w] = true
+		}
+		for _, w := range o.Joiners[r] {
+			if w < 0 || w >= o.Workers {
+				return nil, fmt.Errorf("%w: round %d: joiner %d of %d workers", ErrInvalid, r, w, o.Workers)
+			}
+			carry[w], errBufs[w] = nil, nil
 		}
 		var pgs []*PseudoGradient
 		for w := range o.Workers {

@@ -59,7 +59,7 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
-	r := startRoundsJob(ctx, t, roundsJobYAML, nil)
+	r := startRoundsJob(ctx, t, roundsJobYAML, nil, nil)
 	c := r.c
 	started := time.Now()
 	c.waitFor(ctx, t, "round 1's global (G_2) is committed", 8*time.Minute, func() bool {
@@ -67,7 +67,7 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 		return ok && len(rd.NextGlobalRoot) > 0
 	})
 	trainedFor := time.Since(started)
-	want, job := r.checkSimulate(ctx, t, nil)
+	want, job := r.checkSimulate(ctx, t, nil, nil)
 	for rn := uint64(0); rn < 2; rn++ {
 		// The workers' data in the round are disjoint: Assign gives every shard to one slot.
 		a, err := diloco.Assign(job.Seed, rn, diloco.CorpusShards(uint64(len(traindata.BuiltinCorpus())), diloco.DefaultShardBytes), 3)
@@ -138,9 +138,9 @@ type roundsRun struct {
 }
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
-// holders h1..h3; late trainers set up but not started), submits jobYAML and waits until
-// its three slots are leased.
-func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, late ...string) *roundsRun {
+// holders h1..h3; late trainers set up but not started; x/market params overridden by
+// marketParams), submits jobYAML and waits until its three slots are leased.
+func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, marketParams map[string]string, late ...string) *roundsRun {
 	t.Helper()
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
@@ -149,6 +149,9 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 		shortStorageProofs(state)
 		m := state["market"].(map[string]any)["params"].(map[string]any)
 		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
+		for k, v := range marketParams {
+			m[k] = v
+		}
 		return nil
 	}, func(name string) sidecar.Options {
 		if strings.HasPrefix(name, "w") {
@@ -195,9 +198,10 @@ func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, boo
 }
 
 // checkSimulate checks that every round's committed global roots are diloco.Simulate's
-// for the job's seed and spec with dropouts, bit for bit, and that each round's entered
-// slots are the ones that did not drop out; it returns Simulate's states and the job.
-func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
+// for the job's seed and spec with dropouts and joiners, bit for bit, and that each
+// round's entered slots are the ones that did not drop out; it returns Simulate's states
+// and the job.
+func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts, joiners map[uint64][]int) ([]*diloco.GlobalState, markettypes.Job) {
 	t.Helper()
 	res, err := r.market.Job(ctx, &markettypes.QueryJobRequest{JobId: r.jobID})
 	if err != nil {
@@ -212,7 +216,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts ma
 	rounds := int(job.Spec.Rounds())
 	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
 		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
-		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts})
+		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +239,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts ma
 			t.Fatalf("round %d entered %v, want %v", n, rd.Entered, entered)
 		}
 	}
-	t.Logf("the chain's global roots of %d rounds equal diloco.Simulate's (dropouts %v) at %s", rounds, dropouts, r.c.since())
+	t.Logf("the chain's global roots of %d rounds equal diloco.Simulate's (dropouts %v, joiners %v) at %s", rounds, dropouts, joiners, r.c.since())
 	return want, job
 }
 
@@ -282,14 +286,14 @@ func (r *roundsRun) roundTimes(ctx context.Context, t testing.TB, names ...strin
 func BenchmarkRoundBarrier(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	b.Cleanup(cancel)
-	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}})
+	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}}, nil)
 	for b.Loop() {
 		r.c.waitFor(ctx, b, "round 1's global (G_2) is committed", 10*time.Minute, func() bool {
 			rd, ok := r.round(ctx, 1)
 			return ok && len(rd.NextGlobalRoot) > 0
 		})
 	}
-	r.checkSimulate(ctx, b, nil)
+	r.checkSimulate(ctx, b, nil, nil)
 	train, wait := r.roundTimes(ctx, b, "w1", "w2", "w3")
 	slowTrain, slowWait := r.roundTimes(ctx, b, "w3")
 	b.ReportMetric(100*wait/(train+wait), "%wait")
