@@ -364,17 +364,19 @@ func TestRoleProvesAWrongAggregation(t *testing.T) {
 			t.Fatalf("round %d aggregated by %s, want provider-1 (provider-0 is convicted)", r, rd.Aggregator)
 		}
 	}
+	// The prover flagged the global; the other worker did too unless the global was
+	// rejected before its own aggregate was ready.
 	proven := 0
 	for _, w := range ws[1:] {
-		if w.metrics.count() != 1 {
-			t.Fatalf("worker %d counted %d mismatches, want the one", w.lease.Worker, w.metrics.count())
-		}
 		st := w.role.Status()[0]
-		if st.Phase != PhaseDone || !strings.Contains(st.GlobalMismatch, "round 0: provider-0 committed") {
-			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
+		if st.Phase != PhaseDone || w.metrics.count() > 1 {
+			t.Fatalf("worker %d's status: %+v, %d mismatches counted", w.lease.Worker, st, w.metrics.count())
 		}
 		if strings.HasSuffix(st.GlobalMismatch, "(proven wrong)") {
 			proven++
+			if w.role.opts.Operator != p.Prover || w.metrics.count() != 1 || !strings.HasPrefix(st.GlobalMismatch, "round 0: provider-0 committed") {
+				t.Fatalf("worker %d says it proved %q, the proof is %s's, %d mismatches counted", w.lease.Worker, st.GlobalMismatch, p.Prover, w.metrics.count())
+			}
 		}
 	}
 	if proven != 1 {
