@@ -555,9 +555,11 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 		Provider: r.opts.Operator, JobId: j.ID, Round: round, Entered: entered,
 		GlobalRoot: root[:], GlobalSize: p.Size, PieceRoots: merkle.HashesToBytes(p.Roots),
 	})
-	var txErr *chain.TxError
-	if errors.As(err, &txErr) {
-		// Refused: most likely another slot's came first; waiting shows what is on chain.
+	if err != nil && ctx.Err() == nil {
+		// Refused (in its block, or already by the simulation): most likely another
+		// slot's came first, or an entered pseudo-gradient is not held yet; waiting
+		// shows what is on chain, and the caller commits again if it is still this
+		// slot's turn. Failing the lease run instead would hand the turn to the next slot.
 		r.log.Warn("the chain refused this sidecar's global state", "job", j.ID, "round", round, "err", err)
 		return nil
 	}
