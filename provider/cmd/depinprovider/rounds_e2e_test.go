@@ -59,7 +59,7 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
-	r := startRoundsJob(ctx, t, roundsJobYAML, nil)
+	r := startRoundsJob(ctx, t, roundsJobYAML, "10", nil)
 	c := r.c
 	started := time.Now()
 	c.waitFor(ctx, t, "round 1's global (G_2) is committed", 8*time.Minute, func() bool {
@@ -138,9 +138,10 @@ type roundsRun struct {
 }
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
-// holders h1..h3; late trainers set up but not started), submits jobYAML and waits until
+// holders h1..h3; late trainers set up but not started) with globals challengeBlocks
+// blocks in their challenge window, submits jobYAML and waits until
 // its three slots are leased.
-func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, late ...string) *roundsRun {
+func startRoundsJob(ctx context.Context, t testing.TB, jobYAML, challengeBlocks string, startArgs map[string][]string, late ...string) *roundsRun {
 	t.Helper()
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
@@ -148,7 +149,7 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 	c := startCluster(ctx, t, dir, append(slices.Clone(names), late...), func(state map[string]any) error {
 		shortStorageProofs(state)
 		m := state["market"].(map[string]any)["params"].(map[string]any)
-		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", "10"
+		m["round_aggregate_blocks"], m["round_challenge_blocks"] = "200", challengeBlocks
 		return nil
 	}, func(name string) sidecar.Options {
 		if strings.HasPrefix(name, "w") {
@@ -282,7 +283,7 @@ func (r *roundsRun) roundTimes(ctx context.Context, t testing.TB, names ...strin
 func BenchmarkRoundBarrier(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	b.Cleanup(cancel)
-	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}})
+	r := startRoundsJob(ctx, b, roundsJobYAML, "10", map[string][]string{"w3": {"--slow-round-steps", "300ms"}})
 	for b.Loop() {
 		r.c.waitFor(ctx, b, "round 1's global (G_2) is committed", 10*time.Minute, func() bool {
 			rd, ok := r.round(ctx, 1)

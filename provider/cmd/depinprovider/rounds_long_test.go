@@ -20,7 +20,7 @@ func TestRoundCompletesWithoutAKilledWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	t.Cleanup(cancel)
 	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 30", 1)
-	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--pause-before-checkpoint", "1"}})
+	r := startRoundsJob(ctx, t, job, "10", map[string][]string{"w3": {"--pause-before-checkpoint", "1"}})
 	var dead uint32
 	for slot, name := range r.slots {
 		if name == "w3" {
