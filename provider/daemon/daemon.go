@@ -75,6 +75,8 @@ type Hooks struct {
 	// states the sidecar commits (a trainer that commits roots and serves no pieces,
 	// so no holder can take them and its checkpoints never become final).
 	WithholdCustodyPieces bool
+	// CheatAggregate makes the rounds role a lying aggregator (rounds.Options).
+	CheatAggregate bool
 }
 
 // Daemon is one running provider sidecar.

@@ -13,6 +13,7 @@
 package rounds
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ type Options struct {
 	AggregatorGrace time.Duration
 	Metrics         Metrics
 	Logger          *slog.Logger
+	// CheatAggregate (tests only) makes this sidecar a lying aggregator: the global state
+	// it commits has its first weight off by one.
+	CheatAggregate bool
 }
 
 // Role is the rounds role. Create it with New.
@@ -475,36 +479,68 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 			}
 		}
 	}
+	if r.opts.CheatAggregate {
+		g.Weights[0]++
+		if _, _, err := w.Job.PutGlobal(g); err != nil {
+			return err
+		}
+	}
 	mine := g.Root()
 	// The n-th entered slot commits after n grace periods without a committed global.
 	turn := slices.Index(rd.Entered, l.Worker)
 	deadline := time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
 	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingGlobal })
+	// seen is the last committed global that is not mine; refused is the one whose proof
+	// the chain refused (proven by another worker first, or too late).
+	var seen, refused []byte
 	for {
 		rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
-			return len(rd.NextGlobalRoot) > 0 || (turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING)
+			if len(rd.NextGlobalRoot) > 0 {
+				return !bytes.Equal(rd.NextGlobalRoot, refused) || rd.State != markettypes.ROUND_STATE_CHALLENGE
+			}
+			return turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING
 		})
 		if err != nil {
 			return err
 		}
-		if len(rd.NextGlobalRoot) > 0 {
-			break
+		if len(rd.NextGlobalRoot) == 0 {
+			// This slot's turn: commit, and again after a while if the chain refused it
+			// (e.g. an entered pseudo-gradient not yet held by enough holders).
+			if err := r.commitGlobal(ctx, l, w.Job, round, rd.Entered, mine); err != nil {
+				return err
+			}
+			deadline = time.Now().Add(3 * r.opts.PollInterval)
+			continue
 		}
-		// This slot's turn: commit, and again after a while if the chain refused it
-		// (e.g. an entered pseudo-gradient not yet held by enough holders).
-		if err := r.commitGlobal(ctx, l, w.Job, round, rd.Entered, mine); err != nil {
-			return err
+		if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err == nil && committed == mine {
+			return nil
 		}
-		deadline = time.Now().Add(3 * r.opts.PollInterval)
+		if !bytes.Equal(rd.NextGlobalRoot, seen) {
+			seen = rd.NextGlobalRoot
+			msg := fmt.Sprintf("round %d: %s committed global %x, this sidecar aggregates to %s", round, rd.Aggregator, rd.NextGlobalRoot, mine)
+			r.log.Error("the committed global state is not this sidecar's aggregate", "job", l.Job.Id, "round", round,
+				"aggregator", rd.Aggregator, "committed", fmt.Sprintf("%x", rd.NextGlobalRoot), "mine", mine.String())
+			r.opts.Metrics.RoundGlobalMismatch()
+			r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch = msg })
+		}
+		if rd.State != markettypes.ROUND_STATE_CHALLENGE {
+			return nil // final: too late to prove it wrong
+		}
+		// Prove it wrong while its challenge window lasts; the chain rejects it and the
+		// round is aggregated again (this loop waits for that global).
+		proven, err := r.proveAggregation(ctx, w.Job, round, rd.Entered, rd.NextGlobalRoot)
+		switch {
+		case err != nil:
+			r.log.Warn("cannot prove the committed global state wrong yet", "job", l.Job.Id, "round", round, "err", err)
+			if err := r.sleep(ctx, wake); err != nil {
+				return err
+			}
+		case proven:
+			r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch += " (proven wrong)" })
+		default:
+			refused = rd.NextGlobalRoot
+		}
 	}
-	if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err != nil || committed != mine {
-		msg := fmt.Sprintf("round %d: %s committed global %x, this sidecar aggregates to %s", round, rd.Aggregator, rd.NextGlobalRoot, mine)
-		r.log.Error("the committed global state is not this sidecar's aggregate", "job", l.Job.Id, "round", round,
-			"aggregator", rd.Aggregator, "committed", fmt.Sprintf("%x", rd.NextGlobalRoot), "mine", mine.String())
-		r.opts.Metrics.RoundGlobalMismatch()
-		r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch = msg })
-	}
-	return nil
 }
 
 // commitGlobal writes G_{round+1}'s custody pieces and commits it.
@@ -519,9 +555,11 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 		Provider: r.opts.Operator, JobId: j.ID, Round: round, Entered: entered,
 		GlobalRoot: root[:], GlobalSize: p.Size, PieceRoots: merkle.HashesToBytes(p.Roots),
 	})
-	var txErr *chain.TxError
-	if errors.As(err, &txErr) {
-		// Refused: most likely another slot's came first; waiting shows what is on chain.
+	if err != nil && ctx.Err() == nil {
+		// Refused (in its block, or already by the simulation): most likely another
+		// slot's came first, or an entered pseudo-gradient is not held yet; waiting
+		// shows what is on chain, and the caller commits again if it is still this
+		// slot's turn. Failing the lease run instead would hand the turn to the next slot.
 		r.log.Warn("the chain refused this sidecar's global state", "job", j.ID, "round", round, "err", err)
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // fakeChain is x/market's round state machine as the role sees it: a round closes when
@@ -32,9 +34,39 @@ type fakeChain struct {
 	commits map[uint64][]markettypes.RoundCommit
 	expect  map[uint64][]uint32
 	net     *custodyNet
-	// corrupt makes the chain record a flipped root for the first committed global (an
-	// aggregator that lies).
-	corrupt bool
+	// proofs are the aggregation faults the chain took, convicted their aggregators.
+	proofs    []*verifytypes.MsgProveRoundFault
+	convicted []string
+}
+
+// proveRoundFault takes an aggregation proof of a global in its challenge window whose
+// claimed chunk opens against the committed root, as x/verify's checks (the chunk's
+// recomputation is x/verify's own test): the global is rejected, the later rounds that
+// started from it are dropped, and the round is aggregated again.
+func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rd := c.rounds[m.Round]
+	if rd == nil || rd.State != markettypes.ROUND_STATE_CHALLENGE || m.Kind != verifytypes.ROUND_FAULT_AGGREGATION || len(m.Claimed) != 1 {
+		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "no global in its challenge window"}}
+	}
+	root, err := merkle.HashFromBytes(rd.NextGlobalRoot)
+	if err != nil {
+		return err
+	}
+	chunks := diloco.NewLayout(tinyConfig()).GlobalFileChunks()
+	if err := merkle.VerifyInclusion(root, m.Claimed[0].Index, chunks, merkle.LeafHash(m.Claimed[0].Data), rootsOf(m.Claimed[0].Proof)); err != nil {
+		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "claimed chunk does not open against the committed global: " + err.Error()}}
+	}
+	c.proofs = append(c.proofs, m)
+	c.convicted = append(c.convicted, rd.Aggregator)
+	for q := c.job.Round; q > m.Round; q-- {
+		delete(c.rounds, q)
+		delete(c.commits, q)
+	}
+	c.job.Round = m.Round
+	rd.State, rd.NextGlobalRoot, rd.NextGlobalSize, rd.Aggregator = markettypes.ROUND_STATE_AGGREGATING, nil, 0, ""
+	return nil
 }
 
 func newFakeChain(t *testing.T, spec diloco.SyncSpec, workers int, rounds uint64) *fakeChain {
@@ -112,7 +144,7 @@ func (c *fakeChain) commitRound(custodyDir string, m *markettypes.MsgCommitRound
 	lease := c.leases[m.LeaseId]
 	if expect := c.expect[m.Round]; expect != nil && !slices.Contains(expect, lease.Worker) {
 		// A slow worker: its commit arrives once the round closed without it.
-		for rd.State == markettypes.ROUND_STATE_OPEN {
+		for rd != nil && c.rounds[m.Round] == rd && rd.State == markettypes.ROUND_STATE_OPEN {
 			c.mu.Unlock()
 			time.Sleep(10 * time.Millisecond)
 			c.mu.Lock()
@@ -144,14 +176,10 @@ func (c *fakeChain) commitGlobal(custodyDir string, m *markettypes.MsgCommitGlob
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rd := c.rounds[m.Round]
-	if rd == nil || rd.State != markettypes.ROUND_STATE_AGGREGATING || !slices.Equal(rd.Entered, m.Entered) {
+	if rd == nil || rd.State != markettypes.ROUND_STATE_AGGREGATING || !slices.Equal(rd.Entered, m.Entered) || slices.Contains(c.convicted, m.Provider) {
 		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "global already committed or round not aggregating"}}
 	}
 	root := slices.Clone(m.GlobalRoot)
-	if c.corrupt {
-		root[0] ^= 1
-		c.corrupt = false
-	}
 	rd.State, rd.NextGlobalRoot, rd.NextGlobalSize, rd.Aggregator = markettypes.ROUND_STATE_CHALLENGE, root, m.GlobalSize, m.Provider
 	c.net.register(custodyDir, Pieces{ObjectID: markettypes.GlobalCustodyID(c.job.Id, m.Round+1), Size: m.GlobalSize, Roots: rootsOf(m.PieceRoots)})
 	if m.Round+1 < c.job.Spec.TotalSteps/uint64(c.job.Spec.Sync.Every) {
@@ -197,7 +225,13 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 			if len(msgs) != 1 {
 				return nil, errors.New("one message")
 			}
-			return &chain.TxResult{}, c.commitGlobal(custodyDir, msgs[0].(*markettypes.MsgCommitGlobal))
+			switch m := msgs[0].(type) {
+			case *markettypes.MsgCommitGlobal:
+				return &chain.TxResult{}, c.commitGlobal(custodyDir, m)
+			case *verifytypes.MsgProveRoundFault:
+				return &chain.TxResult{}, c.proveRoundFault(m)
+			}
+			return nil, fmt.Errorf("unexpected %T", msgs[0])
 		},
 	})
 	if err != nil {
@@ -277,47 +311,75 @@ func TestRoleServesRoundsAsSimulate(t *testing.T) {
 	}
 }
 
-// A committed global that is not the aggregate of the entered pseudo-gradients (here the
-// chain records a flipped root for the aggregator's) is flagged by every other worker:
-// logged, counted and shown in its status, and nobody trains on from it.
-func TestRoleFlagsAWrongGlobal(t *testing.T) {
-	c := newFakeChain(t, diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}, 3, 2)
-	c.corrupt = true
+// A lying aggregator (slot 0 commits round 0's global with one weight off) is caught by
+// the other workers: each finds the first differing chunk of the committed global
+// (fetched from custody) against its own aggregate and proves it (x/verify
+// MsgProveRoundFault, AGGREGATION) in the challenge window; the chain rejects the global
+// and convicts the aggregator, the next slot commits the honest one, and the job ends at
+// diloco.Simulate's global (slot 0, convicted, is out of round 1).
+func TestRoleProvesAWrongAggregation(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.expect[1] = []uint32{1, 2}
 	var ws []*worker
 	for slot := range uint32(3) {
 		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
 	}
+	ws[0].role.opts.CheatAggregate = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	done := make(chan []error)
-	go func() { done <- serveAll(t, ctx, ws) }()
-	flagged := func() bool {
-		for _, w := range ws {
-			st := w.role.Status()
-			if len(st) != 1 || st[0].GlobalMismatch == "" {
-				return false
+	cheaterCtx, stopCheater := context.WithCancel(ctx)
+	cheaterDone := make(chan struct{})
+	go func() {
+		defer close(cheaterDone)
+		_ = ws[0].role.Serve(cheaterCtx, ws[0].lease) // it loses its place: its end is not the test's
+	}()
+	for i, err := range serveAll(t, ctx, ws[1:]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i+1, err)
+		}
+	}
+	stopCheater()
+	<-cheaterDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.convicted, []string{"provider-0"}) || len(c.proofs) != 1 {
+		t.Fatalf("convicted %v with %d proofs, want provider-0 with one", c.convicted, len(c.proofs))
+	}
+	p := c.proofs[0]
+	if p.Round != 0 || p.Chunk != 0 || p.Momentum || (p.Prover != "provider-1" && p.Prover != "provider-2") || len(p.PseudoGradients) != 3 {
+		t.Fatalf("proof: round %d chunk %d momentum %v by %s with %d pseudo-gradients", p.Round, p.Chunk, p.Momentum, p.Prover, len(p.PseudoGradients))
+	}
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{1: {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		rd := c.rounds[r]
+		if next := want[r+1].Root(); !slices.Equal(rd.NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, rd.NextGlobalRoot, next)
+		}
+		if rd.Aggregator != "provider-1" {
+			t.Fatalf("round %d aggregated by %s, want provider-1 (provider-0 is convicted)", r, rd.Aggregator)
+		}
+	}
+	// The prover flagged the global; the other worker did too unless the global was
+	// rejected before its own aggregate was ready.
+	proven := 0
+	for _, w := range ws[1:] {
+		st := w.role.Status()[0]
+		if st.Phase != PhaseDone || w.metrics.count() > 1 {
+			t.Fatalf("worker %d's status: %+v, %d mismatches counted", w.lease.Worker, st, w.metrics.count())
+		}
+		if strings.HasSuffix(st.GlobalMismatch, "(proven wrong)") {
+			proven++
+			if w.role.opts.Operator != p.Prover || w.metrics.count() != 1 || !strings.HasPrefix(st.GlobalMismatch, "round 0: provider-0 committed") {
+				t.Fatalf("worker %d says it proved %q, the proof is %s's, %d mismatches counted", w.lease.Worker, st.GlobalMismatch, p.Prover, w.metrics.count())
 			}
 		}
-		return true
 	}
-	for !flagged() {
-		select {
-		case errs := <-done:
-			t.Fatalf("the workers ended without flagging the wrong global: %v", errs)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if proven != 1 {
+		t.Fatalf("%d workers' statuses say they proved it, want the one whose proof the chain took", proven)
 	}
-	// Nobody starts round 1 from the wrong global: none is fetched whose root is the
-	// committed one.
-	time.Sleep(200 * time.Millisecond)
-	for _, w := range ws {
-		if st := w.role.Status()[0]; st.Round != 1 || st.Phase != PhaseFetchingGlobal {
-			t.Fatalf("worker %d after the wrong global: %+v", w.lease.Worker, st)
-		}
-		if w.metrics.count() != 1 {
-			t.Fatalf("worker %d counted %d mismatches", w.lease.Worker, w.metrics.count())
-		}
-	}
-	cancel()
-	<-done
 }

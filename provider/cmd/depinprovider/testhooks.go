@@ -67,6 +67,9 @@ const (
 	// are garbage: it overwrites them with bytes that are not the Reed-Solomon
 	// parity of its state and commits (and serves) their roots.
 	flagGarbageParity = "cheat-garbage-parity"
+	// flagCheatAggregate makes the provider a lying aggregator of training-together
+	// rounds: the global state it commits has one weight off.
+	flagCheatAggregate = "cheat-aggregate"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -80,7 +83,8 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Duration(flagSlowRounds, 0, "TESTS ONLY: sleep this long after every step of a training-together lease")
 	f.Bool(flagWithholdPieces, false, "TESTS ONLY: commit custody roots but serve no custody piece")
 	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds} {
+	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds, flagCheatAggregate} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -139,6 +143,10 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	if garbage, _ := f.GetBool(flagGarbageParity); garbage {
 		log.Warn("TEST HOOK: CHEATING: committing custody parity pieces that are not the parity of the state")
 		hooks.Leases.CustodyPieces = garbageParity
+	}
+	if cheat, _ := f.GetBool(flagCheatAggregate); cheat {
+		log.Warn("TEST HOOK: CHEATING: committing training-together global states with one weight off")
+		hooks.CheatAggregate = true
 	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)
