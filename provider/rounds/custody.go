@@ -3,7 +3,6 @@ package rounds
 import (
 	"context"
 	"os"
-	"path/filepath"
 
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -43,24 +42,11 @@ func FetchGlobal(ctx context.Context, src *fetch.Source, jobID, round uint64, pa
 	return rebuildTo(ctx, src, markettypes.GlobalCustodyID(jobID, round), path)
 }
 
-// rebuildTo rebuilds custody object id into path through a temporary file.
+// rebuildTo rebuilds custody object id into path through a temporary file (a joiner
+// has no folder of the job yet: WriteFileAtomic creates it).
 func rebuildTo(ctx context.Context, src *fetch.Source, id, path string) error {
-	// A joiner has no folder of the job yet.
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	return pieces.WriteFileAtomic(path, func(f *os.File) error {
+		_, err := src.RebuildObject(ctx, id, f)
 		return err
-	}
-	tmp := path + ".fetch"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if _, err := src.RebuildObject(ctx, id, f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	})
 }

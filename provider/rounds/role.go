@@ -34,6 +34,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -290,7 +291,7 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 	if err := os.MkdirAll(l.DataDir, 0o755); err != nil {
 		return Job{}, err
 	}
-	if err := writeAtomic(filepath.Join(l.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus()); err != nil {
+	if err := pieces.WriteBytesAtomic(filepath.Join(l.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus()); err != nil {
 		return Job{}, err
 	}
 	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
@@ -446,7 +447,7 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	if slices.Contains(rd.Entered, l.Worker) {
 		carry := round
 		w.Carry = &carry
-		if err := writeAtomic(carryPath(w.Job, l.ID), []byte(strconv.FormatUint(round, 10))); err != nil {
+		if err := pieces.WriteBytesAtomic(carryPath(w.Job, l.ID), []byte(strconv.FormatUint(round, 10))); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/trainer"
 )
 
@@ -66,7 +67,7 @@ func (j Job) Global(round uint64) (*diloco.GlobalState, error) {
 // PutGlobal writes g as the job's G_{g.Round} and returns its root.
 func (j Job) PutGlobal(g *diloco.GlobalState) (merkle.Hash, uint64, error) {
 	b := g.Encode()
-	if err := writeAtomic(j.GlobalPath(g.Round), b); err != nil {
+	if err := pieces.WriteBytesAtomic(j.GlobalPath(g.Round), b); err != nil {
 		return merkle.Hash{}, 0, err
 	}
 	return merkle.RootOfBytes(b, diloco.ChunkSize), uint64(len(b)), nil
@@ -169,7 +170,7 @@ func (w Worker) pseudoGradient(round uint64, cp trainer.Checkpoint, c *Contribut
 		if pg, newErr, err = pg.Compress(errBuf); err != nil {
 			return err
 		}
-		if err := writeAtomic(w.errBufPath(round, w.Index), exact.EncodeValues(nil, exact.I32, newErr)); err != nil {
+		if err := pieces.WriteBytesAtomic(w.errBufPath(round, w.Index), exact.EncodeValues(nil, exact.I32, newErr)); err != nil {
 			return err
 		}
 		comp, err := pg.Compressed()
@@ -182,7 +183,7 @@ func (w Worker) pseudoGradient(round uint64, cp trainer.Checkpoint, c *Contribut
 		return err
 	}
 	c.PseudoGradientPath, c.PseudoGradientSize = w.PseudoGradientPath(round, w.Index), uint64(len(file))
-	return writeAtomic(c.PseudoGradientPath, file)
+	return pieces.WriteBytesAtomic(c.PseudoGradientPath, file)
 }
 
 // readErrBuf reads an error buffer of n elements (int32 little-endian).
@@ -267,29 +268,4 @@ func (j Job) readPseudoGradient(path string, round uint64, e Entered, base merkl
 		return nil, fmt.Errorf("%w: worker %d's file is of round %d, worker %d, base %s", ErrBadPseudoGradient, e.Worker, pg.Round, pg.Worker, pg.Base)
 	}
 	return pg, nil
-}
-
-// writeAtomic writes data to path through a synced temporary file, so a crash leaves
-// the old file or the new one.
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

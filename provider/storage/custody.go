@@ -37,7 +37,7 @@ func (r *Role) custodyPiece(ctx context.Context, info *shardInfo, replicas []typ
 	if err != nil {
 		return err
 	}
-	return writePieceFileWith(path, func(f *os.File) error {
+	return pieces.WriteFileAtomic(path, func(f *os.File) error {
 		fromTrainer := r.custody.Piece(ctx, obj, target, []string{info.Custody.Trainer}, f)
 		if fromTrainer == nil {
 			if target < obj.Layout.DataPieces {

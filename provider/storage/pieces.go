@@ -217,40 +217,6 @@ func verifyProofs(rootBytes []byte, chunkCount uint64, proofs []types.ChunkProof
 	return nil
 }
 
-// writePieceFile writes data to path atomically (a temporary file renamed
-// over it), creating the folders on the way.
-func writePieceFile(path string, data []byte) error {
-	return writePieceFileWith(path, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
-}
-
-// writePieceFileWith writes path atomically with what write puts in a temporary file
-// beside it, which is renamed over path only when write succeeds.
-func writePieceFileWith(path string, write func(*os.File) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".rebuilt-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 // NewPieceHandler serves the piece files under piecesDirs (the first folder that has
 // a piece wins) to other storage providers rebuilding a lost piece, and a trainer's
 // custody pieces to the holders fetching them:

@@ -86,7 +86,7 @@ func TestPieceFolderLayout(t *testing.T) {
 	}
 	for name, want := range map[string]bool{
 		"s000000-p000.piece": true, "s000012-p003.piece": true,
-		"s12-p3.piece": false, "s0000000-p000.piece": false, "s000000-p000.piece.tmp": false, ".rebuilt-123": false, "manifest.json": false,
+		"s12-p3.piece": false, "s0000000-p000.piece": false, "s000000-p000.piece.tmp": false, ".s000000-p000.piece.tmp-123": false, "manifest.json": false,
 	} {
 		if _, ok := parsePieceName(name); ok != want {
 			t.Errorf("parsePieceName(%q) ok = %v, want %v", name, ok, want)
@@ -302,7 +302,7 @@ func TestWritePieceFileReplacesAtomically(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ds", "pieces", "s000000-p000.piece")
 	for _, content := range []string{"first", "second"} {
-		if err := writePieceFile(path, []byte(content)); err != nil {
+		if err := pieces.WriteBytesAtomic(path, []byte(content)); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(path); string(got) != content {

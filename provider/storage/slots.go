@@ -89,7 +89,7 @@ func (r *Role) rebuild(ctx context.Context, info *shardInfo, replicas []types.Re
 	if err != nil {
 		return err
 	}
-	return writePieceFile(path, data)
+	return pieces.WriteBytesAtomic(path, data)
 }
 
 // repairAllowed reports whether the role may get pieces of a dataset it has no local
