@@ -90,14 +90,18 @@ test: deps lint proto-check build test-unit test-fuzz test-e2e
 
 # Tests that start nodes share the binary `build` made rather than each building their own.
 test-unit: deps build
-	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /cmd/depinchaind)
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /cmd/depinchaind -e /provider/cmd/depinprovider)
 
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
-##           (the multi-validator fault tests included; the Docker partition tests skip without an engine)
+##           (the multi-validator fault tests included; the Docker partition tests skip without an engine),
+##           then the sidecars' end-to-end tests (real nodes and several depinprovider processes, the
+##           longest package: its own timeout, and each test's time printed by tools/testtimes)
 test-e2e: build build-prev build-static
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINCHAIND_PREV_BINARY=$(BUILD_DIR)/depinchaind-prev \
 	DEPINCHAIND_STATIC_BINARY=$(BUILD_DIR)/depinchaind-static DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
 		$(GO) test -count=1 -timeout 30m -v ./cmd/depinchaind/...
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \
+		$(GO) test -count=1 -timeout 45m -json ./provider/cmd/depinprovider/ | $(GO) run ./tools/testtimes
 
 ## test-fuzz: every fuzz target for its budget (FUZZ_TARGETS; FUZZ_TIME overrides them all)
 test-fuzz:
