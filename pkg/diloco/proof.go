@@ -57,6 +57,17 @@ func RecordSpan(topK, k int) (first, last uint64) {
 	return uint64(start / ChunkSize), uint64(end / ChunkSize)
 }
 
+// RecordChunks is RecordSpan as the list of chunk indices first..last: the
+// chunks a fault proof opens to read record k.
+func RecordChunks(topK, k int) []uint64 {
+	first, last := RecordSpan(topK, k)
+	out := make([]uint64, 0, last-first+1)
+	for c := first; c <= last; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
 // RecordFromChunks cuts record k out of the compressed file's chunks
 // RecordSpan(topK, k) (in order; the file's last chunk may be short).
 func RecordFromChunks(topK, k int, chunks [][]byte) ([]byte, error) {

@@ -70,8 +70,9 @@ func PseudoGradientFault(prover string, jobID, round uint64, worker uint32, l di
 }
 
 // AggregationFault scans round r's committed next global state against G_r and the
-// dense pseudo-gradient files of the workers that entered (ascending), and returns the
-// proof of the first wrong weights or momentum chunk.
+// pseudo-gradient files of the workers that entered (ascending) — dense, or compressed
+// when sync.TopK > 0 — and returns the proof of the first wrong weights or momentum chunk
+// (AggregationProof).
 func AggregationFault(prover string, jobID, round uint64, l diloco.Layout, sync diloco.Sync, global, next []byte, entered []uint32, pgs [][]byte) (*verifytypes.MsgProveRoundFault, error) {
 	if len(entered) != len(pgs) {
 		return nil, fmt.Errorf("dispute: %d entered workers, %d pseudo-gradient files", len(entered), len(pgs))
@@ -79,41 +80,85 @@ func AggregationFault(prover string, jobID, round uint64, l diloco.Layout, sync 
 	for k := range l.Chunks {
 		deltas := make([][]byte, len(pgs))
 		for i, pg := range pgs {
-			deltas[i] = chunkOf(pg, diloco.WeightsChunk(k))
+			var err error
+			if deltas[i], err = deltaChunk(l, sync, pg, k); err != nil {
+				return nil, fmt.Errorf("dispute: worker %d's pseudo-gradient chunk %d (its fault, not the aggregator's): %w", entered[i], k, err)
+			}
 		}
 		w, u, err := diloco.AggregateChunk(sync, l.Valid(k), chunkOf(global, diloco.WeightsChunk(k)), chunkOf(global, l.MomentumChunk(k)), deltas)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", k, err)
 		}
-		momentum := false
 		switch {
 		case !bytes.Equal(w, chunkOf(next, diloco.WeightsChunk(k))):
+			return AggregationProof(prover, jobID, round, l, sync, global, next, entered, pgs, k, false)
 		case !bytes.Equal(u, chunkOf(next, l.MomentumChunk(k))):
-			momentum = true
-		default:
-			continue
+			return AggregationProof(prover, jobID, round, l, sync, global, next, entered, pgs, k, true)
 		}
-		at := diloco.WeightsChunk(k)
-		if momentum {
-			at = l.MomentumChunk(k)
-		}
-		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Kind: verifytypes.ROUND_FAULT_AGGREGATION, Chunk: uint64(k), Momentum: momentum}
-		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k), l.MomentumChunk(k)); err != nil {
-			return nil, err
-		}
-		if msg.Claimed, err = OpenFileChunks(next, at); err != nil {
-			return nil, err
-		}
-		for i, pg := range pgs {
-			cs, err := OpenFileChunks(pg, diloco.WeightsChunk(k))
-			if err != nil {
-				return nil, err
-			}
-			msg.PseudoGradients = append(msg.PseudoGradients, verifytypes.WorkerChunks{Worker: entered[i], Chunks: cs})
-		}
-		return msg, nil
 	}
 	return nil, nil
+}
+
+// AggregationProof is the proof about section chunk k of round r's committed next global
+// state (its weights chunk, or its momentum chunk): G_r's weights and momentum chunk k, the
+// claimed chunk of next, and every entered worker's chunks holding its chunk k — Δ chunk
+// 1+k of a dense file, the chunks of record k (diloco.RecordChunks) of a compressed one.
+// The chain convicts the aggregator when the chunk is wrong and refuses the proof as
+// consistent when it is right; AggregationFault finds a wrong one.
+func AggregationProof(prover string, jobID, round uint64, l diloco.Layout, sync diloco.Sync, global, next []byte, entered []uint32, pgs [][]byte, k int, momentum bool) (*verifytypes.MsgProveRoundFault, error) {
+	if len(entered) != len(pgs) {
+		return nil, fmt.Errorf("dispute: %d entered workers, %d pseudo-gradient files", len(entered), len(pgs))
+	}
+	if k < 0 || k >= l.Chunks {
+		return nil, fmt.Errorf("dispute: section chunk %d of %d", k, l.Chunks)
+	}
+	at := diloco.WeightsChunk(k)
+	if momentum {
+		at = l.MomentumChunk(k)
+	}
+	msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Kind: verifytypes.ROUND_FAULT_AGGREGATION, Chunk: uint64(k), Momentum: momentum}
+	var err error
+	if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k), l.MomentumChunk(k)); err != nil {
+		return nil, err
+	}
+	if msg.Claimed, err = OpenFileChunks(next, at); err != nil {
+		return nil, err
+	}
+	for i, pg := range pgs {
+		cs, err := OpenFileChunks(pg, pseudoGradientChunks(sync, k)...)
+		if err != nil {
+			return nil, fmt.Errorf("dispute: worker %d's pseudo-gradient: %w", entered[i], err)
+		}
+		msg.PseudoGradients = append(msg.PseudoGradients, verifytypes.WorkerChunks{Worker: entered[i], Chunks: cs})
+	}
+	return msg, nil
+}
+
+// pseudoGradientChunks is the chunks of a pseudo-gradient file that hold section chunk k:
+// chunk 1+k of a dense file, record k's chunks of a compressed one.
+func pseudoGradientChunks(sync diloco.Sync, k int) []uint64 {
+	if sync.TopK == 0 {
+		return []uint64{diloco.WeightsChunk(k)}
+	}
+	return diloco.RecordChunks(int(sync.TopK), k)
+}
+
+// deltaChunk is section chunk k of a pseudo-gradient file as diloco.AggregateChunk takes
+// it: the dense chunk, or record k decompressed.
+func deltaChunk(l diloco.Layout, sync diloco.Sync, pg []byte, k int) ([]byte, error) {
+	at := pseudoGradientChunks(sync, k)
+	if sync.TopK == 0 {
+		return chunkOf(pg, at[0]), nil
+	}
+	chunks := make([][]byte, len(at))
+	for i, c := range at {
+		chunks[i] = chunkOf(pg, c)
+	}
+	record, err := diloco.RecordFromChunks(int(sync.TopK), k, chunks)
+	if err != nil {
+		return nil, err
+	}
+	return diloco.DecompressChunk(record, int(sync.TopK), l.Valid(k))
 }
 
 // StartFault scans a worker's round-r start state file against G_r's file and its carry
@@ -208,12 +253,7 @@ func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker ui
 		if !full {
 			return msg, nil
 		}
-		first, last := diloco.RecordSpan(topK, k)
-		var span []uint64
-		for c := first; c <= last; c++ {
-			span = append(span, c)
-		}
-		if msg.Claimed, err = OpenFileChunks(pg, span...); err != nil {
+		if msg.Claimed, err = OpenFileChunks(pg, diloco.RecordChunks(topK, k)...); err != nil {
 			return nil, err
 		}
 		if msg.ErrorIn, err = open1(errIn, uint64(k)); err != nil {

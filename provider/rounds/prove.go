@@ -21,15 +21,11 @@ func (j Job) committedGlobalPath(round uint64) string {
 
 // proveAggregation fetches the committed G_{round+1} (root committed) from custody,
 // finds the first chunk that is not the aggregate of G_round and the entered
-// pseudo-gradients this worker holds (each checked against its commitment by
-// Aggregate), and sends its proof (x/verify MsgProveRoundFault, kind AGGREGATION). It
+// pseudo-gradients this worker holds (dense or compressed, each checked against its
+// commitment by Aggregate), and sends its proof (x/verify MsgProveRoundFault, kind AGGREGATION). It
 // returns whether the chain took the proof; a refused one (another worker proved it
 // first, or the challenge window closed) is logged.
 func (r *Role) proveAggregation(ctx context.Context, j Job, round uint64, entered []uint32, committed []byte) (bool, error) {
-	if j.Sync.TopK != 0 {
-		// pkg/dispute builds aggregation proofs from dense pseudo-gradients only.
-		return false, fmt.Errorf("job %d compresses its pseudo-gradients: this sidecar builds aggregation proofs from dense ones only", j.ID)
-	}
 	if r.opts.Custody == nil {
 		return false, fmt.Errorf("the committed global state of round %d of job %d is in custody and this sidecar cannot fetch from custody", round+1, j.ID)
 	}

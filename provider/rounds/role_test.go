@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,8 @@ type fakeChain struct {
 }
 
 // proveRoundFault takes an aggregation proof of a global in its challenge window whose
-// claimed chunk opens against the committed root, as x/verify's checks (the chunk's
+// claimed chunk opens against the committed root and whose pseudo-gradient chunks open
+// against the entered workers' commitments, as x/verify's checks (the chunk's
 // recomputation is x/verify's own test): the global is rejected, the later rounds that
 // started from it are dropped, and the round is aggregated again.
 func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
@@ -57,6 +59,22 @@ func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
 	chunks := diloco.NewLayout(tinyConfig()).GlobalFileChunks()
 	if err := merkle.VerifyInclusion(root, m.Claimed[0].Index, chunks, merkle.LeafHash(m.Claimed[0].Data), rootsOf(m.Claimed[0].Proof)); err != nil {
 		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "claimed chunk does not open against the committed global: " + err.Error()}}
+	}
+	for _, w := range m.PseudoGradients {
+		i := slices.IndexFunc(c.commits[m.Round], func(cm markettypes.RoundCommit) bool { return cm.Worker == w.Worker })
+		if i < 0 || !slices.Contains(rd.Entered, w.Worker) {
+			return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: fmt.Sprintf("worker %d did not enter round %d", w.Worker, m.Round)}}
+		}
+		cm := c.commits[m.Round][i]
+		pgRoot, err := merkle.HashFromBytes(cm.PseudoGradientRoot)
+		if err != nil {
+			return err
+		}
+		for _, ch := range w.Chunks {
+			if err := merkle.VerifyInclusion(pgRoot, ch.Index, merkle.ChunkCount(int64(cm.PseudoGradientSize), diloco.ChunkSize), merkle.LeafHash(ch.Data), rootsOf(ch.Proof)); err != nil {
+				return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: fmt.Sprintf("worker %d's chunk %d does not open against its pseudo-gradient: %v", w.Worker, ch.Index, err)}}
+			}
+		}
 	}
 	c.proofs = append(c.proofs, m)
 	c.convicted = append(c.convicted, rd.Aggregator)
@@ -317,8 +335,15 @@ func TestRoleServesRoundsAsSimulate(t *testing.T) {
 // MsgProveRoundFault, AGGREGATION) in the challenge window; the chain rejects the global
 // and convicts the aggregator, the next slot commits the honest one, and the job ends at
 // diloco.Simulate's global (slot 0, convicted, is out of round 1).
+// With top_k the workers prove it from their compressed pseudo-gradients' records.
 func TestRoleProvesAWrongAggregation(t *testing.T) {
-	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	for _, topK := range []int{0, 32} {
+		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleProvesAWrongAggregation(t, topK) })
+	}
+}
+
+func testRoleProvesAWrongAggregation(t *testing.T, topK int) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: topK}
 	c := newFakeChain(t, spec, 3, 2)
 	c.expect[1] = []uint32{1, 2}
 	var ws []*worker

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depinchain/depinchain/pkg/diloco"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -25,9 +26,18 @@ func TestSidecarsProveAWrongAggregation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
+	runLyingAggregator(ctx, t, roundsJobYAML)
+}
+
+// runLyingAggregator runs jobYAML (its commit window shortened to 60 blocks) with slot
+// 0's trainer restarted as a lying aggregator and checks what
+// TestSidecarsProveAWrongAggregation says, up to round 1's global; it returns the run
+// and Simulate's globals (slot 0 out of round 1).
+func runLyingAggregator(ctx context.Context, t *testing.T, jobYAML string) (*roundsRun, []*diloco.GlobalState) {
+	t.Helper()
 	// 60 blocks (30 s) of challenge window: the provers fetch the committed global from
 	// its holders first. Round 1 closes 30 blocks after it opens without the cheater.
-	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
+	job := strings.Replace(jobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
 	r := startRoundsJob(ctx, t, job, nil, map[string]string{"round_challenge_blocks": "60"})
 	c := r.c
 	cheater := r.slots[0]
@@ -87,8 +97,9 @@ func TestSidecarsProveAWrongAggregation(t *testing.T) {
 		rd, ok := r.round(ctx, 1)
 		return ok && len(rd.NextGlobalRoot) > 0
 	})
-	r.checkSimulate(ctx, t, map[uint64][]int{1: {0}}, nil)
+	want, _ := r.checkSimulate(ctx, t, map[uint64][]int{1: {0}}, nil)
 	if rd, _ := r.round(ctx, 0); rd.Aggregator != c.sidecars[r.slots[1]].Operator {
 		t.Fatalf("round 0 re-aggregated by %s, want slot 1's %s", rd.Aggregator, r.slots[1])
 	}
+	return r, want
 }

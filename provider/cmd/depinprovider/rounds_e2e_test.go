@@ -88,39 +88,7 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 		}
 	}
 
-	// The global model is the committed one (a sidecar's G_2 file has the chain's root),
-	// and its held-out loss (text the corpus does not hold) fell from G_0's.
-	var g2 *diloco.GlobalState
-	matches, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
-	matches2, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), "global-2"))
-	for _, m := range append(matches, matches2...) {
-		b, err := os.ReadFile(m)
-		if err != nil {
-			continue
-		}
-		if g, err := diloco.DecodeGlobal(b); err == nil && g.Root() == want[2].Root() {
-			g2 = g
-		}
-	}
-	if g2 == nil {
-		t.Fatalf("no sidecar holds G_2 with the chain's root (files %v %v)", matches, matches2)
-	}
-	heldOut, err := os.ReadFile("../../../docs/training-together.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := diloco.HeldOutBitsPerByte(want[0].Model(), heldOut, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := diloco.HeldOutBitsPerByte(g2.Model(), heldOut, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("held-out bits per byte of the global model: G_0 %.3f, G_2 %.3f", before, after)
-	if after >= before {
-		t.Fatalf("held-out loss did not fall: %.3f → %.3f", before, after)
-	}
+	r.checkHeldOutLossFell(t, want)
 	train, wait := r.roundTimes(ctx, t, "w1", "w2", "w3")
 	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
 		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
@@ -241,6 +209,46 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts, j
 	}
 	t.Logf("the chain's global roots of %d rounds equal diloco.Simulate's (dropouts %v, joiners %v) at %s", rounds, dropouts, joiners, r.c.since())
 	return want, job
+}
+
+// checkHeldOutLossFell checks that the global model of the last round is the committed
+// one (a sidecar's G_R file has Simulate's root, want[R]) and that its held-out loss
+// (text the corpus does not hold) fell from G_0's.
+func (r *roundsRun) checkHeldOutLossFell(t testing.TB, want []*diloco.GlobalState) {
+	t.Helper()
+	last := len(want) - 1
+	name := fmt.Sprintf("global-%d", last)
+	var g *diloco.GlobalState
+	matches, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), name))
+	matches2, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), name))
+	for _, m := range append(matches, matches2...) {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		if d, err := diloco.DecodeGlobal(b); err == nil && d.Root() == want[last].Root() {
+			g = d
+		}
+	}
+	if g == nil {
+		t.Fatalf("no sidecar holds G_%d with the chain's root (files %v %v)", last, matches, matches2)
+	}
+	heldOut, err := os.ReadFile("../../../docs/training-together.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := diloco.HeldOutBitsPerByte(want[0].Model(), heldOut, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := diloco.HeldOutBitsPerByte(g.Model(), heldOut, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held-out bits per byte of the global model: G_0 %.3f, G_%d %.3f", before, last, after)
+	if after >= before {
+		t.Fatalf("held-out loss did not fall: %.3f → %.3f", before, after)
+	}
 }
 
 // roundTimes adds up the seconds the named trainers' sync leases trained and waited on

@@ -370,12 +370,7 @@ func (k Keeper) checkCompressedChunk(ctx sdk.Context, params types.Params, l dil
 	if errIn != wantIn {
 		return fmt.Sprintf("worker %d's pseudo-gradient starts from error buffer %s, not %s (the one its last entered round left, or zero)", msg.Worker, errIn, wantIn), nil
 	}
-	first, last := diloco.RecordSpan(topK, sec)
-	var span []uint64
-	for c := first; c <= last; c++ {
-		span = append(span, c)
-	}
-	claimed, err := openChunks(ctx, params, "claimed (record)", commit.PseudoGradientRoot, files, span, msg.Claimed)
+	claimed, err := openChunks(ctx, params, "claimed (record)", commit.PseudoGradientRoot, files, diloco.RecordChunks(topK, sec), msg.Claimed)
 	if err != nil {
 		return "", err
 	}
@@ -460,12 +455,7 @@ func (k Keeper) checkAggregationChunk(ctx sdk.Context, params types.Params, l di
 			continue
 		}
 		topK := int(sync.TopK)
-		first, last := diloco.RecordSpan(topK, sec)
-		var span []uint64
-		for c := first; c <= last; c++ {
-			span = append(span, c)
-		}
-		cs, err := openChunks(ctx, params, field, commit.PseudoGradientRoot, l.CompressedFileChunks(topK), span, pg.Chunks)
+		cs, err := openChunks(ctx, params, field, commit.PseudoGradientRoot, l.CompressedFileChunks(topK), diloco.RecordChunks(topK, sec), pg.Chunks)
 		if err != nil {
 			return "", err
 		}

@@ -240,14 +240,6 @@ func (s *roundScenario) open(name string, idx ...uint64) []types.FileChunk {
 
 func (s *roundScenario) open1(name string, i uint64) *types.FileChunk { return &s.open(name, i)[0] }
 
-func span(first, last uint64) []uint64 {
-	var out []uint64
-	for c := first; c <= last; c++ {
-		out = append(out, c)
-	}
-	return out
-}
-
 // startProof proves chunk c of worker w's round-r start state against its source.
 func (s *roundScenario) startProof(prover sdk.AccAddress, r uint64, w uint32, c uint64) *types.MsgProveRoundFault {
 	msg := &types.MsgProveRoundFault{Prover: prover.String(), JobId: s.job.Id, Round: r, Worker: w, Kind: types.ROUND_FAULT_START, Chunk: c,
@@ -274,7 +266,7 @@ func (s *roundScenario) pgProof(prover sdk.AccAddress, r uint64, w uint32, k int
 		msg.Claimed = s.open(pg, diloco.WeightsChunk(k))
 		return msg
 	}
-	msg.Claimed = s.open(pg, span(diloco.RecordSpan(int(s.sync.TopK), k))...)
+	msg.Claimed = s.open(pg, diloco.RecordChunks(int(s.sync.TopK), k)...)
 	msg.Header = s.open1(pg, 0)
 	if r > 0 {
 		msg.PreviousHeader = s.open1(fmt.Sprintf("pg/%d/%d", r-1, w), 0)
@@ -292,22 +284,33 @@ func (s *roundScenario) pgProof(prover sdk.AccAddress, r uint64, w uint32, k int
 	return msg
 }
 
-// aggProof proves section chunk k of round r's aggregation (weights, or momentum).
+// aggregation is what a party holding round r's files builds aggregation proofs from:
+// the entered workers (as the round now says) and their pseudo-gradient files.
+func (s *roundScenario) aggregation(r uint64) ([]uint32, [][]byte) {
+	entered := s.store.rounds[[2]uint64{s.job.Id, r}].Entered
+	pgs := make([][]byte, len(entered))
+	for i, w := range entered {
+		pgs[i] = s.files[fmt.Sprintf("pg/%d/%d", r, w)]
+	}
+	return entered, pgs
+}
+
+// aggProof is dispute.AggregationProof of section chunk k of round r's aggregation
+// (weights, or momentum) from the scenario's files.
 func (s *roundScenario) aggProof(prover sdk.AccAddress, r uint64, k int, momentum bool) *types.MsgProveRoundFault {
-	at := diloco.WeightsChunk(k)
-	if momentum {
-		at = s.layout.MomentumChunk(k)
-	}
-	msg := &types.MsgProveRoundFault{Prover: prover.String(), JobId: s.job.Id, Round: r, Kind: types.ROUND_FAULT_AGGREGATION, Chunk: uint64(k), Momentum: momentum,
-		Global: s.open(fmt.Sprintf("g%d", r), diloco.WeightsChunk(k), s.layout.MomentumChunk(k)), Claimed: s.open(fmt.Sprintf("g%d", r+1), at)}
-	for _, w := range s.store.rounds[[2]uint64{s.job.Id, r}].Entered {
-		pg := fmt.Sprintf("pg/%d/%d", r, w)
-		idx := []uint64{diloco.WeightsChunk(k)}
-		if s.sync.TopK > 0 {
-			idx = span(diloco.RecordSpan(int(s.sync.TopK), k))
-		}
-		msg.PseudoGradients = append(msg.PseudoGradients, types.WorkerChunks{Worker: w, Chunks: s.open(pg, idx...)})
-	}
+	s.t.Helper()
+	entered, pgs := s.aggregation(r)
+	msg, err := dispute.AggregationProof(prover.String(), s.job.Id, r, s.layout, s.sync, s.files[fmt.Sprintf("g%d", r)], s.files[fmt.Sprintf("g%d", r+1)], entered, pgs, k, momentum)
+	require.NoError(s.t, err)
+	return msg
+}
+
+// aggFault is dispute.AggregationFault of round r from the scenario's files.
+func (s *roundScenario) aggFault(prover sdk.AccAddress, r uint64) *types.MsgProveRoundFault {
+	s.t.Helper()
+	entered, pgs := s.aggregation(r)
+	msg, err := dispute.AggregationFault(prover.String(), s.job.Id, r, s.layout, s.sync, s.files[fmt.Sprintf("g%d", r)], s.files[fmt.Sprintf("g%d", r+1)], entered, pgs)
+	require.NoError(s.t, err)
 	return msg
 }
 
@@ -421,13 +424,9 @@ func TestRoundFaultWrongAggregationConvicted(t *testing.T) {
 	prover := s.account("prover")
 	s.requireRefused(types.ErrRoundConsistent, "weights chunk 0", s.aggProof(prover, 1, 0, false))
 
-	var pgs [][]byte
-	for w := range 2 {
-		pgs = append(pgs, s.files[fmt.Sprintf("pg/1/%d", w)])
-	}
-	built, err := dispute.AggregationFault(prover.String(), s.job.Id, 1, s.layout, s.sync, s.files["g1"], s.files["g2"], []uint32{0, 1}, pgs)
-	require.NoError(t, err)
-	require.Equal(t, s.aggProof(prover, 1, 0, true), built, "the builder finds the momentum chunk")
+	built := s.aggFault(prover, 1)
+	require.NotNil(t, built)
+	require.True(t, built.Chunk == 0 && built.Momentum, "the builder finds the momentum chunk")
 
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(prover)
 	_, err = s.prove(built)
@@ -660,6 +659,62 @@ func TestRoundFaultFabricatedRecordConvicted(t *testing.T) {
 	require.NoError(t, err)
 	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
 	require.Contains(t, s.store.commits[[3]uint64{s.job.Id, 0, 0}].ExcludedReason, fmt.Sprintf("record %d", k))
+}
+
+// A wrong aggregation of compressed pseudo-gradients (one weight off where the entered
+// records straddle chunk boundaries) convicts the aggregator on the builder's proof: the
+// referee decompresses every entered record and recomputes the chunk. A proof about a
+// right chunk of the same global is refused and changes nothing; an honest round's
+// aggregation has nothing to prove.
+func TestRoundFaultCompressedWrongAggregationConvicted(t *testing.T) {
+	s := newRoundScenario(t, 700) // a record of 4200 bytes straddles a chunk boundary
+	prover := s.account("prover")
+	require.Nil(t, s.aggFault(prover, 0), "the builder finds nothing in an honest compressed round")
+
+	g, err := diloco.DecodeGlobal(s.files["g2"])
+	require.NoError(t, err)
+	k := s.layout.Chunks - 1
+	g.Weights[k*diloco.ChunkElems+1]++
+	s.replace("g2", g.Encode())
+	r := s.store.rounds[[2]uint64{s.job.Id, 1}]
+	r.NextGlobalRoot = s.root("g2")
+	s.store.rounds[[2]uint64{s.job.Id, 1}] = r
+
+	built := s.aggFault(prover, 1)
+	require.NotNil(t, built)
+	require.Equal(t, uint64(k), built.Chunk)
+	require.False(t, built.Momentum)
+	for _, w := range built.PseudoGradients {
+		require.Equal(t, diloco.RecordChunks(700, k), chunkIndices(w.Chunks), "worker %d's record %d", w.Worker, k)
+	}
+	require.Greater(t, len(built.PseudoGradients[0].Chunks), 1, "the accused record straddles chunks")
+	s.requireRefused(types.ErrRoundConsistent, fmt.Sprintf("momentum chunk %d is the aggregation", k), s.aggProof(prover, 1, k, true))
+	s.requireRefused(types.ErrRoundConsistent, "weights chunk 0 is the aggregation", s.aggProof(prover, 1, 0, false))
+
+	// A record the worker made malformed is its fault, not the aggregator's: the builder
+	// names it instead of building an aggregation proof.
+	entered, pgs := s.aggregation(1)
+	bad := slices.Clone(pgs[1])
+	// Record 0 with its first two indices equal: not ascending.
+	rec := bad[diloco.ChunkSize:]
+	copy(rec[0:2], rec[diloco.EntryBytes:diloco.EntryBytes+2])
+	_, err = dispute.AggregationFault(prover.String(), s.job.Id, 1, s.layout, s.sync, s.files["g1"], s.files["g2"], entered, [][]byte{pgs[0], bad})
+	require.ErrorContains(t, err, "worker 1's pseudo-gradient chunk 0")
+
+	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(prover)
+	_, err = s.prove(built)
+	require.NoError(t, err)
+	s.requireConvicted(prover, s.provs[0], s.leases[0].Id, bond, balance)
+	require.Equal(t, []uint64{1}, s.store.rejected)
+	require.Empty(t, s.store.rounds[[2]uint64{s.job.Id, 1}].NextGlobalRoot)
+}
+
+func chunkIndices(cs []types.FileChunk) []uint64 {
+	out := make([]uint64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Index
+	}
+	return out
 }
 
 // maxSyncWorkers is x/market's default max_sync_workers (rounds-chain): the most
