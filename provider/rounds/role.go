@@ -6,10 +6,12 @@
 // global_root), trains `every` exact steps on its assigned data (the trainer contract's
 // round run), writes its pseudo-gradient and its custody pieces, and commits
 // MsgCommitRound with its round-end MsgSubmitCheckpoint in one transaction. When the
-// round closes, every worker fetches the entered pseudo-gradients from their custody
-// holders, checks each against its commitment, and aggregates; the lowest entered slot
-// commits G_{r+1} (MsgCommitGlobal, with the global's custody pieces), a later one if it
-// does not, and the others check the committed root against their own.
+// round closes, every worker checks the other entered workers' start states and
+// pseudo-gradients against their round-end checkpoints and proves a wrong one (check.go;
+// the chain excludes that worker), fetches the entered pseudo-gradients from their
+// custody holders, checks each against its commitment, and aggregates; the lowest
+// entered slot commits G_{r+1} (MsgCommitGlobal, with the global's custody pieces), a
+// later one if it does not, and the others check the committed root against their own.
 package rounds
 
 import (
