@@ -77,6 +77,9 @@ type Hooks struct {
 	WithholdCustodyPieces bool
 	// CheatAggregate makes the rounds role a lying aggregator (rounds.Options).
 	CheatAggregate bool
+	// CheatPseudoGradient makes the rounds role a worker that fabricates its
+	// pseudo-gradients (rounds.Options).
+	CheatPseudoGradient bool
 }
 
 // Daemon is one running provider sidecar.

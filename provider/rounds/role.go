@@ -6,10 +6,12 @@
 // global_root), trains `every` exact steps on its assigned data (the trainer contract's
 // round run), writes its pseudo-gradient and its custody pieces, and commits
 // MsgCommitRound with its round-end MsgSubmitCheckpoint in one transaction. When the
-// round closes, every worker fetches the entered pseudo-gradients from their custody
-// holders, checks each against its commitment, and aggregates; the lowest entered slot
-// commits G_{r+1} (MsgCommitGlobal, with the global's custody pieces), a later one if it
-// does not, and the others check the committed root against their own.
+// round closes, every worker checks the other entered workers' start states and
+// pseudo-gradients against their round-end checkpoints and proves a wrong one (check.go;
+// the chain excludes that worker), fetches the entered pseudo-gradients from their
+// custody holders, checks each against its commitment, and aggregates; the lowest
+// entered slot commits G_{r+1} (MsgCommitGlobal, with the global's custody pieces), a
+// later one if it does not, and the others check the committed root against their own.
 package rounds
 
 import (
@@ -43,6 +45,7 @@ import (
 type Chain interface {
 	chain.JobQuerier
 	chain.LeaseQuerier
+	chain.CheckpointsQuerier
 	Round(ctx context.Context, in *markettypes.QueryRoundRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundResponse, error)
 	RoundCommits(ctx context.Context, in *markettypes.QueryRoundCommitsRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundCommitsResponse, error)
 }
@@ -76,11 +79,21 @@ type Options struct {
 	// AggregatorGrace is how long the n-th entered slot waits for the ones before it to
 	// commit the global before committing it itself (default 20s).
 	AggregatorGrace time.Duration
-	Metrics         Metrics
-	Logger          *slog.Logger
+	// CheckWait is how long a worker waits for another worker's round files to be held
+	// in custody before it aggregates without having checked that worker (default 2m).
+	CheckWait time.Duration
+	Metrics   Metrics
+	Logger    *slog.Logger
 	// CheatAggregate (tests only) makes this sidecar a lying aggregator: the global state
 	// it commits has its first weight off by one.
 	CheatAggregate bool
+	// CheatPseudoGradient (tests only) makes this sidecar a worker that fabricates its
+	// pseudo-gradient: the committed one has its first element off by one, while its
+	// round-end checkpoint is honest (dense jobs).
+	CheatPseudoGradient bool
+	// cheatStart (this package's tests only) makes the worker start every round from
+	// WorkerStart(nil), forgetting its carry.
+	cheatStart bool
 }
 
 // Role is the rounds role. Create it with New.
@@ -106,6 +119,9 @@ func New(opts Options) (*Role, error) {
 	}
 	if opts.AggregatorGrace <= 0 {
 		opts.AggregatorGrace = 20 * time.Second
+	}
+	if opts.CheckWait <= 0 {
+		opts.CheckWait = 2 * time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -348,9 +364,18 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 	if !committed {
 		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseTraining })
 		started := time.Now()
-		con, err := w.Train(ctx, round, l.OnStep)
+		trainee := *w
+		if r.opts.cheatStart {
+			trainee.Carry = nil
+		}
+		con, err := trainee.Train(ctx, round, l.OnStep)
 		if err != nil {
 			return err
+		}
+		if r.opts.CheatPseudoGradient {
+			if err := fabricatePseudoGradient(&con); err != nil {
+				return err
+			}
 		}
 		r.setStatus(l.ID, func(s *JobStatus) { s.TrainSeconds += time.Since(started).Seconds() })
 		spec := l.Job.Spec.Custody
@@ -451,20 +476,42 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 			return err
 		}
 	}
-	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseAggregating })
+	for {
+		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseAggregating })
+		if rd, err = r.checkRound(ctx, l, w.Job, rd, wake); err != nil {
+			return err
+		}
+		g, err := r.aggregateEntered(ctx, l, w, rd, wake)
+		if err != nil {
+			return err
+		}
+		again := false
+		if rd, again, err = r.commitAndDefend(ctx, l, w, rd, g.Root(), wake); err != nil || !again {
+			return err
+		}
+		// The chain left a worker out since (convicted by another's proof or game): the
+		// round is aggregated again without it.
+		r.log.Info("the round's entered workers changed: aggregating again", "job", l.Job.Id, "round", round, "entered", rd.Entered)
+	}
+}
+
+// aggregateEntered computes G_{round+1} of rd's entered workers' pseudo-gradients,
+// fetched from custody and checked against their commitments.
+func (r *Role) aggregateEntered(ctx context.Context, l Lease, w *Worker, rd markettypes.Round, wake chan struct{}) (*diloco.GlobalState, error) {
+	round := rd.Round
 	commits, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: l.Job.Id, Round: round})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var entered []Entered
 	for _, slot := range rd.Entered {
-		i := slices.IndexFunc(commits.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == slot })
-		if i < 0 {
-			return fmt.Errorf("round %d of job %d: slot %d entered without a commit", round, l.Job.Id, slot)
+		c, ok := commitOf(commits.Commits, slot)
+		if !ok {
+			return nil, fmt.Errorf("round %d of job %d: slot %d entered without a commit", round, l.Job.Id, slot)
 		}
-		root, err := merkle.HashFromBytes(commits.Commits[i].PseudoGradientRoot)
+		root, err := merkle.HashFromBytes(c.PseudoGradientRoot)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		entered = append(entered, Entered{Worker: slot, Root: root})
 	}
@@ -472,21 +519,29 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	for g == nil {
 		if g, err = w.Job.Aggregate(ctx, round, entered, CustodyFetch(r.opts.Custody, l.Job.Id)); err != nil {
 			if errors.Is(err, ErrBadPseudoGradient) || ctx.Err() != nil {
-				return err
+				return nil, err
 			}
 			r.log.Info("waiting for the entered pseudo-gradients' custody", "job", l.Job.Id, "round", round, "err", err)
 			if err := r.sleep(ctx, wake); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if r.opts.CheatAggregate {
 		g.Weights[0]++
 		if _, _, err := w.Job.PutGlobal(g); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	mine := g.Root()
+	return g, nil
+}
+
+// commitAndDefend commits G_{round+1} (root mine, aggregated over rd.Entered) when it is
+// this slot's turn, checks the committed one and proves it wrong if it is not mine,
+// until the round's global is mine or final. It returns again (with the round as it
+// stands) when the chain's entered list is no longer the one mine was aggregated over.
+func (r *Role) commitAndDefend(ctx context.Context, l Lease, w *Worker, rd markettypes.Round, mine merkle.Hash, wake chan struct{}) (_ markettypes.Round, again bool, err error) {
+	round, entered := rd.Round, rd.Entered
 	// The n-th entered slot commits after n grace periods without a committed global.
 	turn := slices.Index(rd.Entered, l.Worker)
 	deadline := time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
@@ -496,25 +551,31 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	var seen, refused []byte
 	for {
 		rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
+			if !slices.Equal(rd.Entered, entered) {
+				return true
+			}
 			if len(rd.NextGlobalRoot) > 0 {
 				return !bytes.Equal(rd.NextGlobalRoot, refused) || rd.State != markettypes.ROUND_STATE_CHALLENGE
 			}
 			return turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING
 		})
 		if err != nil {
-			return err
+			return rd, false, err
+		}
+		if !slices.Equal(rd.Entered, entered) {
+			return rd, true, nil
 		}
 		if len(rd.NextGlobalRoot) == 0 {
 			// This slot's turn: commit, and again after a while if the chain refused it
 			// (e.g. an entered pseudo-gradient not yet held by enough holders).
 			if err := r.commitGlobal(ctx, l, w.Job, round, rd.Entered, mine); err != nil {
-				return err
+				return rd, false, err
 			}
 			deadline = time.Now().Add(3 * r.opts.PollInterval)
 			continue
 		}
 		if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err == nil && committed == mine {
-			return nil
+			return rd, false, nil
 		}
 		if !bytes.Equal(rd.NextGlobalRoot, seen) {
 			seen = rd.NextGlobalRoot
@@ -525,7 +586,7 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 			r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch = msg })
 		}
 		if rd.State != markettypes.ROUND_STATE_CHALLENGE {
-			return nil // final: too late to prove it wrong
+			return rd, false, nil // final: too late to prove it wrong
 		}
 		// Prove it wrong while its challenge window lasts; the chain rejects it and the
 		// round is aggregated again (this loop waits for that global).
@@ -534,7 +595,7 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 		case err != nil:
 			r.log.Warn("cannot prove the committed global state wrong yet", "job", l.Job.Id, "round", round, "err", err)
 			if err := r.sleep(ctx, wake); err != nil {
-				return err
+				return rd, false, err
 			}
 		case proven:
 			r.setStatus(l.ID, func(s *JobStatus) { s.GlobalMismatch += " (proven wrong)" })

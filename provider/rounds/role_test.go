@@ -20,6 +20,7 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -35,7 +36,9 @@ type fakeChain struct {
 	commits map[uint64][]markettypes.RoundCommit
 	expect  map[uint64][]uint32
 	net     *custodyNet
-	// proofs are the aggregation faults the chain took, convicted their aggregators.
+	// checkpoints are the leases' round-end checkpoints, their states in custody.
+	checkpoints map[uint64][]verifytypes.Checkpoint
+	// proofs are the round faults the chain took; convicted their authors.
 	proofs    []*verifytypes.MsgProveRoundFault
 	convicted []string
 }
@@ -48,6 +51,9 @@ type fakeChain struct {
 func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if m.Kind != verifytypes.ROUND_FAULT_AGGREGATION {
+		return c.proveWorkerFault(m)
+	}
 	rd := c.rounds[m.Round]
 	if rd == nil || rd.State != markettypes.ROUND_STATE_CHALLENGE || m.Kind != verifytypes.ROUND_FAULT_AGGREGATION || len(m.Claimed) != 1 {
 		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "no global in its challenge window"}}
@@ -78,12 +84,138 @@ func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
 	}
 	c.proofs = append(c.proofs, m)
 	c.convicted = append(c.convicted, rd.Aggregator)
-	for q := c.job.Round; q > m.Round; q-- {
+	c.voidGlobal(rd)
+	return nil
+}
+
+// voidGlobal drops rd's committed global and the rounds that started from it: the round
+// is aggregated again.
+func (c *fakeChain) voidGlobal(rd *markettypes.Round) {
+	for q := c.job.Round; q > rd.Round; q-- {
 		delete(c.rounds, q)
 		delete(c.commits, q)
 	}
-	c.job.Round = m.Round
+	c.job.Round = rd.Round
 	rd.State, rd.NextGlobalRoot, rd.NextGlobalSize, rd.Aggregator = markettypes.ROUND_STATE_AGGREGATING, nil, 0, ""
+}
+
+// proveWorkerFault takes a START or PSEUDO_GRADIENT proof as x/verify does: every opening
+// against the roots on chain, the chunk recomputed with pkg/diloco and found different.
+// The worker is excluded (a global committed over it is voided) and its provider convicted.
+func (c *fakeChain) proveWorkerFault(m *verifytypes.MsgProveRoundFault) error {
+	refuse := func(why string, args ...any) error {
+		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: fmt.Sprintf(why, args...)}}
+	}
+	rd := c.rounds[m.Round]
+	i := slices.IndexFunc(c.commits[m.Round], func(cm markettypes.RoundCommit) bool { return cm.Worker == m.Worker })
+	if rd == nil || i < 0 || rd.State == markettypes.ROUND_STATE_OPEN {
+		return refuse("no commit of worker %d in a closed round %d", m.Worker, m.Round)
+	}
+	commit := &c.commits[m.Round][i]
+	if commit.Excluded {
+		return refuse("worker %d was already excluded", m.Worker)
+	}
+	l := diloco.NewLayout(tinyConfig())
+	sync := c.job.Spec.Sync.Diloco()
+	open := func(root []byte, size uint64, fc []verifytypes.FileChunk, want uint64) ([]byte, error) {
+		h, err := merkle.HashFromBytes(root)
+		if err != nil || len(fc) != 1 || fc[0].Index != want {
+			return nil, refuse("want one opening of chunk %d", want)
+		}
+		if err := merkle.VerifyInclusion(h, want, size, merkle.LeafHash(fc[0].Data), rootsOf(fc[0].Proof)); err != nil {
+			return nil, refuse("chunk %d does not open: %v", want, err)
+		}
+		return fc[0].Data, nil
+	}
+	var want, claimed []byte
+	switch m.Kind {
+	case verifytypes.ROUND_FAULT_PSEUDO_GRADIENT:
+		k := int(m.Chunk)
+		sc, err := l.StateWeightsChunk(k)
+		if err != nil {
+			return refuse("%v", err)
+		}
+		g, err := open(rd.GlobalRoot, l.GlobalFileChunks(), m.Global, diloco.WeightsChunk(k))
+		if err != nil {
+			return err
+		}
+		end, err := open(commit.EndRoot, l.StateChunks(), m.Source, sc)
+		if err != nil {
+			return err
+		}
+		if claimed, err = open(commit.PseudoGradientRoot, l.DenseFileChunks(), m.Claimed, diloco.WeightsChunk(k)); err != nil {
+			return err
+		}
+		if want, err = diloco.PseudoGradientChunk(g, end, l.Valid(k)); err != nil {
+			return refuse("%v", err)
+		}
+	case verifytypes.ROUND_FAULT_START:
+		src, k, err := l.StartSourceOf(m.Chunk)
+		if err != nil {
+			return refuse("%v", err)
+		}
+		var source []byte
+		switch src {
+		case diloco.StartWeights:
+			source, err = open(rd.GlobalRoot, l.GlobalFileChunks(), m.Global, diloco.WeightsChunk(k))
+		case diloco.StartMoments:
+			// The carry: the worker's end state of the last round it entered before.
+			for q := m.Round; q > 0 && source == nil && err == nil; {
+				q--
+				if !slices.Contains(c.rounds[q].Entered, m.Worker) {
+					continue
+				}
+				j := slices.IndexFunc(c.commits[q], func(cm markettypes.RoundCommit) bool { return cm.Worker == m.Worker })
+				source, err = open(c.commits[q][j].EndRoot, l.StateChunks(), m.Source, m.Chunk)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if claimed, err = open(commit.StartRoot, l.StateChunks(), m.Claimed, m.Chunk); err != nil {
+			return err
+		}
+		if want, err = l.StartChunk(sync, m.Round, m.Chunk, source); err != nil {
+			return refuse("%v", err)
+		}
+	default:
+		return refuse("kind %s", m.Kind)
+	}
+	if slices.Equal(want, claimed) {
+		return refuse("chunk %d of worker %d is right", m.Chunk, m.Worker)
+	}
+	c.proofs = append(c.proofs, m)
+	c.convicted = append(c.convicted, commit.Provider)
+	commit.Excluded = true
+	if rd.State == markettypes.ROUND_STATE_FINAL {
+		return nil
+	}
+	rd.Entered = slices.DeleteFunc(slices.Clone(rd.Entered), func(w uint32) bool { return w == m.Worker })
+	if rd.State == markettypes.ROUND_STATE_CHALLENGE {
+		c.voidGlobal(rd)
+	}
+	return nil
+}
+
+func (c *fakeChain) Checkpoints(_ context.Context, in *verifytypes.QueryCheckpointsRequest, _ ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &verifytypes.QueryCheckpointsResponse{Checkpoints: slices.Clone(c.checkpoints[in.LeaseId])}, nil
+}
+
+// submitCheckpoint records a lease's round-end checkpoint and registers its state's
+// custody pieces, written under custodyDir (the leases role's part).
+func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp trainer.Checkpoint) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	index := uint64(len(c.checkpoints[leaseID]))
+	p, err := WritePieces(custodyDir, shardtypes.CustodyDatasetID(leaseID, index), cp.StatePath(), 2, 1)
+	if err != nil {
+		return err
+	}
+	c.net.register(custodyDir, p)
+	final := cp.FinalHash()
+	c.checkpoints[leaseID] = append(c.checkpoints[leaseID], verifytypes.Checkpoint{LeaseId: leaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(), FinalHash: final[:]})
 	return nil
 }
 
@@ -104,7 +236,8 @@ func newFakeChain(t *testing.T, spec diloco.SyncSpec, workers int, rounds uint64
 		Custody:  &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1},
 	}}
 	c := &fakeChain{job: job, leases: map[uint64]markettypes.Lease{}, rounds: map[uint64]*markettypes.Round{},
-		commits: map[uint64][]markettypes.RoundCommit{}, expect: map[uint64][]uint32{}, net: newCustodyNet(t)}
+		commits: map[uint64][]markettypes.RoundCommit{}, expect: map[uint64][]uint32{}, net: newCustodyNet(t),
+		checkpoints: map[uint64][]verifytypes.Checkpoint{}}
 	root := g0.Root()
 	c.open(0, root[:])
 	return c
@@ -173,7 +306,7 @@ func (c *fakeChain) commitRound(custodyDir string, m *markettypes.MsgCommitRound
 		return fmt.Errorf("round %d is not open for slot %d", m.Round, lease.Worker)
 	}
 	c.commits[m.Round] = append(c.commits[m.Round], markettypes.RoundCommit{JobId: c.job.Id, Round: m.Round, Worker: lease.Worker,
-		LeaseId: m.LeaseId, StartRoot: m.StartRoot, EndRoot: m.EndRoot, PseudoGradientRoot: m.PseudoGradientRoot, PseudoGradientSize: m.PseudoGradientSize})
+		LeaseId: m.LeaseId, Provider: lease.Provider, StartRoot: m.StartRoot, EndRoot: m.EndRoot, PseudoGradientRoot: m.PseudoGradientRoot, PseudoGradientSize: m.PseudoGradientSize})
 	c.net.register(custodyDir, Pieces{ObjectID: markettypes.PseudoGradientCustodyID(c.job.Id, m.Round, lease.Worker), Size: m.PseudoGradientSize, Roots: rootsOf(m.PieceRoots)})
 	expect := c.expect[m.Round]
 	if expect == nil {
@@ -262,7 +395,10 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 			if cp.StartStep() != m.Round*uint64(job.Spec.Sync.Every) || !slices.Equal(m.EndRoot, func() []byte { h := cp.FinalHash(); return h[:] }()) {
 				return fmt.Errorf("round %d's checkpoint spans %d..%d", m.Round, cp.StartStep(), cp.EndStep())
 			}
-			return c.commitRound(custodyDir, m)
+			if err := c.commitRound(custodyDir, m); err != nil {
+				return err
+			}
+			return c.submitCheckpoint(custodyDir, m.LeaseId, cp)
 		}}
 	return w
 }
@@ -406,5 +542,91 @@ func testRoleProvesAWrongAggregation(t *testing.T, topK int) {
 	}
 	if proven != 1 {
 		t.Fatalf("%d workers' statuses say they proved it, want the one whose proof the chain took", proven)
+	}
+}
+
+// A worker that fabricates its pseudo-gradient (slot 2 commits one with its first element
+// off; its round-end checkpoint is honest) is caught before round 0 is aggregated: the
+// other workers fetch its end state from checkpoint custody, find the chunk that is not
+// G_0 − end state, and prove it (MsgProveRoundFault, PSEUDO_GRADIENT); the chain excludes
+// it from the round and convicts it, the round is aggregated without it, and the job ends
+// at diloco.Simulate's globals with slot 2 out of both rounds (its provider is convicted:
+// round 1 closes without it).
+func TestRoleProvesAFabricatedPseudoGradient(t *testing.T) {
+	testWorkerFaultProven(t, func(o *Options) { o.CheatPseudoGradient = true }, verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, 0,
+		map[uint64][]int{0: {2}, 1: {2}})
+}
+
+// A worker that starts round 1 from G_1 without its carry (zero Adam moments, as a
+// joiner's start, though it entered round 0) is caught: its start root is not G_1's
+// WorkerStart of its round-0 end state, the others rebuild the start it used and prove
+// its first wrong moments chunk (MsgProveRoundFault, START); it is excluded from round 1
+// and the job ends at Simulate's globals with slot 2 out of round 1.
+func TestRoleProvesAWrongStart(t *testing.T) {
+	testWorkerFaultProven(t, func(o *Options) { o.cheatStart = true }, verifytypes.ROUND_FAULT_START, 1,
+		map[uint64][]int{1: {2}})
+}
+
+// testWorkerFaultProven runs three workers for two rounds, slot 2 cheating as cheat says,
+// and checks that one honest worker's proof of kind in round faulty convicted it and that
+// the committed globals are Simulate's with dropouts.
+func testWorkerFaultProven(t *testing.T, cheat func(*Options), kind verifytypes.RoundFault, faulty uint64, dropouts map[uint64][]int) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.expect[faulty+1] = []uint32{0, 1} // the convicted slot's lease is closed
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	cheat(&ws[2].role.opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cheaterCtx, stopCheater := context.WithCancel(ctx)
+	cheaterDone := make(chan struct{})
+	go func() {
+		defer close(cheaterDone)
+		_ = ws[2].role.Serve(cheaterCtx, ws[2].lease) // convicted: its end is not the test's
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	stopCheater()
+	<-cheaterDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.convicted, []string{"provider-2"}) || len(c.proofs) != 1 {
+		t.Fatalf("convicted %v with %d proofs, want provider-2 with one", c.convicted, len(c.proofs))
+	}
+	p := c.proofs[0]
+	if p.Kind != kind || p.Round != faulty || p.Worker != 2 || (p.Prover != "provider-0" && p.Prover != "provider-1") {
+		t.Fatalf("proof: %s of round %d worker %d by %s, want %s of round %d worker 2 by an honest worker", p.Kind, p.Round, p.Worker, p.Prover, kind, faulty)
+	}
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: dropouts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		rd := c.rounds[r]
+		if next := want[r+1].Root(); !slices.Equal(rd.NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, rd.NextGlobalRoot, next)
+		}
+		entered := []uint32{0, 1, 2}
+		if slices.Contains(dropouts[r], 2) {
+			entered = entered[:2]
+		}
+		if !slices.Equal(rd.Entered, entered) {
+			t.Fatalf("round %d entered %v, want %v", r, rd.Entered, entered)
+		}
+	}
+	if i := slices.IndexFunc(c.commits[faulty], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 }); i < 0 || !c.commits[faulty][i].Excluded {
+		t.Fatalf("slot 2's commit of round %d is not excluded", faulty)
+	}
+	for _, w := range ws[:2] {
+		if st := w.role.Status()[0]; st.Phase != PhaseDone || w.metrics.count() != 0 {
+			t.Fatalf("worker %d's status: %+v, %d mismatches counted", w.lease.Worker, st, w.metrics.count())
+		}
 	}
 }

@@ -70,6 +70,10 @@ const (
 	// flagCheatAggregate makes the provider a lying aggregator of training-together
 	// rounds: the global state it commits has one weight off.
 	flagCheatAggregate = "cheat-aggregate"
+	// flagCheatPseudoGradient makes the provider a training-together worker that
+	// fabricates its pseudo-gradients: the committed one has one element off while its
+	// round-end checkpoint is honest.
+	flagCheatPseudoGradient = "cheat-pseudo-gradient"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -84,7 +88,8 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Bool(flagWithholdPieces, false, "TESTS ONLY: commit custody roots but serve no custody piece")
 	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
 	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds, flagCheatAggregate} {
+	f.Bool(flagCheatPseudoGradient, false, "TESTS ONLY: commit training-together pseudo-gradients with one element off")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds, flagCheatAggregate, flagCheatPseudoGradient} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -147,6 +152,10 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	if cheat, _ := f.GetBool(flagCheatAggregate); cheat {
 		log.Warn("TEST HOOK: CHEATING: committing training-together global states with one weight off")
 		hooks.CheatAggregate = true
+	}
+	if cheat, _ := f.GetBool(flagCheatPseudoGradient); cheat {
+		log.Warn("TEST HOOK: CHEATING: committing training-together pseudo-gradients with one element off")
+		hooks.CheatPseudoGradient = true
 	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)

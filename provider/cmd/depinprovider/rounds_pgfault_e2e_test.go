@@ -1,0 +1,138 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmath "cosmossdk.io/math"
+	sdk "github.com/cosmos/cosmos-sdk/types"
+
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// TestSidecarsProveAFabricatedPseudoGradient: trainer w3 runs with
+// --cheat-pseudo-gradient: its committed round-0 pseudo-gradient has one element off
+// while its round-end checkpoint is honest. Before aggregating, the honest trainers fetch
+// its end state from checkpoint custody, find the chunk that is not G_0 − end state and
+// prove it (MsgProveRoundFault, PSEUDO_GRADIENT) inside the round's window: the chain
+// excludes the cheater's commit from round 0, tombstones it and slashes exactly
+// fraud_slash_fraction of its bond, pays the prover exactly whistleblower_share of the
+// slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
+// both globals are diloco.Simulate's with the cheater's slot out of both rounds.
+func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	t.Cleanup(cancel)
+	// 60 blocks (30 s) of challenge window: if the cheater is slot 0 it may commit a global
+	// over its own pseudo-gradient before the proof lands, which the proof then voids.
+	// Round 1 closes at its commit deadline without the convicted slot.
+	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
+	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--cheat-pseudo-gradient"}}, map[string]string{"round_challenge_blocks": "60"})
+	c := r.c
+	const cheater = "w3"
+	slot := -1
+	for s, name := range r.slots {
+		if name == cheater {
+			slot = int(s)
+		}
+	}
+	if slot < 0 {
+		t.Fatalf("%s leased no slot (%v)", cheater, r.slots)
+	}
+	staking := stakingexttypes.NewQueryClient(c.conn)
+	bond := func(name string) stakingexttypes.Provider {
+		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: c.sidecars[name].Operator})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Provider
+	}
+	before := bond(cheater).Bond.Amount
+	vp, err := verifytypes.NewQueryClient(c.conn).Params(ctx, &verifytypes.QueryParamsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var proof txSearchResult
+	c.waitFor(ctx, t, "an honest trainer proves the fabricated pseudo-gradient", 6*time.Minute, func() bool {
+		var out struct {
+			Txs []txSearchResult `json:"txs"`
+		}
+		if err := c.node.Query(ctx, &out, "txs", "--query", "message.action='/depinchain.verify.v1.MsgProveRoundFault'", "--node", c.node.RPC); err != nil {
+			return false
+		}
+		for _, tx := range out.Txs {
+			if tx.Code == 0 {
+				proof = tx
+				return true
+			}
+		}
+		return false
+	})
+	ev := proof.event(t, "depinchain.verify.v1.EventRoundFaultProven")
+	excluded := proof.event(t, "depinchain.market.v1.EventRoundWorkerExcluded")
+	if ev["convicted"] != c.sidecars[cheater].Operator || ev["kind"] != verifytypes.ROUND_FAULT_PSEUDO_GRADIENT.String() || ev["round"] != "0" ||
+		ev["worker"] != fmt.Sprint(slot) || excluded["worker"] != fmt.Sprint(slot) || excluded["round"] != "0" {
+		t.Fatalf("EventRoundFaultProven %v, EventRoundWorkerExcluded %v", ev, excluded)
+	}
+	if ev["prover"] == c.sidecars[cheater].Operator || !isOperator(c, ev["prover"], "w1", "w2") {
+		t.Fatalf("the prover %s is not an honest trainer", ev["prover"])
+	}
+	after := bond(cheater)
+	slash := vp.Params.FraudSlashFraction.MulInt(before).TruncateInt()
+	if after.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED || !after.Bond.Amount.Equal(before.Sub(slash)) || !coinAmount(t, ev["slashed"]).Equal(slash) {
+		t.Fatalf("the cheater %s with bond %s → %s (event: %s), want tombstoned and %s less", after.Status, before, after.Bond.Amount, ev["slashed"], slash)
+	}
+	if reward := vp.Params.WhistleblowerShare.MulInt(slash).TruncateInt(); !reward.IsPositive() || !coinAmount(t, ev["reward"]).Equal(reward) {
+		t.Fatalf("the prover's reward %s, want %s", ev["reward"], reward)
+	}
+	commits, err := r.market.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: r.jobID, Round: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range commits.Commits {
+		if (cm.Worker == uint32(slot)) != cm.Excluded {
+			t.Fatalf("round 0: slot %d's commit excluded=%v (%s); the cheater is slot %d", cm.Worker, cm.Excluded, cm.ExcludedReason, slot)
+		}
+	}
+
+	c.waitFor(ctx, t, "round 1's global (G_2) is committed and round 0's is final", 6*time.Minute, func() bool {
+		rd0, ok0 := r.round(ctx, 0)
+		rd1, ok1 := r.round(ctx, 1)
+		return ok0 && ok1 && rd0.State == markettypes.ROUND_STATE_FINAL && len(rd1.NextGlobalRoot) > 0
+	})
+	r.checkSimulate(ctx, t, map[uint64][]int{0: {slot}, 1: {slot}}, nil)
+	// Round 0 paid the honest workers' leases and not the cheater's.
+	leases, err := r.market.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: r.jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		paid := sdkmath.ZeroInt()
+		for _, coin := range []sdk.Coin{l.Withdrawable, l.Withdrawn} {
+			if !coin.Amount.IsNil() {
+				paid = paid.Add(coin.Amount)
+			}
+		}
+		if (l.Worker == uint32(slot)) != paid.IsZero() {
+			t.Fatalf("slot %d's lease %d was paid %s; the cheater is slot %d", l.Worker, l.Id, paid, slot)
+		}
+	}
+}
+
+// isOperator reports whether addr is the operator of one of the named sidecars.
+func isOperator(c *cluster, addr string, names ...string) bool {
+	for _, n := range names {
+		if c.sidecars[n].Operator == addr {
+			return true
+		}
+	}
+	return false
+}
