@@ -49,19 +49,20 @@ func exactConfigOf(job markettypes.Job) *exact.Config {
 	return &c
 }
 
-// roundTrainer is the runtime of a training-together (sync) job: the Go exact trainer,
-// the only one implementing the trainer contract's round runs (the rounds role drives
-// it round by round).
+// roundTrainer is the runtime of a training-together (sync) job: the exact trainer
+// (exactTrainer: the PyTorch trainer when the operator configured one, else the Go
+// trainer); both implement the trainer contract's round runs (rounds.Trainer), which the
+// rounds role drives round by round.
 func (r runtimes) roundTrainer(job markettypes.Job) (runtime.Runtime, error) {
 	if err := rounds.Supported(job); err != nil {
 		return nil, err
 	}
-	switch {
-	case r.reference == nil:
-		return nil, errors.New("training-together (sync) jobs need the Go exact trainer (runtimes.reference)")
-	case r.exactTorch != nil:
-		return nil, errors.New("training-together (sync) jobs are trained only by the Go exact trainer: the PyTorch trainer (runtimes.exact_torch) does not implement round runs yet")
-	default:
-		return r.reference, nil
+	rt, err := r.exactTrainer(job.Spec.Workload.Kind)
+	if err != nil {
+		return nil, err
 	}
+	if _, ok := rt.(rounds.Trainer); !ok {
+		return nil, fmt.Errorf("training-together (sync) jobs: runtime %s does not run rounds", rt.Name())
+	}
+	return rt, nil
 }

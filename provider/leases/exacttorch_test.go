@@ -8,6 +8,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/config"
+	"github.com/depinchain/depinchain/provider/rounds"
 	"github.com/depinchain/depinchain/provider/runtime"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -80,10 +81,11 @@ func TestExactTorchProgramMustExist(t *testing.T) {
 	}
 }
 
-// A training-together (sync) job runs only on the Go trainer, the one that implements
-// round runs: with exact_torch set, or with a dataset or without custody, no runtime takes
-// it and the reason says why (the bidder's decision in /v1/jobs).
-func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
+// A training-together (sync) job runs on the exact trainer, which implements round runs:
+// the Go trainer, or the PyTorch trainer when exact_torch is set. With a dataset, without
+// custody or without the reference runtime no runtime takes it and the reason says why
+// (the bidder's decision in /v1/jobs).
+func TestSyncJobsRunOnTheExactTrainers(t *testing.T) {
 	torch := []string{"/bin/sh", "/opt/depinchain/pkg/exact/torch/train.py"}
 	sync := func(edit func(*markettypes.Job)) markettypes.Job {
 		j := jobOfKind(t, markettypes.WORKLOAD_KIND_TRANSFORMER)
@@ -101,7 +103,8 @@ func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
 		want string
 	}{
 		"go":         {config.Runtimes{Reference: true}, sync(nil), "reference"},
-		"torch":      {config.Runtimes{Reference: true, ExactTorch: torch}, sync(nil), "the PyTorch trainer (runtimes.exact_torch) does not implement round runs yet"},
+		"torch":      {config.Runtimes{Reference: true, ExactTorch: torch}, sync(nil), "exact-torch"},
+		"no exact":   {config.Runtimes{Process: true}, sync(nil), "workloads are not enabled (runtimes.reference)"},
 		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "on a dataset are not yet trained in rounds"},
 		"no custody": {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.Custody = nil }), "keeps no custody"},
 	} {
@@ -111,6 +114,9 @@ func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt, err := r.forJob(context.Background(), tc.job)
+			if _, ok := rt.(rounds.Trainer); err == nil && !ok {
+				t.Fatalf("runtime %s takes the sync job but does not run rounds", rt.Name())
+			}
 			switch {
 			case err != nil && !strings.Contains(err.Error(), tc.want):
 				t.Fatalf("%v, want %q", err, tc.want)

@@ -16,7 +16,8 @@ import (
 )
 
 // serveRounds serves a training-together lease through the rounds role: it trains the
-// lease's slot round after round with the Go exact trainer, and each round-end
+// lease's slot round after round with the lease's exact trainer (Go, or PyTorch when the
+// operator configured runtimes.exact_torch), and each round-end
 // checkpoint goes through this role's checkpoint path (catalog, custody pieces,
 // MsgSubmitCheckpoint) in one transaction after the round's MsgCommitRound.
 func (r *Role) serveRounds(ctx context.Context, l *lease) error {
@@ -31,8 +32,12 @@ func (r *Role) serveRounds(ctx context.Context, l *lease) error {
 		return err
 	}
 	l.next = uint64(len(onChain))
+	tr, ok := l.rt.(rounds.Trainer)
+	if !ok {
+		return fmt.Errorf("%w: job %d trains in rounds and runtime %s does not run rounds", errPermanent, l.job.Id, l.rt.Name())
+	}
 	err = r.opts.Rounds.Serve(ctx, rounds.Lease{
-		ID: l.rec.LeaseID, Worker: l.chain.Worker, Job: l.job, OutputDir: l.out(), DataDir: l.dataDir(),
+		ID: l.rec.LeaseID, Worker: l.chain.Worker, Job: l.job, Trainer: tr, OutputDir: l.out(), DataDir: l.dataDir(), LogDir: l.logDir(),
 		SubmitCheckpoint: func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error {
 			if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job), commit); err != nil {
 				// Refused (e.g. the round closed without it): this index goes to the

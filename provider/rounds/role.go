@@ -243,8 +243,10 @@ type Lease struct {
 	ID     uint64
 	Worker uint32
 	Job    markettypes.Job
-	// OutputDir receives the round-end checkpoints; DataDir the training stream.
-	OutputDir, DataDir string
+	// Trainer trains its rounds (nil: the Go exact trainer); OutputDir receives the
+	// round-end checkpoints, DataDir the training stream, LogDir the trainer's logs.
+	Trainer                    Trainer
+	OutputDir, DataDir, LogDir string
 	// SubmitCheckpoint commits round-end checkpoint cp in x/verify as the lease's next
 	// checkpoint, in one transaction after commit (MsgCommitRound).
 	SubmitCheckpoint func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error
@@ -273,7 +275,7 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		delete(r.wake, l.ID)
 		r.mu.Unlock()
 	}()
-	w := Worker{Job: j, Index: l.Worker, OutputDir: l.OutputDir, Carry: r.readCarry(j, l.ID)}
+	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, OutputDir: l.OutputDir, LogDir: l.LogDir, Carry: r.readCarry(j, l.ID)}
 	for {
 		rd, err := r.openRound(ctx, l, wake)
 		if err != nil {

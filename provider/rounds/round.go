@@ -12,6 +12,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/provider/pieces"
+	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
 )
 
@@ -73,13 +74,25 @@ func (j Job) PutGlobal(g *diloco.GlobalState) (merkle.Hash, uint64, error) {
 	return merkle.RootOfBytes(b, diloco.ChunkSize), uint64(len(b)), nil
 }
 
+// Trainer runs one round run of the trainer contract (env.Round set: DEPIN_ROUND,
+// DEPIN_GLOBAL_STATE, …) until it ended, nil when its round-end checkpoint is complete;
+// its logs, if any, go to logDir and its steps to onStep. runtime.Reference (the Go exact
+// trainer, in process) and runtime.ExactTorch (train.py, runtimes.exact_torch) are
+// Trainers and write the same checkpoint bit for bit.
+type Trainer interface {
+	RunRound(ctx context.Context, env trainer.Env, logDir string, onStep func(trainer.StepMetric)) error
+}
+
 // Worker is one worker slot's side of a job.
 type Worker struct {
 	Job
 	Index uint32
+	// Trainer trains the worker's rounds; nil is the Go exact trainer (runtime.Reference).
+	Trainer Trainer
 	// OutputDir receives the trainer's checkpoint folders (the lease's output folder,
-	// which the checkpoint server serves for disputes).
-	OutputDir string
+	// which the checkpoint server serves for disputes); LogDir the trainer's logs (a
+	// trainer process's; the Go trainer has none).
+	OutputDir, LogDir string
 	// Carry is the round whose end state and error buffer the worker carries into the
 	// next one: the last round it entered; nil for a worker that has entered none (a
 	// joiner starts from WorkerStart(nil)).
@@ -102,10 +115,10 @@ type Contribution struct {
 	PseudoGradientSize uint64
 }
 
-// Train runs round of the job as worker w with the Go exact trainer (the trainer
-// contract's round run: DEPIN_ROUND, DEPIN_GLOBAL_STATE, …), then writes its
-// pseudo-gradient. A round-end checkpoint already complete (a restart) is not trained
-// again. G_round must be at GlobalPath(round).
+// Train runs round of the job as worker w with its Trainer (the trainer contract's round
+// run: DEPIN_ROUND, DEPIN_GLOBAL_STATE, …), then writes its pseudo-gradient. A round-end
+// checkpoint already complete (a restart) is not trained again. G_round must be at
+// GlobalPath(round).
 func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.StepMetric)) (Contribution, error) {
 	end := w.Sync.RoundStart(round + 1)
 	env := trainer.Env{
@@ -121,11 +134,11 @@ func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.Ste
 		env.ResumeFrom = trainer.CheckpointDir(w.OutputDir, w.Sync.RoundStart(*w.Carry+1))
 	}
 	if _, err := os.Stat(filepath.Join(trainer.CheckpointDir(w.OutputDir, end), trainer.CompleteMarkerName)); err != nil {
-		stream, err := exact.ReadStreamDir(w.DataDir)
-		if err != nil {
-			return Contribution{}, err
+		tr := w.Trainer
+		if tr == nil {
+			tr = &runtime.Reference{}
 		}
-		if err := trainer.RunExact(ctx, env, stream, onStep); err != nil {
+		if err := tr.RunRound(ctx, env, w.LogDir, onStep); err != nil {
 			return Contribution{}, fmt.Errorf("round %d of worker %d: %w", round, w.Index, err)
 		}
 	}

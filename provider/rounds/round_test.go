@@ -117,6 +117,14 @@ type sidecar struct {
 // the others' from custody, aggregates and must reach the same G_{r+1}.
 func runRounds(t *testing.T, spec diloco.SyncSpec, workers, rounds int) (roots [][32]byte) {
 	t.Helper()
+	roots, _ = runRoundsWith(t, spec, workers, rounds, nil)
+	return roots
+}
+
+// runRoundsWith is runRounds with worker i trained by trainerOf(i) (nil: the Go
+// trainer); it also returns every worker's contribution of every round.
+func runRoundsWith(t *testing.T, spec diloco.SyncSpec, workers, rounds int, trainerOf func(worker int) Trainer) (roots [][32]byte, cons [][]Contribution) {
+	t.Helper()
 	sync, err := spec.Sync()
 	if err != nil {
 		t.Fatal(err)
@@ -141,16 +149,22 @@ func runRounds(t *testing.T, spec diloco.SyncSpec, workers, rounds int) (roots [
 		if _, _, err := job.PutGlobal(g0); err != nil {
 			t.Fatal(err)
 		}
-		cars[i] = &sidecar{w: Worker{Job: job, Index: uint32(i), OutputDir: filepath.Join(root, "out")}, custody: filepath.Join(root, "custody")}
+		cars[i] = &sidecar{w: Worker{Job: job, Index: uint32(i), OutputDir: filepath.Join(root, "out"), LogDir: filepath.Join(root, "logs")},
+			custody: filepath.Join(root, "custody")}
+		if trainerOf != nil {
+			cars[i].w.Trainer = trainerOf(i)
+		}
 	}
 	roots = append(roots, g0.Root())
 	for r := range uint64(rounds) {
 		var entered []Entered
+		cons = append(cons, nil)
 		for _, c := range cars {
 			con, err := c.w.Train(context.Background(), r, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			cons[r] = append(cons[r], con)
 			if con.StartRoot != mustGlobal(t, c.w.Job, r).WorkerStart(nil).Root() && c.w.Carry == nil {
 				t.Fatalf("worker %d round %d: trace starts at %s, not WorkerStart's root", c.w.Index, r, con.StartRoot)
 			}
@@ -176,7 +190,7 @@ func runRounds(t *testing.T, spec diloco.SyncSpec, workers, rounds int) (roots [
 		}
 		roots = append(roots, next)
 	}
-	return roots
+	return roots, cons
 }
 
 // Three sidecars' round code gives diloco.Simulate's global states bit for bit, dense

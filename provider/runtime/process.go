@@ -36,14 +36,23 @@ func (*Process) Name() string { return "process" }
 
 // Start implements Runtime.
 func (p *Process) Start(_ context.Context, job Job) (Handle, error) {
-	if len(p.Command) == 0 {
-		return nil, errors.New("runtime process: no trainer command configured")
-	}
 	env, err := prepare(job)
 	if err != nil {
 		return nil, err
 	}
-	stdout, stderr, err := openLogs(job.LogDir)
+	h, err := p.start(env, job.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// start runs the trainer with env (validated, its folders made), its logs in logDir.
+func (p *Process) start(env trainer.Env, logDir string) (*processHandle, error) {
+	if len(p.Command) == 0 {
+		return nil, errors.New("runtime process: no trainer command configured")
+	}
+	stdout, stderr, err := openLogs(logDir)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +63,7 @@ func (p *Process) Start(_ context.Context, job Job) (Handle, error) {
 	cmd := exec.Command(p.Command[0], p.Command[1:]...)
 	cmd.Dir = p.Dir
 	if cmd.Dir == "" {
-		cmd.Dir = job.OutputDir
+		cmd.Dir = env.OutputDir
 	}
 	cmd.Env = append(append([]string(nil), p.Env...), env.Environ()...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -65,7 +74,7 @@ func (p *Process) Start(_ context.Context, job Job) (Handle, error) {
 		return nil, fmt.Errorf("runtime process: starting %s: %w", p.Command[0], err)
 	}
 	h := &processHandle{run: newRun(), pgid: cmd.Process.Pid}
-	stderrPath := filepath.Join(job.LogDir, StderrLogName)
+	stderrPath := filepath.Join(logDir, StderrLogName)
 	go func() {
 		waitErr := cmd.Wait()
 		// Children that outlive the trainer would keep its GPUs busy. The
@@ -76,7 +85,7 @@ func (p *Process) Start(_ context.Context, job Job) (Handle, error) {
 		exit.StderrTail = logTail(stderrPath)
 		err := trainer.CheckRun(env, exit)
 		if err != nil && h.stopped.Load() {
-			err = fmt.Errorf("%w: trainer of lease %d (%s)", ErrStopped, job.LeaseID, exit)
+			err = fmt.Errorf("%w: trainer of lease %d (%s)", ErrStopped, env.LeaseID, exit)
 		}
 		h.finish(err)
 	}()

@@ -41,7 +41,7 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := trainingStream(job)
+	stream, err := trainingStream(env)
 	if err != nil {
 		return nil, err
 	}
@@ -73,16 +73,31 @@ func (r *Reference) Start(_ context.Context, job Job) (Handle, error) {
 	return h, nil
 }
 
-// trainingStream reads the job's training data from its data folder, as any trainer of
-// the contract would: the built-in corpus prepare wrote there, or the verified pieces of
-// the worker's dataset shards the leases role fetched.
-func trainingStream(job Job) ([]byte, error) {
-	data, err := exact.ReadStreamDir(job.DataDir)
+// RunRound runs a training-together round run (env.Round set; the rounds role's
+// Trainer) in process, as Start runs any other: the Go exact trainer on the stream of
+// env.DataDir, every step to onStep. It has no logs (logDir is unused) and returns when
+// the round-end checkpoint is complete, or ctx's error between two steps.
+func (*Reference) RunRound(ctx context.Context, env trainer.Env, _ string, onStep func(trainer.StepMetric)) error {
+	if env.Round == nil {
+		return fmt.Errorf("runtime reference: job %d: not a round run (%s is empty)", env.JobID, trainer.EnvRound)
+	}
+	stream, err := trainingStream(env)
 	if err != nil {
-		return nil, fmt.Errorf("runtime reference: reading the training data of job %d: %w", job.Market.Id, err)
+		return err
+	}
+	return trainer.RunExact(ctx, env, stream, onStep)
+}
+
+// trainingStream reads the job's training data from its data folder, as any trainer of
+// the contract would: the built-in corpus prepare (or the rounds role) wrote there, or
+// the verified pieces of the worker's dataset shards the leases role fetched.
+func trainingStream(env trainer.Env) ([]byte, error) {
+	data, err := exact.ReadStreamDir(env.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime reference: reading the training data of job %d: %w", env.JobID, err)
 	}
 	if len(data) == 0 {
-		return nil, fmt.Errorf("runtime reference: job %d's data folder %s is empty", job.Market.Id, job.DataDir)
+		return nil, fmt.Errorf("runtime reference: job %d's data folder %s is empty", env.JobID, env.DataDir)
 	}
 	return data, nil
 }

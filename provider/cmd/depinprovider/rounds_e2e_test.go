@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,6 +111,14 @@ type roundsRun struct {
 // marketParams), submits jobYAML and waits until its three slots are leased.
 func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, marketParams map[string]string, late ...string) *roundsRun {
 	t.Helper()
+	return startRoundsJobWith(ctx, t, jobYAML, startArgs, marketParams, nil, late...)
+}
+
+// startRoundsJobWith is startRoundsJob with config.toml fields set per trainer (added to
+// sidecar.Options.Set of the named trainers).
+func startRoundsJobWith(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, marketParams map[string]string,
+	set map[string]map[string]string, late ...string) *roundsRun {
+	t.Helper()
 	dir := t.TempDir()
 	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
 	// Late trainers are set up too, not started: the test starts them for a joiner.
@@ -123,8 +132,10 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 		return nil
 	}, func(name string) sidecar.Options {
 		if strings.HasPrefix(name, "w") {
-			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
+			opts := sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
 				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
+			maps.Copy(opts.Set, set[name])
+			return opts
 		}
 		return holderOptions()
 	})

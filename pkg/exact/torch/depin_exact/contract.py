@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from . import executor
+from . import diloco, executor
 from .config import Config
 from .data import read_stream_dir, step_batch
 from .runtime import pick_device, run_parallel
@@ -102,6 +102,9 @@ def parse_args(argv):
     ap.add_argument("--config", default="",
                     help="the exact configuration as JSON text or @FILE, for runs where DEPIN_EXACT_CONFIG is empty "
                          "(container jobs); when both are set they must agree")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch intra-op threads (torch.set_num_threads; 0: torch's default). The result is "
+                         "bit-identical for any value")
     ap.add_argument("--state-hash", choices=("auto", "root", "sha256"), default="auto",
                     help="what the trace's h_i is: the state's Merkle root (the exact workload) or the SHA-256 of "
                          "the state file (container workloads). auto: root when DEPIN_EXACT_CONFIG is set, "
@@ -115,6 +118,8 @@ def _read_config(text):
 
 def run_contract(argv):
     args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     signal.signal(signal.SIGTERM, _on_term)
     out_dir = env("DEPIN_OUTPUT_DIR")
     resume = env("DEPIN_RESUME_FROM")
@@ -132,7 +137,13 @@ def run_contract(argv):
     hash_mode = args.state_hash
     if hash_mode == "auto":
         hash_mode = "root" if env_config else "sha256"
-    if resume:
+    stream = read_stream_dir(data_dir)
+    rnd = round_env()
+    if rnd is not None:
+        if not env_config:
+            raise SystemExit("a round run (DEPIN_ROUND set) trains the exact transformer: DEPIN_EXACT_CONFIG must be set")
+        st, stream = round_start(cfg, rnd, seed, start, total, interval, resume, stream)
+    elif resume:
         with open(os.path.join(resume, "state"), "rb") as f:
             st = decode(f.read())
         if st.step != start or st.config.hyper() != cfg.hyper():
@@ -144,7 +155,6 @@ def run_contract(argv):
         st = import_weights(cfg, os.environ["DEPIN_INIT_WEIGHTS"])
     else:
         st = init_state(cfg, seed)
-    stream = read_stream_dir(data_dir)
     device = pick_device("auto")
     nproc = int(os.environ.get("DEPIN_TORCH_PROCS", "0") or 0)
     if nproc <= 0:
@@ -156,3 +166,72 @@ def run_contract(argv):
         return 143
     fsync_write(os.path.join(out_dir, "DONE"), b"")
     return 0
+
+
+ROUND_VARS = ("DEPIN_WORKER_INDEX", "DEPIN_WORLD_SIZE", "DEPIN_ROUND", "DEPIN_GLOBAL_STATE", "DEPIN_SYNC")
+
+
+def round_env():
+    """A training-together round run's variables as (worker, workers, round,
+    global state path, sync tuple), or None when all are empty or unset (any
+    other run)."""
+    vals = [os.environ.get(k, "") for k in ROUND_VARS]
+    if not any(vals):
+        return None
+    if not all(vals):
+        raise SystemExit("a round run needs every one of " + ", ".join(ROUND_VARS))
+    try:
+        worker, workers, rnd = (int(v, 10) for v in vals[:3])
+        sync = tuple(int(f, 10) for f in vals[4].split(","))
+    except ValueError:
+        raise SystemExit(f"round variables must be decimal integers, DEPIN_SYNC every,outer_lr_q30,outer_momentum_q30,top_k: "
+                         f"got {vals}")
+    if len(sync) != 4:
+        raise SystemExit(f"DEPIN_SYNC must be every,outer_lr_q30,outer_momentum_q30,top_k, got {vals[4]!r}")
+    if not 0 <= worker < workers <= diloco.MAX_WORKERS:
+        raise SystemExit(f"DEPIN_WORKER_INDEX ({worker}) must be below DEPIN_WORLD_SIZE ({workers}), "
+                         f"which is in [1, {diloco.MAX_WORKERS}]")
+    if not os.path.isabs(vals[3]):
+        raise SystemExit(f"DEPIN_GLOBAL_STATE must be an absolute path, got {vals[3]!r}")
+    return worker, workers, rnd, vals[3], sync
+
+
+def round_start(cfg, rnd, seed, start, total, interval, resume, stream):
+    """A round run's start state and data (the contract's "Round runs"):
+    WorkerStart of DEPIN_GLOBAL_STATE with the Adam moments of the carry in
+    DEPIN_RESUME_FROM (empty for a joiner), and the worker's assigned shards
+    of the stream in this round."""
+    worker, workers, r, path, sync = rnd
+    every = sync[0]
+    if every < 1 or start != r * every or total != (r + 1) * every:
+        raise SystemExit(f"round {r} of every {every} trains steps {r * every} to {(r + 1) * every}, "
+                         f"not DEPIN_START_STEP {start} to DEPIN_TOTAL_STEPS {total}")
+    if interval != every:
+        raise SystemExit(f"DEPIN_CHECKPOINT_INTERVAL must be the round's {every} steps, got {interval}")
+    if os.environ.get("DEPIN_INIT_WEIGHTS"):
+        raise SystemExit("a round run starts from DEPIN_GLOBAL_STATE, not DEPIN_INIT_WEIGHTS")
+    with open(path, "rb") as f:
+        glob = f.read()
+    try:
+        h = diloco.Header.decode(glob)
+        diloco.decode_global(glob)
+    except ValueError as e:
+        raise SystemExit(f"DEPIN_GLOBAL_STATE {path}: {e}")
+    if h.round != r:
+        raise SystemExit(f"DEPIN_GLOBAL_STATE is the global state of round {h.round}, the run is round {r}")
+    if h.sync != sync:
+        raise SystemExit("DEPIN_GLOBAL_STATE was made under another sync spec than DEPIN_SYNC")
+    if h.hyper != cfg.hyper():
+        raise SystemExit("DEPIN_GLOBAL_STATE is not of this job's model configuration")
+    carry = None
+    if resume:
+        with open(os.path.join(resume, "state"), "rb") as f:
+            carry = decode(f.read())
+        if carry.config.hyper() != cfg.hyper() or carry.step > start or carry.step % every != 0:
+            raise SystemExit(f"{resume}: a carry must be a round-end state of this job before step {start}, "
+                             f"got step {carry.step}")
+    try:
+        data = diloco.worker_data(stream, seed, r, workers, worker)
+    except ValueError as e:
+        raise SystemExit(str(e))
+    return diloco.worker_start(glob, carry), data

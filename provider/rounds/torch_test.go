@@ -1,0 +1,148 @@
+package rounds
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/traindata"
+	"github.com/depinchain/depinchain/provider/runtime"
+	"github.com/depinchain/depinchain/provider/trainer"
+)
+
+// python is Debian's interpreter, for which apt-get installs python3-torch (make test
+// does, through scripts/deps.sh).
+const python = "/usr/bin/python3"
+
+// torchTrainer is the PyTorch exact trainer (train.py) as an operator configures it in
+// runtimes.exact_torch, at threads torch intra-op threads. Without torch the test is
+// skipped, saying so.
+func torchTrainer(t *testing.T, threads int) *runtime.ExactTorch {
+	t.Helper()
+	if out, err := exec.Command(python, "-c", "import torch, numpy").CombinedOutput(); err != nil {
+		t.Skipf("PyTorch round runs not checked: %s cannot import torch and numpy (%v: %s); "+
+			"apt-get install -y python3-torch python3-numpy", python, err, bytes.TrimSpace(out))
+	}
+	script, err := filepath.Abs("../../pkg/exact/torch/train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runtime.ExactTorch{Process: runtime.Process{
+		Command: []string{python, script, "--threads", fmt.Sprint(threads)}, Env: []string{"DEPIN_TORCH_PROCS=1"},
+	}}
+}
+
+// The PyTorch trainer's round runs are the Go trainer's bit for bit: 2 workers × 2
+// rounds (round 1 from each worker's carry), dense and with top_k, at 1 and 2 torch
+// threads, all workers on PyTorch or mixed with Go. Every round-end checkpoint's state
+// and trace equal the Go trainer's byte for byte, and every global root Simulate's.
+func TestTorchRoundsMatchGo(t *testing.T) {
+	dense := diloco.SyncSpec{Every: 3, OuterLR: 0.7, OuterMomentum: 0.9}
+	topK := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+	for _, c := range []struct {
+		name    string
+		spec    diloco.SyncSpec
+		threads int
+		torchOn []bool // per worker: trained by PyTorch
+	}{
+		{"topk-1-thread", topK, 1, []bool{true, true}},
+		{"topk-2-threads", topK, 2, []bool{true, true}},
+		{"dense-2-threads-mixed", dense, 2, []bool{false, true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			torch := torchTrainer(t, c.threads)
+			goRoots, goCons := runRoundsWith(t, c.spec, 2, 2, nil)
+			roots, cons := runRoundsWith(t, c.spec, 2, 2, func(i int) Trainer {
+				if c.torchOn[i] {
+					return torch
+				}
+				return nil
+			})
+			want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: c.spec, Seed: testSeed, Workers: 2, Rounds: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, g := range want {
+				if roots[r] != g.Root() || goRoots[r] != g.Root() {
+					t.Fatalf("global root of round %d: %x (Go trainer %x), Simulate's %s", r, roots[r], goRoots[r], g.Root())
+				}
+			}
+			for r := range cons {
+				for w, con := range cons[r] {
+					if con.StartRoot != goCons[r][w].StartRoot || con.EndRoot != goCons[r][w].EndRoot || con.PseudoGradientRoot != goCons[r][w].PseudoGradientRoot {
+						t.Fatalf("round %d worker %d: start %s end %s pseudo-gradient %s, the Go trainer's %s %s %s", r, w,
+							con.StartRoot, con.EndRoot, con.PseudoGradientRoot, goCons[r][w].StartRoot, goCons[r][w].EndRoot, goCons[r][w].PseudoGradientRoot)
+					}
+					for _, f := range []string{trainer.StateFileName, trainer.TraceFileName} {
+						got, err := os.ReadFile(filepath.Join(con.Checkpoint.Dir, f))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if want, err := os.ReadFile(filepath.Join(goCons[r][w].Checkpoint.Dir, f)); err != nil || !bytes.Equal(got, want) {
+							t.Fatalf("round %d worker %d: %s differs from the Go trainer's (%v)", r, w, f, err)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// A round run the PyTorch trainer cannot carry out as asked fails with the reason, like
+// the Go trainer's: a global state of another round than DEPIN_ROUND, or a carry that is
+// not a round-end state before the run's start.
+func TestTorchRoundRunRefusesAWrongStart(t *testing.T) {
+	torch := torchTrainer(t, 1)
+	sync, err := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}.Sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: 2, Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data")}
+	if err := os.MkdirAll(job.DataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(job.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g0, err := diloco.InitGlobal(tinyConfig(), sync, testSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := job.PutGlobal(g0); err != nil {
+		t.Fatal(err)
+	}
+	// Round 0's end state of worker 0, by the Go trainer: a carry of step 2.
+	w := Worker{Job: job, Index: 0, OutputDir: filepath.Join(root, "out"), LogDir: filepath.Join(root, "logs")}
+	if _, err := w.Train(context.Background(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	env := func(round uint64, global, resume string) trainer.Env {
+		return trainer.Env{JobID: 7, OutputDir: filepath.Join(root, "torch-out"), DataDir: job.DataDir, ResumeFrom: resume,
+			StartStep: sync.RoundStart(round), TotalSteps: sync.RoundStart(round + 1), CheckpointInterval: 2, JobSeed: testSeed,
+			Exact: &job.Config, Round: &trainer.RoundEnv{Worker: 1, Workers: 2, Round: round, GlobalState: global, Sync: sync}}
+	}
+	for name, tc := range map[string]struct {
+		env  trainer.Env
+		want string
+	}{
+		"global of another round": {env(1, job.GlobalPath(0), ""), "DEPIN_GLOBAL_STATE is the global state of round 0, the run is round 1"},
+		"carry after the start":   {env(0, job.GlobalPath(0), trainer.CheckpointDir(w.OutputDir, 2)), "a carry must be a round-end state of this job before step 0, got step 2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := torch.RunRound(context.Background(), tc.env, filepath.Join(root, "torch-logs", strings.ReplaceAll(name, " ", "-")), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want a failure saying %q", err, tc.want)
+			}
+			if _, serr := os.Stat(trainer.CheckpointDir(tc.env.OutputDir, tc.env.TotalSteps)); !os.IsNotExist(serr) {
+				t.Fatalf("a round-end checkpoint was written: %v", serr)
+			}
+		})
+	}
+}
