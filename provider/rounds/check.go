@@ -62,8 +62,8 @@ func (r *Role) checkRound(ctx context.Context, l Lease, j Job, rd markettypes.Ro
 		rd, err = r.waitRound(ctx, l, rd.Round, wake, func(rd markettypes.Round) bool {
 			return rd.State == markettypes.ROUND_STATE_FINAL || !slices.ContainsFunc(excluded, func(w uint32) bool { return slices.Contains(rd.Entered, w) })
 		})
-		if err != nil {
-			return rd, err
+		if err != nil || rd.State == markettypes.ROUND_STATE_FINAL {
+			return rd, err // final: the chain keeps the round's entered list
 		}
 	}
 }
@@ -87,7 +87,7 @@ func (r *Role) checkEntered(ctx context.Context, l Lease, j Job, rd markettypes.
 	var wg sync.WaitGroup
 	for i, slot := range rd.Entered {
 		c, ok := commitOf(commits, slot)
-		if slot == l.Worker || !ok {
+		if slot == l.Worker || !ok || c.Excluded {
 			continue
 		}
 		wg.Add(1)
