@@ -3,6 +3,7 @@ package disputes
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
@@ -10,10 +11,12 @@ import (
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/roletest"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// roundsJob is referenceJob trained by two workers in rounds of 8 steps.
+// roundsJob is referenceJob trained by two workers in rounds of 8 steps, its states and
+// round files kept in custody.
 func roundsJob(t *testing.T) markettypes.Job {
 	t.Helper()
 	job := referenceJob()
@@ -23,6 +26,7 @@ func roundsJob(t *testing.T) markettypes.Job {
 		t.Fatal(err)
 	}
 	job.Spec.Sync = &markettypes.SyncSpec{Every: 8, OuterLrQ30: uint64(sync.OuterLR), OuterMomentumQ30: uint64(sync.OuterMomentum)}
+	job.Spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1}
 	return job
 }
 
@@ -97,5 +101,88 @@ func TestVerifierChallengesARoundTrainedOnAnotherSlotsShards(t *testing.T) {
 		if !bytes.Equal(c.Data, data.Bytes[lo:lo+uint64(len(c.Data))]) {
 			t.Fatalf("data chunk %d of the one-step move is not worker 1's round data", c.Index)
 		}
+	}
+}
+
+// A round checkpoint past round 0 starts from WorkerStart of G_r with the worker's carry.
+// A verifier that has re-executed none of the lease rebuilds G_1 from its custody object
+// (checked against the round's global_root) and the carry — the lease's round-0 state —
+// from that checkpoint's custody object: worker 1's honest round 1 matches; one trained
+// on slot 0's shards is challenged. A G_1 in custody that is not the round's global_root
+// is not started from.
+func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
+	job := roundsJob(t)
+	cfg, err := job.Spec.ExactConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, err := diloco.InitGlobal(cfg, job.Spec.Sync.Diloco(), job.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pgs []*diloco.PseudoGradient
+	var round0 [2]*Execution
+	for w := range uint32(2) {
+		_, round0[w] = roundCheckpoint(t, job, uint64(w+1), w, w)
+		pg, err := diloco.NewPseudoGradient(g0, w, round0[w].End)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgs = append(pgs, pg)
+	}
+	g1, err := diloco.Aggregate(g0, pgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := g1.WorkerStart(round0[1].End)
+	round1 := func(dataSlot uint32) verifytypes.Checkpoint {
+		exec, err := Reexecute(job, dataSlot, start, 8, 16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, h := exec.Trace.Root(), exec.Trace.Hashes[0]
+		return verifytypes.Checkpoint{LeaseId: 2, Index: 1, JobId: job.Id, Worker: 1, Provider: other, StartStep: 8, EndStep: 16,
+			StartHash: h[:], TraceRoot: root[:], FinalHash: exec.Trace.Hashes[8][:], ChallengeDeadline: 100}
+	}
+	setup := func(g *diloco.GlobalState) *harness {
+		h := newHarness(t, true)
+		net := roletest.NewCustodyNet(t)
+		h.role.opts.Custody = net.Source()
+		h.chain.Jobs[job.Id] = job
+		g1Root := g1.Root()
+		h.chain.Rounds[[2]uint64{job.Id, 1}] = markettypes.Round{JobId: job.Id, Round: 1, GlobalRoot: g1Root[:]}
+		net.Put(t, markettypes.GlobalCustodyID(job.Id, 1), g.Encode())
+		end := round0[1].Trace.Hashes[8]
+		h.chain.Cps[[2]uint64{2, 0}] = verifytypes.Checkpoint{LeaseId: 2, Index: 0, JobId: job.Id, Worker: 1, Provider: other,
+			StartStep: 0, EndStep: 8, FinalHash: end[:], Uri: "http://trainer.invalid" + checkpoint.PathPrefix + "2/0"}
+		net.Put(t, shardtypes.CustodyDatasetID(2, 0), round0[1].End.Encode())
+		return h
+	}
+
+	h := setup(g1)
+	h.chain.Cps[[2]uint64{2, 1}] = round1(1)
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 1); rec.Result != db.VerificationMatched || len(h.chain.Sent()) != 0 {
+		t.Fatalf("worker 1's honest round 1: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	h = setup(g1)
+	h.chain.Cps[[2]uint64{2, 1}] = round1(0)
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 1); rec.Result != db.VerificationMismatched || len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
+		t.Fatalf("worker 1's round 1 on slot 0's shards: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	h = setup(g0) // custody holds a file that is not G_1
+	h.chain.Cps[[2]uint64{2, 1}] = round1(1)
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 1); rec.Result != db.VerificationUnavailable || !strings.Contains(rec.Detail, "global_root") || len(h.chain.Sent()) != 0 {
+		t.Fatalf("a G_1 that is not the round's: %+v, sent %v", rec, h.chain.Sent())
 	}
 }
