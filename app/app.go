@@ -258,6 +258,9 @@ func New(
 	app.StakingExtKeeper.SetSlashWindow(app.VerifyKeeper)
 	// x/market refuses jobs whose steps x/verify's referee could not re-execute.
 	app.MarketKeeper.SetWorkloadReferee(app.VerifyKeeper)
+	// A round's global is not final while an entered worker's round checkpoint may still be
+	// proven wrong (x/verify's game excludes the worker and the round is re-aggregated).
+	app.MarketKeeper.SetRoundTraceKeeper(app.VerifyKeeper)
 
 	app.ModuleManager = module.NewManager(
 		genutil.NewAppModule(app.AccountKeeper, app.StakingKeeper, app, txConfig),

@@ -34,14 +34,16 @@ type StepExec func(step uint64, batch [][]byte) (exact.Executor, [][]byte)
 // Honest is the StepExec of an honest operator.
 func Honest(_ uint64, batch [][]byte) (exact.Executor, [][]byte) { return exact.Executor{}, batch }
 
-// Reexecute trains job's exact workload from start (the state at startStep)
-// to endStep with the same package the chain's referee uses, each step as
-// exec runs it (nil: Honest).
-func Reexecute(job markettypes.Job, start *exact.State, startStep, endStep uint64, exec StepExec) (*Execution, error) {
+// Reexecute trains job's exact workload as worker from start (the state at
+// startStep) to endStep with the same package the chain's referee uses, on the
+// data the referee proves the worker's steps against (WorkerTrainingData: for a
+// job that trains in rounds, the worker's shards of the range's round, which is
+// one round), each step as exec runs it (nil: Honest).
+func Reexecute(job markettypes.Job, worker uint32, start *exact.State, startStep, endStep uint64, exec StepExec) (*Execution, error) {
 	if endStep < startStep {
 		return nil, fmt.Errorf("dispute: range %d..%d is empty", startStep, endStep)
 	}
-	data, err := verifytypes.JobTrainingData(job)
+	data, err := verifytypes.WorkerTrainingData(job, worker, startStep)
 	if err != nil {
 		return nil, err
 	}

@@ -22,13 +22,13 @@ func execution(t *testing.T, start, end uint64) *disputes.Execution {
 		t.Fatal(err)
 	}
 	if start > 0 {
-		pre, err := disputes.Reexecute(job, s, 0, start, nil)
+		pre, err := disputes.Reexecute(job, 0, s, 0, start, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s = pre.End
 	}
-	e, err := disputes.Reexecute(job, s, start, end, nil)
+	e, err := disputes.Reexecute(job, 0, s, start, end, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

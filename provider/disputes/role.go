@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
@@ -38,6 +40,7 @@ import (
 	"github.com/depinchain/depinchain/provider/config"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/internal/rolekit"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -71,6 +74,9 @@ type Chain interface {
 	chain.CheckpointQuerier
 	chain.ChallengeQuerier
 	chain.ChallengesQuerier
+	// Round reads a training round: a sync worker's round checkpoint starts from its
+	// global state (rounds.go).
+	Round(ctx context.Context, in *markettypes.QueryRoundRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundResponse, error)
 }
 
 // Checkpoints are the checkpoint folders the provider retains;
@@ -146,6 +152,8 @@ type Role struct {
 	// by challenge; verified its latest computed state per lease.
 	executions map[uint64]*Execution
 	verified   map[uint64]*exact.State
+	// global is the last round global state a round checkpoint started from.
+	global roundGlobalCache
 	// parties are the operator's executions of disputed steps in phases
 	// 2–3, by challenge: built at the first phase 2–3 move, rebuilt after a
 	// restart (tiles.go).

@@ -66,7 +66,7 @@ func honestCheckpoint(t *testing.T, provider string) (verifytypes.Checkpoint, *E
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := Reexecute(job, start, 0, 8, nil)
+	exec, err := Reexecute(job, 0, start, 0, 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

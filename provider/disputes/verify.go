@@ -265,7 +265,7 @@ func (r *Role) reexecute(ctx context.Context, cp verifytypes.Checkpoint, job mar
 	if err != nil {
 		return nil, err
 	}
-	exec, err := Reexecute(job, start, cp.StartStep, cp.EndStep, r.stepExec())
+	exec, err := Reexecute(job, cp.Worker, start, cp.StartStep, cp.EndStep, r.stepExec())
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +279,9 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	if cp.StartStep == 0 {
 		return InitialState(job)
 	}
+	if job.Spec.Sync != nil {
+		return r.roundStartState(ctx, cp, job)
+	}
 	r.mu.Lock()
 	cached := r.verified[cp.LeaseId]
 	r.mu.Unlock()
@@ -291,7 +294,13 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	if err != nil {
 		return nil, err
 	}
-	if st, err := r.startFromCustody(ctx, uri, cp, job); st != nil || err != nil {
+	return r.servedState(ctx, uri, cp.StartHash, job)
+}
+
+// servedState is the checkpoint state served at uri whose root is want: rebuilt from its
+// custody holders, or downloaded from its trainer.
+func (r *Role) servedState(ctx context.Context, uri string, want []byte, job markettypes.Job) (*exact.State, error) {
+	if st, err := r.startFromCustody(ctx, uri, want, job); st != nil || err != nil {
 		return st, err
 	}
 	client, ref, from, err := r.fetcher.At(ctx, uri)
@@ -302,8 +311,8 @@ func (r *Role) startState(ctx context.Context, cp verifytypes.Checkpoint, job ma
 	if err != nil {
 		return nil, fmt.Errorf("%w: checkpoint %s at %s: %w", ErrStartStateUnavailable, ref, uri, err)
 	}
-	if h := exact.StateRoot(raw); !slices.Equal(h[:], cp.StartHash) {
-		return nil, fmt.Errorf("%w: the served state's root is not the checkpoint's start hash", ErrStartStateUnavailable)
+	if h := exact.StateRoot(raw); !slices.Equal(h[:], want) {
+		return nil, fmt.Errorf("%w: the served state's root is not %x", ErrStartStateUnavailable, want)
 	}
 	return exact.Decode(raw)
 }
@@ -325,12 +334,12 @@ func (r *Role) startURI(ctx context.Context, cp verifytypes.Checkpoint) (string,
 	return lease.Lease.ResumeUri, nil
 }
 
-// startFromCustody rebuilds cp's start state from the custody holders of the checkpoint
-// uri names, when the job keeps its states in custody and k pieces are held: the trainer
+// startFromCustody rebuilds the state whose root is want from the custody holders of the
+// checkpoint uri names, when the job keeps its states in custody and k pieces are held: the trainer
 // that served it may be gone (a replacement lease's first checkpoint starts from a
 // departed trainer's state), and an auditor must not report a held state unavailable.
 // It returns nil and no error when custody cannot serve it, for the URI to be tried.
-func (r *Role) startFromCustody(ctx context.Context, uri string, cp verifytypes.Checkpoint, job markettypes.Job) (*exact.State, error) {
+func (r *Role) startFromCustody(ctx context.Context, uri string, want []byte, job markettypes.Job) (*exact.State, error) {
 	if r.opts.Custody == nil || job.Spec.Custody == nil {
 		return nil, nil
 	}
@@ -352,7 +361,7 @@ func (r *Role) startFromCustody(ctx context.Context, uri string, cp verifytypes.
 	if err != nil {
 		return nil, err
 	}
-	if h := exact.StateRoot(raw); !slices.Equal(h[:], cp.StartHash) {
+	if h := exact.StateRoot(raw); !slices.Equal(h[:], want) {
 		return nil, nil // another checkpoint's state: the URI decides
 	}
 	return exact.Decode(raw)

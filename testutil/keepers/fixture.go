@@ -200,6 +200,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		addrCodec, ak, bk, vm, sk, rk, communityPool{bk}, authority)
 	sk.SetSlashWindow(vk)
 	mk.SetWorkloadReferee(vk)
+	mk.SetRoundTraceKeeper(vk)
 
 	// In a fixed order: account numbers (and so account sizes and gas) must not depend on
 	// map iteration order.

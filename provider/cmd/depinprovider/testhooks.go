@@ -236,7 +236,9 @@ func tamperedTrace(exec disputes.StepExec) func(job markettypes.Job, cp trainer.
 		if err != nil {
 			return trace.Trace{}, fmt.Errorf("the start state of steps %d..%d: %w", cp.StartStep(), cp.EndStep(), err)
 		}
-		e, err := disputes.Reexecute(job, start, cp.StartStep(), cp.EndStep(), exec)
+		// Slot 0: the leases role's checkpoints are of jobs without rounds, whose data
+		// does not depend on the worker.
+		e, err := disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec)
 		if err != nil {
 			return trace.Trace{}, err
 		}

@@ -34,6 +34,8 @@ type Chain struct {
 	LeaseByID   map[uint64]markettypes.Lease
 	Cps         map[[2]uint64]verifytypes.Checkpoint
 	ChallengeBy map[uint64]verifytypes.Challenge
+	// Rounds are training rounds, by (job, round).
+	Rounds map[[2]uint64]markettypes.Round
 	// TileGames are the phase 2–3 states of challenges, by id.
 	TileGames map[uint64]verifytypes.TileGame
 	// VerifyParamsValue is what VerifyParams returns (x/verify's defaults from NewChain).
@@ -51,6 +53,7 @@ func NewChain() *Chain {
 		Jobs: map[uint64]markettypes.Job{}, LeaseByID: map[uint64]markettypes.Lease{},
 		Cps: map[[2]uint64]verifytypes.Checkpoint{}, ChallengeBy: map[uint64]verifytypes.Challenge{}, Height: 10,
 		TileGames: map[uint64]verifytypes.TileGame{}, VerifyParamsValue: verifytypes.DefaultParams(),
+		Rounds: map[[2]uint64]markettypes.Round{},
 	}
 }
 
@@ -67,6 +70,17 @@ func (c *Chain) Job(_ context.Context, in *markettypes.QueryJobRequest, _ ...grp
 		return nil, notFound("job", in.JobId)
 	}
 	return &markettypes.QueryJobResponse{Job: j}, nil
+}
+
+// Round implements the x/market query.
+func (c *Chain) Round(_ context.Context, in *markettypes.QueryRoundRequest, _ ...grpc.CallOption) (*markettypes.QueryRoundResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rd, ok := c.Rounds[[2]uint64{in.JobId, in.Round}]
+	if !ok {
+		return nil, notFound("round", in.JobId, in.Round)
+	}
+	return &markettypes.QueryRoundResponse{Round: rd}, nil
 }
 
 // Lease implements the x/market query.

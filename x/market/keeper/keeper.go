@@ -63,6 +63,9 @@ type Keeper struct {
 	// referee is shared by every copy of the keeper: the app fills it in once x/verify
 	// exists (SetWorkloadReferee).
 	referee *refereeHolder
+	// roundTraces is shared by every copy of the keeper: the app fills it in once
+	// x/verify exists (SetRoundTraceKeeper).
+	roundTraces *roundTraceHolder
 
 	Schema collections.Schema
 	Params collections.Item[types.Params]
@@ -124,6 +127,7 @@ func NewKeeper(
 		bankKeeper:     bk,
 		providerKeeper: pk,
 		referee:        &refereeHolder{},
+		roundTraces:    &roundTraceHolder{},
 		custody:        &custodyHolder{},
 		Params:         collections.NewItem(sb, types.ParamsKey, "params", codec.CollValue[types.Params](cdc)),
 		Jobs: collections.NewIndexedMap(sb, types.JobsKey, "jobs", collections.Uint64Key, codec.CollValue[types.Job](cdc),
@@ -206,6 +210,12 @@ type refereeHolder struct{ source types.WorkloadReferee }
 // SetWorkloadReferee gives the keeper (and every copy of it) x/verify's judgement of which
 // workloads a dispute could settle, so MsgSubmitJob refuses the others before escrowing.
 func (k Keeper) SetWorkloadReferee(r types.WorkloadReferee) { k.referee.source = r }
+
+type roundTraceHolder struct{ keeper types.RoundTraceKeeper }
+
+// SetRoundTraceKeeper gives the keeper (and every copy of it) x/verify's view of round
+// checkpoints, so a round's global waits for its entered workers' traces to be settled.
+func (k Keeper) SetRoundTraceKeeper(r types.RoundTraceKeeper) { k.roundTraces.keeper = r }
 
 type custodyHolder struct{ keeper types.CustodyKeeper }
 

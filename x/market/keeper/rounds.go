@@ -558,7 +558,8 @@ func (k Keeper) excludeCommit(ctx sdk.Context, jobID, r uint64, worker uint32, r
 }
 
 // finalizeGlobal makes a committed global final once its challenge window passed, the
-// previous global is final and its custody is held; it then pays the round's entered
+// previous global is final, its custody is held and no entered worker's round checkpoint
+// is pending in x/verify (its game could still exclude the worker); it then pays the round's entered
 // workers and completes the job after its last round. A global whose custody is still not
 // held an aggregate window after its challenge deadline was withheld: it is voided.
 func (k Keeper) finalizeGlobal(ctx sdk.Context, params types.Params, job types.Job, round types.Round) error {
@@ -588,6 +589,12 @@ func (k Keeper) finalizeGlobal(ctx sdk.Context, params types.Params, job types.J
 		}
 		return k.voidGlobal(ctx, params, &job, &round,
 			fmt.Sprintf("global %s held by %d of the %d holders it needs", id, live, needed))
+	}
+	if pending, err := k.roundTracesPending(ctx, job, round); err != nil || pending {
+		if err != nil {
+			return err
+		}
+		return recheck()
 	}
 	round.State = types.ROUND_STATE_FINAL
 	if err := k.Rounds.Set(ctx, collections.Join(job.Id, round.Round), round); err != nil {
@@ -627,6 +634,26 @@ func (k Keeper) finalizeGlobal(ctx sdk.Context, params types.Params, job types.J
 	_, err = k.closeJob(ctx, &job, types.JOB_STATE_COMPLETED, types.LEASE_CLOSE_REASON_COMPLETED,
 		fmt.Sprintf("training completed: the final model is global state %s (root %x)", id, round.NextGlobalRoot))
 	return err
+}
+
+// roundTracesPending reports whether the round checkpoint of one of the round's entered
+// workers is still pending in x/verify: a game it loses excludes the worker and voids the
+// global (ExcludeRoundWorker), which a final global could no longer undo.
+func (k Keeper) roundTracesPending(ctx sdk.Context, job types.Job, round types.Round) (bool, error) {
+	if k.roundTraces.keeper == nil {
+		return false, nil
+	}
+	end := job.Spec.Sync.Diloco().RoundStart(round.Round + 1)
+	for _, w := range round.Entered {
+		c, err := k.GetRoundCommit(ctx, job.Id, round.Round, w)
+		if err != nil {
+			return false, err
+		}
+		if pending, err := k.roundTraces.keeper.RoundCheckpointPending(ctx, c.LeaseId, end); err != nil || pending {
+			return pending, err
+		}
+	}
+	return false, nil
 }
 
 // payRound settles the claims of a round whose next global is final: an entered worker's

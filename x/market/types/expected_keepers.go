@@ -21,6 +21,18 @@ type WorkloadReferee interface {
 	CheckAdjudicable(ctx context.Context, cfg exact.Config) error
 }
 
+// RoundTraceKeeper is x/verify's side of a round's finality. A worker's round checkpoint
+// is the trace its pseudo-gradient was computed from; proven wrong in a game, it excludes
+// the worker from the round, whose global is then aggregated again without it. So a
+// round's global is not final while the checkpoint of one of its entered workers can
+// still be challenged or is under challenge. The app sets it after both keepers exist
+// (Keeper.SetRoundTraceKeeper); unset, nothing waits for it.
+type RoundTraceKeeper interface {
+	// RoundCheckpointPending reports whether lease's checkpoint ending at endStep is still
+	// pending (in its challenge window, under challenge, or waiting to finalize).
+	RoundCheckpointPending(ctx context.Context, leaseID, endStep uint64) (bool, error)
+}
+
 // AccountKeeper is what x/market needs from x/auth.
 type AccountKeeper interface {
 	AddressCodec() address.Codec

@@ -504,6 +504,9 @@ func (k Keeper) convict(ctx sdk.Context, params types.Params, cp types.Checkpoin
 	reason string, event *types.EventChallengeResolved,
 ) error {
 	fraud := fmt.Sprintf("checkpoint %d/%d proven wrong by challenge %d: %s", cp.LeaseId, cp.Index, ch.Id, reason)
+	if err := k.excludeRoundOfCheckpoint(ctx, cp, fraud); err != nil {
+		return err
+	}
 	p, err := k.punishFraud(ctx, params, cp, challenger, provider, fraud, true)
 	if err != nil {
 		return err

@@ -111,8 +111,10 @@ func TestGasConsumption(t *testing.T) {
 		// operators, 0.74 M), the 479 KB pre-state (2 gas a byte) and its root, the data
 		// bytes and proofs, then the slash of the bond and of the
 		// unbondings begun since the commit, and the payouts: the challenger's reward,
-		// the owner's compensation (into the job's escrow), the community pool.
-		{"Step", 10678544},
+		// the owner's compensation (into the job's escrow), the community pool. The
+		// conviction reads the job to see whether the checkpoint is a round's (its worker
+		// is then excluded from the round): 1,966 more than 10,678,544.
+		{"Step", 10680510},
 		// One chunk of a dense pseudo-gradient against G_r's and the end state's weights
 		// chunks (3 chunks of 4 KiB and their proofs, 2 gas a byte, 10 a hash), then the
 		// exclusion and the fraud path's slash and payouts.

@@ -2,10 +2,12 @@ package keeper
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"slices"
 
+	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
@@ -480,4 +482,58 @@ func (k Keeper) checkAggregationChunk(ctx sdk.Context, params types.Params, l di
 		return "", errorsmod.Wrapf(types.ErrRoundConsistent, "G_%d's %s chunk %d is the aggregation of workers %v", msg.Round+1, which, sec, round.Entered)
 	}
 	return fmt.Sprintf("the aggregator's G_%d %s chunk %d is not the aggregation of workers %v", msg.Round+1, which, sec, round.Entered), nil
+}
+
+// excludeRoundOfCheckpoint: a sync job's checkpoint is the trace of one round the worker's
+// pseudo-gradient was computed from (roundCheckpointStart). Proven wrong in a game, the
+// worker leaves that round as after a proven round fault: x/market excludes its commit
+// and aggregates the round again without it (ExcludeRoundWorker), before the fraud path
+// punishes the lease. A checkpoint whose commit is gone or is not its own (the round was
+// taken back and redone) or already excluded changes no round.
+func (k Keeper) excludeRoundOfCheckpoint(ctx sdk.Context, cp types.Checkpoint, reason string) error {
+	job, err := k.marketKeeper.GetJob(ctx, cp.JobId)
+	if err != nil {
+		return err
+	}
+	if job.Spec.Sync == nil {
+		return nil
+	}
+	sync, err := types.JobSync(job)
+	if err != nil {
+		return err
+	}
+	r := sync.RoundOf(cp.StartStep)
+	commit, err := k.marketKeeper.GetRoundCommit(ctx, cp.JobId, r, cp.Worker)
+	if err != nil {
+		if keeperutil.IsRefusal(err) {
+			return nil
+		}
+		return err
+	}
+	if commit.LeaseId != cp.LeaseId || !sameHash(commit.EndRoot, cp.FinalHash) || commit.Excluded {
+		return nil
+	}
+	return k.marketKeeper.ExcludeRoundWorker(ctx, cp.JobId, r, cp.Worker, reason)
+}
+
+// RoundCheckpointPending reports whether lease's checkpoint ending at endStep is pending
+// (x/market's RoundTraceKeeper: a round's global waits for it). The walk goes back from
+// the lease's newest checkpoint and stops at the first that ends at or before endStep:
+// the checkpoints of the rounds after it, a few while a round's global waits.
+func (k Keeper) RoundCheckpointPending(ctx context.Context, leaseID, endStep uint64) (bool, error) {
+	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID).Descending())
+	if err != nil {
+		return false, err
+	}
+	defer iter.Close()
+	for ; iter.Valid(); iter.Next() {
+		cp, err := iter.Value()
+		if err != nil {
+			return false, err
+		}
+		if cp.EndStep <= endStep {
+			return cp.EndStep == endStep && cp.Status == types.CHECKPOINT_STATUS_PENDING, nil
+		}
+	}
+	return false, nil
 }
