@@ -61,6 +61,13 @@ func (k Keeper) WorkerShards(ctx context.Context, jobID uint64, worker uint32, e
 	return k.shardsOf(ctx, d.Id, types.AssignShards(job.Seed, epoch, d.ShardCount, job.Spec.Workers)[worker])
 }
 
+// DatasetShardCount is how many shards dataset id has (x/market checks a sync job's
+// dataset against its workers). An unknown dataset is ErrDatasetNotFound.
+func (k Keeper) DatasetShardCount(ctx context.Context, id string) (uint32, error) {
+	d, err := k.GetDataset(ctx, id)
+	return d.ShardCount, err
+}
+
 // RoundWorkerShards returns the shards (with their piece roots) that worker trains on in
 // round of job jobID, a job that trains in rounds (types.AssignRoundShards), for x/verify's
 // referee. A worker with no shard in the round gets none and no error. It charges

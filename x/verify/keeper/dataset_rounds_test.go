@@ -3,8 +3,11 @@ package keeper_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
@@ -26,17 +29,23 @@ type datasetRounds struct {
 	stream []byte // every shard's data pieces, in shard order
 }
 
+// syncDatasetSpec is a reference job of workers that trains in rounds of 8 steps on
+// dataset id.
+func syncDatasetSpec(workers uint32, id string) markettypes.JobSpec {
+	spec := referenceSpec(32, 8)
+	spec.Workers = workers
+	spec.DatasetId = id
+	spec.Sync = &markettypes.SyncSpec{Every: 8, OuterLrQ30: 1 << 29}
+	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
+	return spec
+}
+
 func newDatasetRounds(t *testing.T) *datasetRounds {
 	e := newEnv(t)
 	d := &datasetRounds{e: e, out: e.registerCorpusDataset("corpus-rounds", 2048)}
-	spec := referenceSpec(32, 8)
-	spec.Workers = 3
-	spec.DatasetId = "corpus-rounds"
-	res, err := e.mmsg.SubmitJob(e.Ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
+	res, err := e.mmsg.SubmitJob(e.Ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: syncDatasetSpec(3, "corpus-rounds"), Deposit: coin(jobDeposit)})
 	require.NoError(t, err)
 	d.job = e.getJob(res.JobId)
-	d.job.Spec.Sync = &markettypes.SyncSpec{Every: 8, OuterLrQ30: 1 << 29}
-	require.NoError(t, e.Market.Jobs.Set(e.Ctx, d.job.Id, d.job))
 	d.ds, err = e.ShardRegistry.GetDataset(e.Ctx, "corpus-rounds")
 	require.NoError(t, err)
 	require.Equal(t, uint32(12), d.ds.ShardCount)
@@ -193,4 +202,25 @@ func TestDatasetRoundWorkerTrainingOnAnotherSlotsShardsFailsAtTheBatch(t *testin
 	got := step(rebuilt)
 	require.Equal(t, honest, got, "re-executing on the proven batch")
 	require.NotEqual(t, cheat, got)
+}
+
+// A sync job may name a dataset that is registered with at least one shard per worker
+// (every round assigns the shards among the slots); anything else is refused at submit,
+// naming the dataset, and changes nothing.
+func TestSyncJobOnADatasetNeedsAShardPerWorker(t *testing.T) {
+	e := newEnv(t)
+	e.registerCorpusDataset("corpus-rounds", 4096) // 6 shards
+	submit := func(spec markettypes.JobSpec) func(ctx sdk.Context) error {
+		return func(ctx sdk.Context) error {
+			_, err := e.mmsg.SubmitJob(ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: spec, Deposit: coin(jobDeposit)})
+			return err
+		}
+	}
+	err := e.requireRejected(markettypes.ErrInvalidSpec, submit(syncDatasetSpec(2, "no-such-dataset")))
+	require.ErrorContains(t, err, "dataset:")
+	require.ErrorContains(t, err, "no-such-dataset")
+	err = e.requireRejected(markettypes.ErrInvalidSpec, submit(syncDatasetSpec(7, "corpus-rounds")))
+	require.ErrorContains(t, err, `dataset: "corpus-rounds" has 6 shards and a sync job assigns them among its 7 workers every round`)
+	_, err = e.deliver(submit(syncDatasetSpec(6, "corpus-rounds")))
+	require.NoError(t, err)
 }
