@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,15 +136,35 @@ type roundsRun struct {
 	jobID  uint64
 	// slots maps each slot to the trainer that leased it.
 	slots map[uint32]string
+	// stream and shards are the job's data as diloco.Simulate takes it; nil: the
+	// built-in corpus.
+	stream []byte
+	shards []diloco.Shard
 }
+
+// roundsTrainers and roundsHolders are the sidecars of a roundsRun.
+var (
+	roundsTrainers = []string{"w1", "w2", "w3"}
+	roundsHolders  = []string{"h1", "h2", "h3"}
+)
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
 // holders h1..h3; late trainers set up but not started; x/market params overridden by
 // marketParams), submits jobYAML and waits until its three slots are leased.
 func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, marketParams map[string]string, late ...string) *roundsRun {
 	t.Helper()
+	r := newRoundsCluster(ctx, t, startArgs, marketParams, nil, late...)
+	r.c.startSidecars(ctx, t, append(slices.Clone(roundsTrainers), roundsHolders...)...)
+	r.submitJob(ctx, t, jobYAML)
+	return r
+}
+
+// newRoundsCluster sets up startRoundsJob's cluster without starting it; holderSet adds
+// configuration settings to the holders'.
+func newRoundsCluster(ctx context.Context, t testing.TB, startArgs map[string][]string, marketParams, holderSet map[string]string, late ...string) *roundsRun {
+	t.Helper()
 	dir := t.TempDir()
-	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
+	names := append(slices.Clone(roundsTrainers), roundsHolders...)
 	// Late trainers are set up too, not started: the test starts them for a joiner.
 	c := startCluster(ctx, t, dir, append(slices.Clone(names), late...), func(state map[string]any) error {
 		shortStorageProofs(state)
@@ -158,10 +179,17 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 			return sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
 				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
 		}
-		return holderOptions()
+		o := holderOptions()
+		maps.Copy(o.Set, holderSet)
+		return o
 	})
-	c.startSidecars(ctx, t, names...)
-	r := &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+	return &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+}
+
+// submitJob submits jobYAML as the owner and waits until its three slots are leased.
+func (r *roundsRun) submitJob(ctx context.Context, t testing.TB, jobYAML string) {
+	t.Helper()
+	c, dir := r.c, r.dir
 	specPath := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -186,7 +214,6 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 		}
 		return true
 	})
-	return r
 }
 
 func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, bool) {
@@ -216,7 +243,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts, j
 	rounds := int(job.Spec.Rounds())
 	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
 		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
-		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners})
+		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners, Stream: r.stream, Shards: r.shards})
 	if err != nil {
 		t.Fatal(err)
 	}
