@@ -81,8 +81,8 @@ func TestExactTorchProgramMustExist(t *testing.T) {
 }
 
 // A training-together (sync) job runs only on the Go trainer, the one that implements
-// round runs: with exact_torch set, or with a dataset or without custody, no runtime takes
-// it and the reason says why (the bidder's decision in /v1/jobs).
+// round runs (on the built-in corpus or on a dataset): with exact_torch set, or without
+// custody, no runtime takes it and the reason says why (the bidder's decision in /v1/jobs).
 func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
 	torch := []string{"/bin/sh", "/opt/depinchain/pkg/exact/torch/train.py"}
 	sync := func(edit func(*markettypes.Job)) markettypes.Job {
@@ -102,7 +102,7 @@ func TestSyncJobsRunOnTheGoTrainerOnly(t *testing.T) {
 	}{
 		"go":         {config.Runtimes{Reference: true}, sync(nil), "reference"},
 		"torch":      {config.Runtimes{Reference: true, ExactTorch: torch}, sync(nil), "the PyTorch trainer (runtimes.exact_torch) does not implement round runs yet"},
-		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "on a dataset are not yet trained in rounds"},
+		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "reference"},
 		"no custody": {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.Custody = nil }), "keeps no custody"},
 	} {
 		t.Run(name, func(t *testing.T) {
