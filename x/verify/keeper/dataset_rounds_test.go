@@ -1,6 +1,7 @@
 package keeper_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -223,4 +224,39 @@ func TestSyncJobOnADatasetNeedsAShardPerWorker(t *testing.T) {
 	require.ErrorContains(t, err, `dataset: "corpus-rounds" has 6 shards and a sync job assigns them among its 7 workers every round`)
 	_, err = e.deliver(submit(syncDatasetSpec(6, "corpus-rounds")))
 	require.NoError(t, err)
+}
+
+// A round of a sync job on a dataset opens only for the slots its assignment gives a
+// shard: a slot given none sits the round out, neither awaited nor counted as missing it.
+// (As many slots as shards: some slot is idle in round 0 for this job's seed.)
+func TestDatasetRoundOpensForTheSlotsWithShards(t *testing.T) {
+	e := newEnv(t)
+	e.registerCorpusDataset("corpus-few", 5000)
+	ds, err := e.ShardRegistry.GetDataset(e.Ctx, "corpus-few")
+	require.NoError(t, err)
+	n := ds.ShardCount
+	res, err := e.mmsg.SubmitJob(e.Ctx, &markettypes.MsgSubmitJob{Owner: e.owner.String(), Spec: syncDatasetSpec(n, "corpus-few"), Deposit: coin(jobDeposit)})
+	require.NoError(t, err)
+	for i := range n {
+		prov := e.registerProvider(fmt.Sprintf("worker-%d", i), 2)
+		_, err = e.mmsg.PlaceBid(e.Ctx, &markettypes.MsgPlaceBid{Provider: prov.String(), JobId: res.JobId, PricePerGpuHour: coin(bidPrice), StepsPerHour: testRate})
+		require.NoError(t, err)
+	}
+	for deadline := e.getJob(res.JobId).BiddingDeadline; e.Ctx.BlockHeight() <= deadline; {
+		e.nextBlock()
+	}
+	require.Len(t, e.ActiveLeasesOfJob(t, res.JobId), int(n))
+	job := e.getJob(res.JobId)
+	round, err := e.Market.GetRound(e.Ctx, job.Id, 0)
+	require.NoError(t, err)
+	a, err := shardtypes.AssignRoundShards(job.Seed, 0, n, n)
+	require.NoError(t, err)
+	var withData []uint32
+	for w, shards := range a {
+		if len(shards) > 0 {
+			withData = append(withData, uint32(w))
+		}
+	}
+	require.Less(t, len(withData), int(n), "every slot has a shard in round 0: pick another dataset")
+	require.Equal(t, withData, round.Workers, "round 0's workers are the slots with shards")
 }
