@@ -375,8 +375,9 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 		started := time.Now()
 		con, err := w.Train(ctx, round, l.OnStep)
 		if errors.Is(err, ErrNoData) {
-			// Nothing to train on: the slot misses the round (its carry stays) and
-			// follows its aggregation to train the next one.
+			// Nothing to train on (x/market opens a dataset job's round only for the
+			// slots with shards, so this is a safety net): the slot misses the round
+			// (its carry stays) and follows its aggregation to train the next one.
 			r.log.Warn("the round gives this slot no data; it sits the round out", "lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
 			return r.aggregate(ctx, l, w, round, wake)
 		}
