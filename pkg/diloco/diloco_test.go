@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -776,5 +777,34 @@ func TestSimulateJoinerStartsWithoutCarry(t *testing.T) {
 	o.Joiners = map[uint64][]int{2: {2}}
 	if _, err := Simulate(o); err == nil || !strings.Contains(err.Error(), "joiner 2 of 2 workers") {
 		t.Fatalf("a joiner outside the workers: %v", err)
+	}
+}
+
+// A slot the round's assignment gives no shard sits the round out exactly as a dropout
+// does: with two shards over three workers one slot has none in every round.
+func TestSimulateSlotWithoutShardsSitsTheRoundOut(t *testing.T) {
+	corpus := traindata.BuiltinCorpus()
+	shards := CorpusShards(uint64(len(corpus)), 4096)[:2]
+	o := SimOptions{Config: tinyConfig(), Sync: SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9},
+		Seed: testSeed, Workers: 3, Rounds: 2, Stream: corpus, Shards: shards}
+	idle := map[uint64][]int{}
+	for r := range uint64(2) {
+		a, err := Assign(testSeed, r, shards, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, s := range a {
+			if len(s) == 0 {
+				idle[r] = append(idle[r], w)
+			}
+		}
+		if len(idle[r]) == 0 {
+			t.Fatalf("round %d: every slot of three has one of two shards", r)
+		}
+	}
+	got := simRoots(t, o)
+	o.Dropouts = idle
+	if want := simRoots(t, o); !slices.Equal(got, want) {
+		t.Fatalf("the slots without shards (%v) are not left out like dropouts", idle)
 	}
 }

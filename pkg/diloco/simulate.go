@@ -49,7 +49,8 @@ type SimOptions struct {
 // sync.every inner steps (exact.StepBatch over its WorkerData of round r,
 // the job seed), and contributes its pseudo-gradient (compressed with
 // error feedback when sync.top_k > 0); Aggregate makes the next global
-// state. It is the reference a multi-sidecar run must match bit for bit.
+// state. A worker the round's assignment gives no shard sits the round out
+// like a dropout (the sidecar does the same). It is the reference a multi-sidecar run must match bit for bit.
 func Simulate(o SimOptions) ([]*GlobalState, error) {
 	sync, err := o.Sync.Sync()
 	if err != nil {
@@ -93,10 +94,14 @@ func Simulate(o SimOptions) ([]*GlobalState, error) {
 			}
 			carry[w], errBufs[w] = nil, nil
 		}
+		assigned, err := Assign(o.Seed, r, shards, o.Workers)
+		if err != nil {
+			return nil, err
+		}
 		var pgs []*PseudoGradient
 		for w := range o.Workers {
-			if dropped[w] {
-				continue
+			if dropped[w] || len(assigned[w]) == 0 {
+				continue // a slot the round gives no shard sits it out, as a dropout
 			}
 			data, err := WorkerData(stream, o.Seed, r, shards, o.Workers, w)
 			if err != nil {

@@ -94,7 +94,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	}
 	rs.rounds, err = rounds.New(rounds.Options{
 		Operator: d.operator, Submit: d.submitTx, Chain: d.queries, WorkDir: cfg.Storage.WorkDir,
-		CustodyDir: d.custodyDir(), Custody: custodySource, Metrics: d.metrics, Logger: d.log,
+		CustodyDir: d.custodyDir(), Custody: custodySource, Datasets: data, Metrics: d.metrics, Logger: d.log,
 		CheatAggregate: hooks.CheatAggregate, CheatPseudoGradient: hooks.CheatPseudoGradient,
 	})
 	if err != nil {

@@ -176,6 +176,39 @@ func (f *Fetcher) Prepare(ctx context.Context, job markettypes.Job, worker uint3
 	return f.fetchInto(ctx, files, dir, fmt.Sprintf("job %d worker %d dataset %q", job.Id, worker, job.Spec.DatasetId))
 }
 
+// ErrNoShardInRound means a round of a job that trains in rounds gives the worker slot
+// no shard of the dataset: the slot sits that round out.
+var ErrNoShardInRound = errors.New("the round assigns the worker no shard")
+
+// PrepareRound writes the training stream of worker `worker` of a dataset-backed job
+// that trains in rounds, in round `round`, into dir as Prepare does: the data pieces of
+// the shards the round assigns the slot (types.AssignRoundShards, x/verify's referee's
+// rule), each checked against its root. A round that gives the slot no shard is
+// ErrNoShardInRound.
+func (f *Fetcher) PrepareRound(ctx context.Context, job markettypes.Job, worker uint32, round uint64, dir string) (Result, error) {
+	id := job.Spec.DatasetId
+	if id == "" || job.Spec.Sync == nil {
+		return Result{}, fmt.Errorf("job %d does not train in rounds on a dataset", job.Id)
+	}
+	dsRes, err := f.opts.Registry.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: id})
+	if err != nil {
+		return Result{}, fmt.Errorf("reading dataset %q: %w", id, err)
+	}
+	a, err := types.AssignRoundShards(job.Seed, round, dsRes.Dataset.ShardCount, job.Spec.Workers)
+	if err != nil {
+		return Result{}, err
+	}
+	if worker >= uint32(len(a)) || len(a[worker]) == 0 {
+		return Result{}, fmt.Errorf("%w: round %d of job %d, worker %d (%d shards of dataset %q over %d workers)",
+			ErrNoShardInRound, round, job.Id, worker, dsRes.Dataset.ShardCount, id, job.Spec.Workers)
+	}
+	files, err := f.planShards(ctx, dsRes.Dataset, a[worker])
+	if err != nil {
+		return Result{}, err
+	}
+	return f.fetchInto(ctx, files, dir, fmt.Sprintf("job %d worker %d round %d dataset %q", job.Id, worker, round, id))
+}
+
 // PrepareWhole writes every shard of a dataset into dir the way Prepare writes
 // a worker's: its data pieces in shard order, each checked against its root,
 // missing ones rebuilt from parity. A fine-tuning job's initial weights are

@@ -81,10 +81,10 @@ func TestExactTorchProgramMustExist(t *testing.T) {
 	}
 }
 
-// A training-together (sync) job runs on the exact trainer, which implements round runs:
-// the Go trainer, or the PyTorch trainer when exact_torch is set. With a dataset, without
-// custody or without the reference runtime no runtime takes it and the reason says why
-// (the bidder's decision in /v1/jobs).
+// A training-together (sync) job runs on the exact trainer, which implements round runs
+// (on the built-in corpus or on a dataset): the Go trainer, or the PyTorch trainer when
+// exact_torch is set. Without custody or without the reference runtime no runtime takes it
+// and the reason says why (the bidder's decision in /v1/jobs).
 func TestSyncJobsRunOnTheExactTrainers(t *testing.T) {
 	torch := []string{"/bin/sh", "/opt/depinchain/pkg/exact/torch/train.py"}
 	sync := func(edit func(*markettypes.Job)) markettypes.Job {
@@ -105,7 +105,7 @@ func TestSyncJobsRunOnTheExactTrainers(t *testing.T) {
 		"go":         {config.Runtimes{Reference: true}, sync(nil), "reference"},
 		"torch":      {config.Runtimes{Reference: true, ExactTorch: torch}, sync(nil), "exact-torch"},
 		"no exact":   {config.Runtimes{Process: true}, sync(nil), "workloads are not enabled (runtimes.reference)"},
-		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "on a dataset are not yet trained in rounds"},
+		"dataset":    {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.DatasetId = "fortunes" }), "reference"},
 		"no custody": {config.Runtimes{Reference: true}, sync(func(j *markettypes.Job) { j.Spec.Custody = nil }), "keeps no custody"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -33,8 +33,8 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/merkle"
-	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/chain"
+	"github.com/depinchain/depinchain/provider/datasets"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/trainer"
@@ -73,6 +73,9 @@ type Options struct {
 	CustodyDir string
 	// Custody fetches the other workers' pseudo-gradients and a joiner's global state.
 	Custody *fetch.Source
+	// Datasets fetches a dataset-backed job's round data (the slot's shards of each
+	// round); without it such jobs are not served.
+	Datasets Datasets
 	// PollInterval is how often a waiting worker reads its round (default 1s); round
 	// events wake it sooner.
 	PollInterval time.Duration
@@ -94,6 +97,13 @@ type Options struct {
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
+}
+
+// Datasets fetches and checks the data pieces of a worker's shards of a round of a
+// dataset-backed job into a folder; *datasets.Fetcher satisfies it. A round that gives
+// the slot no shard is datasets.ErrNoShardInRound.
+type Datasets interface {
+	PrepareRound(ctx context.Context, job markettypes.Job, worker uint32, round uint64, dir string) (datasets.Result, error)
 }
 
 // Role is the rounds role. Create it with New.
@@ -229,9 +239,6 @@ func Supported(job markettypes.Job) error {
 	if job.Spec.Sync == nil {
 		return nil
 	}
-	if job.Spec.DatasetId != "" {
-		return fmt.Errorf("training-together jobs on a dataset are not yet trained in rounds by this sidecar (job %d names %q)", job.Id, job.Spec.DatasetId)
-	}
 	if job.Spec.Custody == nil {
 		return fmt.Errorf("training-together job %d keeps no custody: its round files cannot be exchanged", job.Id)
 	}
@@ -259,6 +266,9 @@ type Lease struct {
 func (r *Role) Serve(ctx context.Context, l Lease) error {
 	if err := Supported(l.Job); err != nil {
 		return err
+	}
+	if l.Job.Spec.DatasetId != "" && r.opts.Datasets == nil {
+		return fmt.Errorf("job %d trains in rounds on dataset %q and this sidecar has no dataset fetcher", l.Job.Id, l.Job.Spec.DatasetId)
 	}
 	j, err := r.jobOf(l)
 	if err != nil {
@@ -296,24 +306,39 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 	}
 }
 
-// jobOf is the lease's job in round terms, its corpus written to the data folder.
+// jobOf is the lease's job in round terms: every round the worker trains on its own
+// shards (diloco.WorkerData, as x/verify's referee reads them) of the built-in corpus or
+// of the job's dataset, fetched round by round.
 func (r *Role) jobOf(l Lease) (Job, error) {
 	sync := l.Job.Spec.Sync.Diloco()
 	cfg, err := l.Job.Spec.ExactConfig()
 	if err != nil {
 		return Job{}, err
 	}
-	// The whole built-in corpus: every round the worker trains on its own shards of it
-	// (diloco.WorkerData, as x/verify's WorkerTrainingData); leases refuse sync jobs on a
-	// dataset.
 	if err := os.MkdirAll(l.DataDir, 0o755); err != nil {
 		return Job{}, err
 	}
-	if err := pieces.WriteBytesAtomic(filepath.Join(l.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus()); err != nil {
-		return Job{}, err
+	data := CorpusData(l.Job.Seed, l.Job.Spec.Workers)
+	if l.Job.Spec.DatasetId != "" {
+		data = r.datasetData(l.Job)
 	}
 	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
-		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir}, nil
+		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir, Data: data}, nil
+}
+
+// datasetData is the RoundData of a job on a dataset: the slot's shards of the round,
+// their data pieces fetched from the holders and checked against their roots.
+func (r *Role) datasetData(job markettypes.Job) RoundData {
+	return func(ctx context.Context, round uint64, worker uint32, dir string) error {
+		res, err := r.opts.Datasets.PrepareRound(ctx, job, worker, round, dir)
+		if errors.Is(err, datasets.ErrNoShardInRound) {
+			return fmt.Errorf("%w: %v", ErrNoData, err)
+		}
+		if err == nil {
+			r.log.Info("round data ready", "job", job.Id, "round", round, "slot", worker, "files", len(res.Files), "bytes", res.Size, "reused", res.Reused)
+		}
+		return err
+	}
 }
 
 // openRound waits until the job's current round is open with l's slot among its
@@ -371,6 +396,13 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 			trainee.Carry = nil
 		}
 		con, err := trainee.Train(ctx, round, l.OnStep)
+		if errors.Is(err, ErrNoData) {
+			// Nothing to train on (x/market opens a dataset job's round only for the
+			// slots with shards, so this is a safety net): the slot misses the round
+			// (its carry stays) and follows its aggregation to train the next one.
+			r.log.Warn("the round gives this slot no data; it sits the round out", "lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
+			return r.aggregate(ctx, l, w, round, wake)
+		}
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
@@ -29,8 +30,48 @@ type Job struct {
 	Workers uint32
 	// Dir holds the job's round files: global states, pseudo-gradients, error buffers.
 	Dir string
-	// DataDir holds the training stream (trainer.CorpusFileName: the built-in corpus).
+	// DataDir holds the workers' training streams, a folder per round (RoundDataDir).
 	DataDir string
+	// Data puts a worker's data of a round in its folder: CorpusData, or a dataset's
+	// shards (the role's datasetData).
+	Data RoundData
+}
+
+// ErrNoData is wrapped when a round assigns a worker slot no shard: it sits the round out.
+var ErrNoData = errors.New("rounds: the round assigns this slot no data")
+
+// RoundData writes worker's training stream of round into dir: the bytes of the shards
+// diloco.Assign gives the slot in the round (diloco.WorkerData), in files whose
+// concatenation in name order is the stream. A round that gives the slot none is ErrNoData.
+type RoundData func(ctx context.Context, round uint64, worker uint32, dir string) error
+
+// CorpusData is the RoundData of a job on the built-in corpus: the slot's shards of it
+// (diloco.CorpusShards of DefaultShardBytes, x/verify's WorkerTrainingData), one file.
+func CorpusData(seed []byte, workers uint32) RoundData {
+	return func(_ context.Context, round uint64, worker uint32, dir string) error {
+		corpus := traindata.BuiltinCorpus()
+		shards := diloco.CorpusShards(uint64(len(corpus)), diloco.DefaultShardBytes)
+		a, err := diloco.Assign(seed, round, shards, int(workers))
+		if err != nil {
+			return err
+		}
+		if int(worker) >= len(a) || len(a[worker]) == 0 {
+			return fmt.Errorf("%w: round %d, worker %d (%d corpus shards over %d workers)", ErrNoData, round, worker, len(shards), workers)
+		}
+		data, err := diloco.WorkerData(corpus, seed, round, shards, int(workers), int(worker))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return pieces.WriteBytesAtomic(filepath.Join(dir, trainer.CorpusFileName), data)
+	}
+}
+
+// RoundDataDir is the folder of a worker's training stream in round.
+func (j Job) RoundDataDir(round uint64) string {
+	return filepath.Join(j.DataDir, "round-"+strconv.FormatUint(round, 10))
 }
 
 // GlobalPath is G_round's file (diloco.GlobalState.Encode).
@@ -115,14 +156,15 @@ type Contribution struct {
 	PseudoGradientSize uint64
 }
 
-// Train runs round of the job as worker w with its Trainer (the trainer contract's round
-// run: DEPIN_ROUND, DEPIN_GLOBAL_STATE, …), then writes its pseudo-gradient. A round-end
-// checkpoint already complete (a restart) is not trained again. G_round must be at
-// GlobalPath(round).
+// Train puts the worker's data of round in RoundDataDir (Data) and runs the round with
+// its Trainer (the trainer contract's round run: DEPIN_ROUND, DEPIN_GLOBAL_STATE, …),
+// then writes its pseudo-gradient; a round that gives the slot no data is ErrNoData. A
+// round-end checkpoint already complete (a restart) is not trained again. G_round must be
+// at GlobalPath(round).
 func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.StepMetric)) (Contribution, error) {
 	end := w.Sync.RoundStart(round + 1)
 	env := trainer.Env{
-		JobID: w.ID, OutputDir: w.OutputDir, DataDir: w.DataDir,
+		JobID: w.ID, OutputDir: w.OutputDir, DataDir: w.RoundDataDir(round),
 		StartStep: w.Sync.RoundStart(round), TotalSteps: end, CheckpointInterval: uint64(w.Sync.Every), JobSeed: w.Seed,
 		Exact: &w.Config,
 		Round: &trainer.RoundEnv{Worker: w.Index, Workers: w.Workers, Round: round, GlobalState: w.GlobalPath(round), Sync: w.Sync},
@@ -134,6 +176,9 @@ func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.Ste
 		env.ResumeFrom = trainer.CheckpointDir(w.OutputDir, w.Sync.RoundStart(*w.Carry+1))
 	}
 	if _, err := os.Stat(filepath.Join(trainer.CheckpointDir(w.OutputDir, end), trainer.CompleteMarkerName)); err != nil {
+		if err := w.Data(ctx, round, w.Index, env.DataDir); err != nil {
+			return Contribution{}, fmt.Errorf("the data of round %d of worker %d: %w", round, w.Index, err)
+		}
 		tr := w.Trainer
 		if tr == nil {
 			tr = &runtime.Reference{}

@@ -18,8 +18,6 @@ import (
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/manifest"
-	"github.com/depinchain/depinchain/pkg/traindata"
-	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
@@ -130,7 +128,6 @@ func runRoundsWith(t *testing.T, spec diloco.SyncSpec, workers, rounds int, trai
 		t.Fatal(err)
 	}
 	net := newCustodyNet(t)
-	corpus := traindata.BuiltinCorpus()
 	g0, err := diloco.InitGlobal(tinyConfig(), sync, testSeed)
 	if err != nil {
 		t.Fatal(err)
@@ -139,13 +136,7 @@ func runRoundsWith(t *testing.T, spec diloco.SyncSpec, workers, rounds int, trai
 	for i := range cars {
 		root := t.TempDir()
 		job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: uint32(workers),
-			Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data")}
-		if err := os.MkdirAll(job.DataDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(job.DataDir, trainer.CorpusFileName), corpus, 0o644); err != nil {
-			t.Fatal(err)
-		}
+			Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data"), Data: CorpusData(testSeed, uint32(workers))}
 		if _, _, err := job.PutGlobal(g0); err != nil {
 			t.Fatal(err)
 		}
@@ -238,13 +229,8 @@ func TestAggregateRejectsAFileThatIsNotTheCommitment(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: 3, Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data")}
-	if err := os.MkdirAll(job.DataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(job.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: 3, Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data"),
+		Data: CorpusData(testSeed, 3)}
 	if _, _, err := job.PutGlobal(g0); err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,9 @@ type Env struct {
 // RoundEnv is a round run of a training-together job: the trainer starts from
 // GlobalState's WorkerStart with the Adam moments of ResumeFrom (the worker's carry:
 // its end state of the last round it entered; empty for a joiner), trains steps
-// Round·every … (Round+1)·every − 1 (StartStep and TotalSteps) on its assigned data
-// (diloco.WorkerData of the corpus), and writes the one checkpoint at TotalSteps.
+// Round·every … (Round+1)·every − 1 (StartStep and TotalSteps) on its data of the round
+// (DataDir holds just that: the shards diloco.Assign gives the slot in the round, of the
+// built-in corpus or of the job's dataset), and writes the one checkpoint at TotalSteps.
 type RoundEnv struct {
 	Worker  uint32
 	Workers uint32

@@ -61,8 +61,9 @@ func RunExact(ctx context.Context, env Env, stream []byte, onStep func(StepMetri
 }
 
 // roundStart is a round run's start state and data: G_r's WorkerStart with the carry's
-// Adam moments (none for a joiner), and the worker's assigned shards of stream in round r
-// (diloco.WorkerData over diloco.CorpusShards, as diloco.Simulate cuts the corpus).
+// Adam moments (none for a joiner), and stream as it is — the sidecar put the worker's
+// data of round r in DEPIN_DATA_DIR: its assigned shards (diloco.WorkerData), of the
+// built-in corpus or of the job's dataset.
 func roundStart(env Env, stream []byte) (*exact.State, []byte, error) {
 	r := env.Round
 	raw, err := os.ReadFile(r.GlobalState)
@@ -91,12 +92,10 @@ func roundStart(env Env, stream []byte) (*exact.State, []byte, error) {
 				ErrInvalidCheckpoint, env.ResumeFrom, env.StartStep, carry.Step)
 		}
 	}
-	data, err := diloco.WorkerData(stream, env.JobSeed, r.Round, diloco.CorpusShards(uint64(len(stream)), diloco.DefaultShardBytes),
-		int(r.Workers), int(r.Worker))
-	if err != nil {
-		return nil, nil, err
+	if len(stream) == 0 {
+		return nil, nil, fmt.Errorf("%w: %s holds no data for worker %d in round %d", ErrInvalidEnv, EnvDataDir, r.Worker, r.Round)
 	}
-	return g.WorkerStart(carry), data, nil
+	return g.WorkerStart(carry), stream, nil
 }
 
 // checkExactResume refuses a resume checkpoint that is not this job's model at the start

@@ -144,24 +144,7 @@ func newDatasetWorld(t *testing.T, timeout time.Duration, trainer sidecar.Option
 
 	// Meanwhile the dataset is built from the fortunes and registered, as an
 	// operator would.
-	script := filepath.Join(moduleRoot(t), "scripts", "fortunes-dataset.sh")
-	cmd := exec.CommandContext(ctx, script, "--out", filepath.Join(dir, "fortunes"), "--id", fortunesDatasetID,
-		"--max-bytes", "196608", "--shard-size", "32KiB", "--chunk-size", "1024", "--rs", "2+1",
-		"--binary", node.Binary, "--home", node.Home, "--from", "owner", "--keyring-backend", "test",
-		"--node", node.RPC, "--chain-id", node.ChainID)
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("fortunes-dataset.sh: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	manifestPath := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
-	if d.manifest, err = manifest.Load(manifestPath); err != nil {
-		t.Fatal(err)
-	}
-	d.built = filepath.Dir(manifestPath)
+	d.manifest, d.built = registerFortunes(ctx, t, node, dir, fortunesDatasetID, "196608", "32KiB")
 	if len(d.manifest.Shards) < 3 {
 		t.Fatalf("the fortunes made %d shards, want several", len(d.manifest.Shards))
 	}
@@ -187,21 +170,63 @@ func newDatasetWorld(t *testing.T, timeout time.Duration, trainer sidecar.Option
 
 	// s1, s2 and s3 get piece 0, 1 and 2 of every shard and claim them at start.
 	holders := []string{"s1", "s2", "s3"}
+	holdPieces(t, dir, fortunesDatasetID, d.manifest, d.built, holders)
+	d.startAll(holders...)
+	d.eventually("every piece of the dataset claimed", time.Minute, allClaimed(ctx, d.registry, fortunesDatasetID, len(d.manifest.Shards)))
+	t.Logf("every piece claimed at %s", since())
+	return d
+}
+
+// registerFortunes builds the first maxBytes of Debian's fortunes (scripts/fortunes-dataset.sh)
+// into a dataset of shardSize shards, Reed–Solomon 2+1 in 1 KiB chunks, under dir/fortunes,
+// and registers it as id from the node's "owner"; it returns its manifest and the folder
+// of its pieces.
+func registerFortunes(ctx context.Context, t testing.TB, node *localnet.Node, dir, id, maxBytes, shardSize string) (*manifest.Manifest, string) {
+	t.Helper()
+	script := filepath.Join(moduleRoot(t), "scripts", "fortunes-dataset.sh")
+	cmd := exec.CommandContext(ctx, script, "--out", filepath.Join(dir, "fortunes"), "--id", id,
+		"--max-bytes", maxBytes, "--shard-size", shardSize, "--chunk-size", "1024", "--rs", "2+1",
+		"--binary", node.Binary, "--home", node.Home, "--from", "owner", "--keyring-backend", "test",
+		"--node", node.RPC, "--chain-id", node.ChainID)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("fortunes-dataset.sh: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	manifestPath := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
+	m, err := manifest.Load(manifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, filepath.Dir(manifestPath)
+}
+
+// holdPieces puts piece i of every shard of dataset id (built in built) in the pieces
+// folder of holders[i] (dir/<name>), which claims them when its storage role starts
+// with claim_local.
+func holdPieces(t testing.TB, dir, id string, m *manifest.Manifest, built string, holders []string) {
+	t.Helper()
 	for i, name := range holders {
-		for shard := range d.manifest.Shards {
-			path := storage.PiecePath(filepath.Join(dir, name, "pieces"), fortunesDatasetID, uint32(shard), uint32(i))
+		for shard := range m.Shards {
+			path := storage.PiecePath(filepath.Join(dir, name, "pieces"), id, uint32(shard), uint32(i))
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(path, d.builtPiece(uint32(shard), uint32(i)), 0o644); err != nil {
+			if err := os.WriteFile(path, readFile(t, filepath.Join(built, manifest.PieceFile(uint32(shard), uint32(i)))), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	d.startAll(holders...)
-	d.eventually("every piece of the dataset claimed", time.Minute, func() bool {
-		res, err := d.registry.Shards(ctx, &shardtypes.QueryShardsRequest{DatasetId: fortunesDatasetID})
-		if err != nil || len(res.Shards) != len(d.manifest.Shards) {
+}
+
+// allClaimed holds once each of the shards of dataset id has every piece claimed.
+func allClaimed(ctx context.Context, registry shardtypes.QueryClient, id string, shards int) func() bool {
+	return func() bool {
+		res, err := registry.Shards(ctx, &shardtypes.QueryShardsRequest{DatasetId: id})
+		if err != nil || len(res.Shards) != shards {
 			return false
 		}
 		for _, sh := range res.Shards {
@@ -210,9 +235,7 @@ func newDatasetWorld(t *testing.T, timeout time.Duration, trainer sidecar.Option
 			}
 		}
 		return true
-	})
-	t.Logf("every piece claimed at %s", since())
-	return d
+	}
 }
 
 // builtPiece is the bytes of a piece as the dataset was built.
@@ -436,7 +459,7 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-func moduleRoot(t *testing.T) string {
+func moduleRoot(t testing.TB) string {
 	t.Helper()
 	root, err := localnet.ModuleRoot()
 	if err != nil {

@@ -104,7 +104,17 @@ type roundsRun struct {
 	jobID  uint64
 	// slots maps each slot to the trainer that leased it.
 	slots map[uint32]string
+	// stream and shards are the job's data as diloco.Simulate takes it; nil: the
+	// built-in corpus.
+	stream []byte
+	shards []diloco.Shard
 }
+
+// roundsTrainers and roundsHolders are the sidecars of a roundsRun.
+var (
+	roundsTrainers = []string{"w1", "w2", "w3"}
+	roundsHolders  = []string{"h1", "h2", "h3"}
+)
 
 // startRoundsJob starts the cluster (trainers w1..w3 with extra start arguments,
 // holders h1..h3; late trainers set up but not started; x/market params overridden by
@@ -119,8 +129,19 @@ func startRoundsJob(ctx context.Context, t testing.TB, jobYAML string, startArgs
 func startRoundsJobWith(ctx context.Context, t testing.TB, jobYAML string, startArgs map[string][]string, marketParams map[string]string,
 	set map[string]map[string]string, late ...string) *roundsRun {
 	t.Helper()
+	r := newRoundsCluster(ctx, t, startArgs, marketParams, set, nil, late...)
+	r.c.startSidecars(ctx, t, append(slices.Clone(roundsTrainers), roundsHolders...)...)
+	r.submitJob(ctx, t, jobYAML)
+	return r
+}
+
+// newRoundsCluster sets up startRoundsJob's cluster without starting it; trainerSet adds
+// configuration settings per trainer (by name), holderSet to every holder's.
+func newRoundsCluster(ctx context.Context, t testing.TB, startArgs map[string][]string, marketParams map[string]string,
+	trainerSet map[string]map[string]string, holderSet map[string]string, late ...string) *roundsRun {
+	t.Helper()
 	dir := t.TempDir()
-	names := []string{"w1", "w2", "w3", "h1", "h2", "h3"}
+	names := append(slices.Clone(roundsTrainers), roundsHolders...)
 	// Late trainers are set up too, not started: the test starts them for a joiner.
 	c := startCluster(ctx, t, dir, append(slices.Clone(names), late...), func(state map[string]any) error {
 		shortStorageProofs(state)
@@ -134,13 +155,20 @@ func startRoundsJobWith(ctx context.Context, t testing.TB, jobYAML string, start
 		if strings.HasPrefix(name, "w") {
 			opts := sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
 				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}
-			maps.Copy(opts.Set, set[name])
+			maps.Copy(opts.Set, trainerSet[name])
 			return opts
 		}
-		return holderOptions()
+		o := holderOptions()
+		maps.Copy(o.Set, holderSet)
+		return o
 	})
-	c.startSidecars(ctx, t, names...)
-	r := &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+	return &roundsRun{c: c, dir: dir, market: markettypes.NewQueryClient(c.conn), slots: map[uint32]string{}}
+}
+
+// submitJob submits jobYAML as the owner and waits until its three slots are leased.
+func (r *roundsRun) submitJob(ctx context.Context, t testing.TB, jobYAML string) {
+	t.Helper()
+	c, dir := r.c, r.dir
 	specPath := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(specPath, []byte(jobYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -165,7 +193,6 @@ func startRoundsJobWith(ctx context.Context, t testing.TB, jobYAML string, start
 		}
 		return true
 	})
-	return r
 }
 
 func (r *roundsRun) round(ctx context.Context, n uint64) (markettypes.Round, bool) {
@@ -195,7 +222,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts, j
 	rounds := int(job.Spec.Rounds())
 	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
 		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
-		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners})
+		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners, Stream: r.stream, Shards: r.shards})
 	if err != nil {
 		t.Fatal(err)
 	}

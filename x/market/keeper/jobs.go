@@ -25,6 +25,9 @@ func (k Keeper) submitJob(ctx sdk.Context, owner sdk.AccAddress, msg *types.MsgS
 	if err := k.checkAdjudicable(ctx, msg.Spec); err != nil {
 		return types.Job{}, err
 	}
+	if err := k.checkRoundDataset(ctx, msg.Spec); err != nil {
+		return types.Job{}, err
+	}
 	spec := withCustodyDefault(msg.Spec.WithAuditDefault(), params)
 	storageBudget := math.ZeroInt()
 	if spec.Custody != nil && k.custody.keeper != nil {
@@ -96,6 +99,31 @@ func (k Keeper) checkAdjudicable(ctx sdk.Context, spec types.JobSpec) error {
 	}
 	if err := k.referee.source.CheckAdjudicable(ctx, cfg); err != nil {
 		return errorsmod.Wrap(types.ErrInvalidSpec, err.Error())
+	}
+	return nil
+}
+
+// checkRoundDataset refuses a sync job on a dataset that is not registered or has fewer
+// shards than the job has workers: every round assigns the dataset's shards among the
+// slots (x/shardregistry AssignRoundShards), and a slot a round gives no shard sits that
+// round out, so fewer shards than slots would idle a slot in every round. (A job without
+// rounds is not checked here: its bidders check its data is fetchable.)
+func (k Keeper) checkRoundDataset(ctx context.Context, spec types.JobSpec) error {
+	if spec.Sync == nil || spec.DatasetId == "" {
+		return nil
+	}
+	if k.custody.keeper == nil {
+		return errorsmod.Wrap(types.ErrInvalidSpec, "dataset: no shard registry to read the dataset's shards from")
+	}
+	n, err := k.custody.keeper.DatasetShardCount(ctx, spec.DatasetId)
+	if err != nil {
+		if !keeperutil.IsRefusal(err) {
+			return err
+		}
+		return errorsmod.Wrapf(types.ErrInvalidSpec, "dataset: %v", err)
+	}
+	if n < spec.Workers {
+		return errorsmod.Wrapf(types.ErrInvalidSpec, "dataset: %q has %d shards and a sync job assigns them among its %d workers every round: it needs at least one shard per worker", spec.DatasetId, n, spec.Workers)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	"github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 )
 
 // Rounds of a sync job (docs/training-together.md, x/market/README.md): round r opens
@@ -89,6 +90,32 @@ func (k Keeper) activeSlots(ctx sdk.Context, jobID uint64) (map[uint32]types.Lea
 	return slots, nil
 }
 
+// roundDataSlots keeps the slots round r of job gives data to train on: every slot of a
+// job on the built-in corpus; of a job on a dataset, those x/shardregistry's
+// AssignRoundShards gives at least one shard in the round. A slot given none sits the
+// round out: the round neither waits for it nor counts it as missed. (Were the dataset's
+// shard count unreadable, which a registered dataset's is not, every slot is kept.)
+func (k Keeper) roundDataSlots(ctx sdk.Context, job types.Job, r uint64, slots map[uint32]types.Lease) map[uint32]types.Lease {
+	if job.Spec.DatasetId == "" || k.custody.keeper == nil {
+		return slots
+	}
+	n, err := k.custody.keeper.DatasetShardCount(ctx, job.Spec.DatasetId)
+	if err != nil {
+		return slots
+	}
+	a, err := shardtypes.AssignRoundShards(job.Seed, r, n, job.Spec.Workers)
+	if err != nil {
+		return slots
+	}
+	out := make(map[uint32]types.Lease, len(slots))
+	for w, l := range slots {
+		if int(w) < len(a) && len(a[w]) > 0 {
+			out[w] = l
+		}
+	}
+	return out
+}
+
 func sortedSlots(slots map[uint32]types.Lease) []uint32 {
 	out := make([]uint32, 0, len(slots))
 	for w := range slots {
@@ -150,7 +177,7 @@ func (k Keeper) openRound(ctx sdk.Context, params types.Params, job *types.Job, 
 	}
 	round := types.Round{
 		JobId: job.Id, Round: r, State: types.ROUND_STATE_OPEN, GlobalRoot: root, GlobalSize: size,
-		OpenedHeight: ctx.BlockHeight(), Workers: sortedSlots(slots),
+		OpenedHeight: ctx.BlockHeight(), Workers: sortedSlots(k.roundDataSlots(ctx, *job, r, slots)),
 	}
 	if err := k.setRoundDeadline(ctx, &round, ctx.BlockHeight()+int64(job.Spec.RoundCommitBlocks(params))); err != nil {
 		return err
@@ -477,7 +504,7 @@ func (k Keeper) commitDeadlinePassed(ctx sdk.Context, params types.Params, job t
 		}
 	} else {
 		workers := round.Workers
-		for w := range slots {
+		for w := range k.roundDataSlots(ctx, job, round.Round, slots) {
 			if _, ok := slices.BinarySearch(workers, w); !ok {
 				workers = append(workers, w)
 				slices.Sort(workers)

@@ -80,6 +80,10 @@ type CustodyKeeper interface {
 	RegisterRoundCustody(ctx context.Context, id, owner, trainer string, jobID, leaseID, round uint64, root []byte, size uint64, dataPieces, parityPieces uint32, retainSeconds uint64, pieceRoots [][]byte) error
 	CustodyHolders(ctx context.Context, id string) (live, needed uint32, err error)
 	ReleaseCustodyNow(ctx context.Context, id string) error
+
+	// DatasetShardCount is how many shards a registered dataset has (fixed at
+	// registration): a sync job's rounds assign them among its worker slots.
+	DatasetShardCount(ctx context.Context, id string) (uint32, error)
 }
 
 // HeldCustody is what x/market needs to know of a custody object x/shardregistry holds.

@@ -58,10 +58,43 @@ func (k Keeper) WorkerShards(ctx context.Context, jobID uint64, worker uint32, e
 	if err := k.chargeAssignment(ctx, d.ShardCount, job.Spec.Workers); err != nil {
 		return nil, err
 	}
-	indices := types.AssignShards(job.Seed, epoch, d.ShardCount, job.Spec.Workers)[worker]
+	return k.shardsOf(ctx, d.Id, types.AssignShards(job.Seed, epoch, d.ShardCount, job.Spec.Workers)[worker])
+}
+
+// DatasetShardCount is how many shards dataset id has (x/market checks a sync job's
+// dataset against its workers). An unknown dataset is ErrDatasetNotFound.
+func (k Keeper) DatasetShardCount(ctx context.Context, id string) (uint32, error) {
+	d, err := k.GetDataset(ctx, id)
+	return d.ShardCount, err
+}
+
+// RoundWorkerShards returns the shards (with their piece roots) that worker trains on in
+// round of job jobID, a job that trains in rounds (types.AssignRoundShards), for x/verify's
+// referee. A worker with no shard in the round gets none and no error. It charges
+// gas_per_hash per hash: shards × workers.
+func (k Keeper) RoundWorkerShards(ctx context.Context, jobID uint64, worker uint32, round uint64) ([]types.Shard, error) {
+	job, d, err := k.jobDataset(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if worker >= job.Spec.Workers {
+		return nil, errorsmod.Wrapf(types.ErrInvalidWorker, "job %d has workers 0..%d, not %d", jobID, job.Spec.Workers-1, worker)
+	}
+	if err := k.chargeAssignment(ctx, d.ShardCount, job.Spec.Workers); err != nil {
+		return nil, err
+	}
+	a, err := types.AssignRoundShards(job.Seed, round, d.ShardCount, job.Spec.Workers)
+	if err != nil {
+		return nil, err
+	}
+	return k.shardsOf(ctx, d.Id, a[worker])
+}
+
+// shardsOf loads the shards of dataset id at indices.
+func (k Keeper) shardsOf(ctx context.Context, id string, indices []uint32) ([]types.Shard, error) {
 	shards := make([]types.Shard, 0, len(indices))
 	for _, i := range indices {
-		s, err := k.GetShard(ctx, d.Id, i)
+		s, err := k.GetShard(ctx, id, i)
 		if err != nil {
 			return nil, err
 		}

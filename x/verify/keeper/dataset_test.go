@@ -17,24 +17,47 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
+// registerCorpusDataset registers the first 24,000 bytes of the built-in corpus as dataset
+// id in shards of shardSize bytes, Reed–Solomon 2+1 in 256-byte chunks, and returns the
+// folder of its pieces (manifest.PieceFile names).
+func (e *env) registerCorpusDataset(id string, shardSize int64) string {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	input := filepath.Join(dir, "corpus.txt")
+	require.NoError(e.t, os.WriteFile(input, traindata.BuiltinCorpus()[:24_000], 0o644))
+	out := filepath.Join(dir, "out")
+	m, err := manifest.Build(input, out, manifest.Options{
+		ShardSize: shardSize, ChunkSize: 256,
+		Encoding: shardtypes.Encoding{Kind: shardtypes.ENCODING_KIND_REED_SOLOMON, DataPieces: 2, ParityPieces: 1},
+	})
+	require.NoError(e.t, err)
+	reg, err := m.RegisterMsg(e.owner.String(), id, "corpus")
+	require.NoError(e.t, err)
+	_, err = shardkeeper.NewMsgServerImpl(e.ShardRegistry).RegisterDataset(e.Ctx, reg)
+	require.NoError(e.t, err)
+	return out
+}
+
+// shardStream is the bytes of the given shards' data pieces (2 of each), as a prover
+// reads them from the piece files in out.
+func shardStream(t *testing.T, out string, shards []shardtypes.Shard) []byte {
+	var stream []byte
+	for _, sh := range shards {
+		for p := uint32(0); p < 2; p++ {
+			piece, err := os.ReadFile(filepath.Join(out, manifest.PieceFile(sh.Index, p)))
+			require.NoError(t, err)
+			stream = append(stream, piece...)
+		}
+	}
+	return stream
+}
+
 // A dataset-backed reference job trains each worker on the data pieces of the shards
 // x/shardregistry assigns it. The referee proves the disputed step's batch against those
 // piece roots, registered on-chain with the dataset, and convicts a lying provider.
 func TestDatasetJobDisputeChecksShardRoots(t *testing.T) {
 	e := newEnv(t)
-	dir := t.TempDir()
-	input := filepath.Join(dir, "corpus.txt")
-	require.NoError(t, os.WriteFile(input, traindata.BuiltinCorpus()[:24_000], 0o644))
-	out := filepath.Join(dir, "out")
-	m, err := manifest.Build(input, out, manifest.Options{
-		ShardSize: 4096, ChunkSize: 256,
-		Encoding: shardtypes.Encoding{Kind: shardtypes.ENCODING_KIND_REED_SOLOMON, DataPieces: 2, ParityPieces: 1},
-	})
-	require.NoError(t, err)
-	reg, err := m.RegisterMsg(e.owner.String(), "corpus-v1", "corpus")
-	require.NoError(t, err)
-	_, err = shardkeeper.NewMsgServerImpl(e.ShardRegistry).RegisterDataset(e.Ctx, reg)
-	require.NoError(t, err)
+	out := e.registerCorpusDataset("corpus-v1", 4096)
 
 	prov := e.registerProvider("provider", 8)
 	spec := referenceSpec(16, 16)
@@ -50,14 +73,7 @@ func TestDatasetJobDisputeChecksShardRoots(t *testing.T) {
 	layout, err := types.DatasetLayout(ds, shards)
 	require.NoError(t, err)
 	require.Len(t, layout.Segments, 2*len(shards), "two data pieces per Reed-Solomon 2+1 shard")
-	var stream []byte
-	for _, sh := range shards {
-		for p := uint32(0); p < 2; p++ {
-			piece, err := os.ReadFile(filepath.Join(out, manifest.PieceFile(sh.Index, p)))
-			require.NoError(t, err)
-			stream = append(stream, piece...)
-		}
-	}
+	stream := shardStream(t, out, shards)
 	data, err := traindata.NewStream(layout, stream)
 	require.NoError(t, err)
 	_, err = traindata.NewStream(layout, append([]byte{'x'}, stream[1:]...))

@@ -10,7 +10,6 @@ import (
 	"cosmossdk.io/collections/indexes"
 	"cosmossdk.io/core/address"
 	"cosmossdk.io/core/store"
-	errorsmod "cosmossdk.io/errors"
 	"cosmossdk.io/log"
 
 	"github.com/cosmos/cosmos-sdk/codec"
@@ -19,6 +18,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/x/internal/keeperutil"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	shardtypes "github.com/depinchain/depinchain/x/shardregistry/types"
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -237,16 +237,14 @@ const assignmentEpoch = 0
 // dataLayout is the committed layout of a worker's training stream at step: the built-in
 // corpus, the worker's assigned shards of it in the step's round for a job that trains in
 // rounds (types.WorkerTrainingData), or the data pieces of the shards x/shardregistry
-// assigns to the worker. What x/shardregistry refuses (no such dataset, no shard for the
-// worker) makes the data ErrUnsupportedData; a store failure is returned as it is.
+// assigns to the worker — in the step's round (shardtypes.AssignRoundShards) for a job
+// that trains in rounds, in epoch 0 otherwise. What x/shardregistry refuses (no such
+// dataset, no shard for the worker) makes the data ErrUnsupportedData; a store failure is
+// returned as it is.
 func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint32, step uint64) (traindata.Layout, error) {
 	if job.Spec.DatasetId == "" {
 		d, err := types.WorkerTrainingData(job, worker, step)
 		return d.Layout, err
-	}
-	if job.Spec.Sync != nil {
-		return traindata.Layout{}, errorsmod.Wrapf(types.ErrUnsupportedData,
-			"job %d trains in rounds on dataset %q: per-round dataset assignment is not adjudicable yet", job.Id, job.Spec.DatasetId)
 	}
 	ds, err := k.shardKeeper.GetDataset(ctx, job.Spec.DatasetId)
 	if err != nil {
@@ -255,7 +253,16 @@ func (k Keeper) dataLayout(ctx context.Context, job markettypes.Job, worker uint
 		}
 		return traindata.Layout{}, keeperutil.WrapCause(types.ErrUnsupportedData, err, "job %d", job.Id)
 	}
-	shards, err := k.shardKeeper.WorkerShards(ctx, job.Id, worker, assignmentEpoch)
+	var shards []shardtypes.Shard
+	if job.Spec.Sync != nil {
+		sync, serr := types.JobSync(job)
+		if serr != nil {
+			return traindata.Layout{}, serr
+		}
+		shards, err = k.shardKeeper.RoundWorkerShards(ctx, job.Id, worker, sync.RoundOf(step))
+	} else {
+		shards, err = k.shardKeeper.WorkerShards(ctx, job.Id, worker, assignmentEpoch)
+	}
 	if err != nil {
 		if !keeperutil.IsRefusal(err) {
 			return traindata.Layout{}, err

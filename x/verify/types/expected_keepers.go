@@ -102,4 +102,7 @@ type ShardKeeper interface {
 	// checkpoint). Final checkpoints' objects are x/market's to retain (OnCheckpointFinal).
 	ReleaseCustodyNow(ctx context.Context, id string) error
 	WorkerShards(ctx context.Context, jobID uint64, worker uint32, epoch uint64) ([]shardtypes.Shard, error)
+	// RoundWorkerShards is worker's shards in round of a job that trains in rounds
+	// (shardtypes.AssignRoundShards); none for a slot the round gives no shard.
+	RoundWorkerShards(ctx context.Context, jobID uint64, worker uint32, round uint64) ([]shardtypes.Shard, error)
 }

@@ -82,7 +82,8 @@ func JobTrainingData(job markettypes.Job) (traindata.Stream, error) {
 // rounds, the worker's shards of the built-in corpus in the step's round (pkg/diloco
 // WorkerData over CorpusShards of DefaultShardBytes, assigned among the job's workers by
 // the job seed) — so a trace trained on another worker's shards fails at its batch —
-// otherwise JobTrainingData.
+// otherwise JobTrainingData. A dataset-backed job's stream, in rounds or not, is the
+// DatasetLayout of its worker's shards (a sync job's: of the round, AssignRoundShards).
 func WorkerTrainingData(job markettypes.Job, worker uint32, step uint64) (traindata.Stream, error) {
 	if job.Spec.Sync == nil || job.Spec.DatasetId != "" {
 		return JobTrainingData(job)

@@ -142,7 +142,7 @@ def run_contract(argv):
     if rnd is not None:
         if not env_config:
             raise SystemExit("a round run (DEPIN_ROUND set) trains the exact transformer: DEPIN_EXACT_CONFIG must be set")
-        st, stream = round_start(cfg, rnd, seed, start, total, interval, resume, stream)
+        st, stream = round_start(cfg, rnd, start, total, interval, resume, stream)
     elif resume:
         with open(os.path.join(resume, "state"), "rb") as f:
             st = decode(f.read())
@@ -196,12 +196,13 @@ def round_env():
     return worker, workers, rnd, vals[3], sync
 
 
-def round_start(cfg, rnd, seed, start, total, interval, resume, stream):
+def round_start(cfg, rnd, start, total, interval, resume, stream):
     """A round run's start state and data (the contract's "Round runs"):
     WorkerStart of DEPIN_GLOBAL_STATE with the Adam moments of the carry in
-    DEPIN_RESUME_FROM (empty for a joiner), and the worker's assigned shards
-    of the stream in this round."""
-    worker, workers, r, path, sync = rnd
+    DEPIN_RESUME_FROM (empty for a joiner), and the stream as it is: the
+    sidecar put the worker's data of the round (its assigned shards) in
+    DEPIN_DATA_DIR."""
+    worker, _, r, path, sync = rnd
     every = sync[0]
     if every < 1 or start != r * every or total != (r + 1) * every:
         raise SystemExit(f"round {r} of every {every} trains steps {r * every} to {(r + 1) * every}, "
@@ -230,8 +231,6 @@ def round_start(cfg, rnd, seed, start, total, interval, resume, stream):
         if carry.config.hyper() != cfg.hyper() or carry.step > start or carry.step % every != 0:
             raise SystemExit(f"{resume}: a carry must be a round-end state of this job before step {start}, "
                              f"got step {carry.step}")
-    try:
-        data = diloco.worker_data(stream, seed, r, workers, worker)
-    except ValueError as e:
-        raise SystemExit(str(e))
-    return diloco.worker_start(glob, carry), data
+    if not stream:
+        raise SystemExit(f"DEPIN_DATA_DIR holds no data for worker {worker} in round {r}")
+    return diloco.worker_start(glob, carry), stream

@@ -3,7 +3,6 @@ layout, the exact pseudo-gradient, top-k compression with error feedback and
 the chunk-local outer Nesterov step, producing the same files (and so the
 same Merkle roots) as the Go package. docs/training-together.md is the
 specification."""
-import hashlib
 import struct
 
 import numpy as np
@@ -27,8 +26,6 @@ OFF_ERR_OUT = OFF_ERR_IN + 32
 ZERO_ROOT = bytes(32)
 Q_OUTER = 30
 ENTRY_BYTES = 6
-ASSIGN_DOMAIN = b"depinchain/diloco/assign/v1"
-DEFAULT_SHARD_BYTES = 256
 MAX_WORKERS = 1 << 16
 
 
@@ -232,43 +229,6 @@ def aggregate(global_bytes, pg_files):
     w = clamp32(w - rs(lr * (rs(mu * u, Q_OUTER) + avg), Q_OUTER))
     nh = Header(KIND_GLOBAL, h.round + 1, 0, h.hyper, h.sync, bytes(32), h.chunks)
     return encode_global(nh, w, u)
-
-
-def corpus_shards(size, shard_bytes=DEFAULT_SHARD_BYTES):
-    """A stream of size bytes cut into (id, start, end) shards named
-    "bytes:START-END" (CorpusShards)."""
-    return [(f"bytes:{s}-{min(s + shard_bytes, size)}", s, min(s + shard_bytes, size))
-            for s in range(0, size, shard_bytes)]
-
-
-def assign(seed, rnd, shards, workers):
-    """Per worker slot, the ascending indices of the shards it trains on in
-    round rnd: each shard goes to the slot of highest rendezvous score
-    u64le(SHA-256(domain || u64(len(seed)) || seed || u64(round) ||
-    u32(len(id)) || id || u32(slot))[:8]), ties to the lower slot (Assign)."""
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"{workers} workers, need 1 to {MAX_WORKERS}")
-    prefix = ASSIGN_DOMAIN + struct.pack("<Q", len(seed)) + seed + struct.pack("<Q", rnd)
-    out = [[] for _ in range(workers)]
-    for i, (sid, _, _) in enumerate(shards):
-        b = sid.encode()
-        base = prefix + struct.pack("<I", len(b)) + b
-        scores = [struct.unpack("<Q", hashlib.sha256(base + struct.pack("<I", w)).digest()[:8])[0] for w in range(workers)]
-        out[scores.index(max(scores))].append(i)
-    return out
-
-
-def worker_data(stream, seed, rnd, workers, worker, shard_bytes=DEFAULT_SHARD_BYTES):
-    """The training stream of worker in round rnd: its assigned shards of
-    stream (cut by corpus_shards), in ascending order, concatenated
-    (WorkerData over CorpusShards)."""
-    if not 0 <= worker < workers:
-        raise ValueError(f"worker {worker} outside [0, {workers})")
-    shards = corpus_shards(len(stream), shard_bytes)
-    out = b"".join(stream[s:e] for i in assign(seed, rnd, shards, workers)[worker] for _, s, e in [shards[i]])
-    if not out:
-        raise ValueError(f"worker {worker} has no data in round {rnd} ({len(shards)} shards over {workers} workers)")
-    return out
 
 
 def worker_start(global_bytes, carry=None):
