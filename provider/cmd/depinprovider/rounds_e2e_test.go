@@ -323,26 +323,3 @@ func (r *roundsRun) roundTimes(ctx context.Context, t testing.TB, names ...strin
 	}
 	return train, wait
 }
-
-// BenchmarkRoundBarrier is the round barrier's cost in the three-sidecar run with one
-// deliberately slow worker (w3 sleeps 300 ms after every step, about 2.4 s a round): the
-// share of the workers' time spent waiting for their round to close and its global to be
-// committed, instead of training. It includes the chain's blocks and the custody
-// holders' proofs that a pseudo-gradient is held before the global may be committed.
-func BenchmarkRoundBarrier(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	b.Cleanup(cancel)
-	r := startRoundsJob(ctx, b, roundsJobYAML, map[string][]string{"w3": {"--slow-round-steps", "300ms"}}, nil)
-	for b.Loop() {
-		r.c.waitFor(ctx, b, "round 1's global (G_2) is committed", 10*time.Minute, func() bool {
-			rd, ok := r.round(ctx, 1)
-			return ok && len(rd.NextGlobalRoot) > 0
-		})
-	}
-	r.checkSimulate(ctx, b, nil, nil)
-	train, wait := r.roundTimes(ctx, b, "w1", "w2", "w3")
-	slowTrain, slowWait := r.roundTimes(ctx, b, "w3")
-	b.ReportMetric(100*wait/(train+wait), "%wait")
-	b.ReportMetric(100*slowWait/(slowTrain+slowWait), "%wait-slow-worker")
-	b.ReportMetric(train/2, "train-s/round")
-}
