@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
-	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/runtime"
 	"github.com/depinchain/depinchain/provider/trainer"
 )
@@ -104,13 +103,8 @@ func TestTorchRoundRunRefusesAWrongStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: 2, Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data")}
-	if err := os.MkdirAll(job.DataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(job.DataDir, trainer.CorpusFileName), traindata.BuiltinCorpus(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	job := Job{ID: 7, Seed: testSeed, Config: tinyConfig(), Sync: sync, Workers: 2, Dir: filepath.Join(root, "rounds"), DataDir: filepath.Join(root, "data"),
+		Data: CorpusData(testSeed, 2)}
 	g0, err := diloco.InitGlobal(tinyConfig(), sync, testSeed)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +118,12 @@ func TestTorchRoundRunRefusesAWrongStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := func(round uint64, global, resume string) trainer.Env {
-		return trainer.Env{JobID: 7, OutputDir: filepath.Join(root, "torch-out"), DataDir: job.DataDir, ResumeFrom: resume,
+		// Worker 1's data of the round, as the sidecar puts it in the run's data folder.
+		dataDir := filepath.Join(root, fmt.Sprintf("torch-data-%d", round))
+		if err := job.Data(context.Background(), round, 1, dataDir); err != nil {
+			t.Fatal(err)
+		}
+		return trainer.Env{JobID: 7, OutputDir: filepath.Join(root, "torch-out"), DataDir: dataDir, ResumeFrom: resume,
 			StartStep: sync.RoundStart(round), TotalSteps: sync.RoundStart(round + 1), CheckpointInterval: 2, JobSeed: testSeed,
 			Exact: &job.Config, Round: &trainer.RoundEnv{Worker: 1, Workers: 2, Round: round, GlobalState: global, Sync: sync}}
 	}
