@@ -190,5 +190,78 @@ func TestRoundRedoneAfterItsStartGlobalIsProvenWrong(t *testing.T) {
 	require.True(t, math.ZeroInt().Equal(lease.Pending.Amount))
 	require.Equal(t, markettypes.ROUND_STATE_FINAL, r.round(1).State)
 	require.Equal(t, []uint32{1}, r.round(1).Entered)
+	require.Zero(t, r.getJob(r.job.Id).MissedRounds[1], "the honest worker missed no round")
+	r.requireInvariants()
+}
+
+// Worker 1 trains round 0 on worker 0's shards; G_1 is committed over both and both
+// workers train and checkpoint round 1 on it. A verifier's game convicts worker 1's round-0
+// checkpoint: x/market excludes it, voids G_1 and deletes round 1, and x/verify discards
+// both workers' round-1 checkpoints (no penalty) and rejects the cheater's round-0 one
+// (behind its discarded round-1 checkpoint). Honest worker 0 aggregates round 0 again,
+// redoes round 1 from the new G_1 with a fresh checkpoint, and the job completes: worker
+// 0 is paid both rounds exactly, missed no round and keeps its lease to the end.
+func TestRoundRedoneAfterAWorkerOfThePreviousRoundIsConvicted(t *testing.T) {
+	r := newTraceRoundsOf(t, 2)
+	r.commitRound(0)
+	r.commitRound(1)
+	r.commitGlobal(0)
+	g1, err := diloco.Aggregate(r.g0, r.pgs[:])
+	require.NoError(t, err)
+	carry0 := r.runs[0].stateAt(t, traceRoundSteps)
+	require.Equal(t, markettypes.ROUND_STATE_OPEN, r.round(1).State)
+	r.trainRound(0, 1, 1, g1, carry0)
+	r.trainRound(1, 1, 1, g1, r.trained(1).stateAt(t, traceRoundSteps))
+	honest := r.leases[0].Id
+	claim0, claim1 := r.checkpoint(honest, 0).Claim, r.checkpoint(honest, 1).Claim
+
+	cheater, own := r.trained(1), r.runs[1]
+	chal := newParty(r.account("verifier"), own.trace(0, traceRoundSteps), func(step uint64) *exact.State { return own.stateAt(t, step) })
+	prov := newParty(r.provs[1], cheater.trace(0, traceRoundSteps), func(step uint64) *exact.State { return cheater.stateAt(t, step) })
+	id := r.openChallenge(chal, r.leases[1].Id, 0)
+	g := r.game(id, prov, chal, chal)
+	g.blocks = true
+	ch := g.play(own)
+	require.Equal(t, types.CHALLENGE_OUTCOME_CHALLENGER_WON, ch.Outcome, ch.OutcomeReason)
+
+	_, err = r.Market.GetRound(r.Ctx, r.job.Id, 1)
+	require.Error(t, err, "round 1 was deleted with G_1")
+	discarded := typedEvents[*types.EventCheckpointsDiscarded](r.env)
+	require.Len(t, discarded, 2)
+	for _, ev := range discarded {
+		require.Equal(t, uint64(traceRoundSteps), ev.FromStep)
+		require.Equal(t, uint64(1), ev.FirstIndex)
+	}
+	require.Equal(t, types.CHECKPOINT_STATUS_REJECTED, r.checkpoint(honest, 1).Status)
+	require.Equal(t, types.CHECKPOINT_STATUS_REJECTED, r.checkpoint(r.leases[1].Id, 0).Status, "the cheater's round-0 checkpoint goes with its lease")
+	require.Equal(t, types.CHECKPOINT_STATUS_PENDING, r.checkpoint(honest, 0).Status)
+	require.Equal(t, markettypes.LEASE_CLOSE_REASON_FRAUD, r.getLease(r.leases[1].Id).CloseReason)
+	lease := r.getLease(honest)
+	require.Equal(t, markettypes.LEASE_STATE_ACTIVE, lease.State)
+	require.Equal(t, claim0, lease.Pending, "round 1's claim went back to the job; round 0's stands")
+
+	r.nextBlock() // x/shardregistry releases the voided objects
+	r.commitGlobal(0)
+	newG1, err := diloco.Aggregate(r.g0, []*diloco.PseudoGradient{r.pgs[0]})
+	require.NoError(t, err)
+	require.Equal(t, markettypes.ROUND_STATE_OPEN, r.round(1).State)
+	redo := r.trainRound(0, 1, 2, newG1, carry0)
+	require.Equal(t, uint64(traceRoundSteps), r.checkpoint(honest, 2).StartStep)
+	require.Equal(t, claim1, r.checkpoint(honest, 2).Claim)
+	require.Equal(t, markettypes.ROUND_STATE_AGGREGATING, r.round(1).State)
+	r.aggregate(0, 1, newG1, map[uint32]redoRun{0: redo}, false)
+
+	mp, err := r.Market.Params.Get(r.Ctx)
+	require.NoError(t, err)
+	r.runUntil(3*int64(mp.RoundChallengeBlocks)+3*int64(r.verifyParams().ChallengeWindow), func() bool {
+		return r.getJob(r.job.Id).State == markettypes.JOB_STATE_COMPLETED
+	})
+	job := r.getJob(r.job.Id)
+	require.Zero(t, job.MissedRounds[0], "the honest worker missed no round")
+	lease = r.getLease(honest)
+	require.Equal(t, markettypes.LEASE_CLOSE_REASON_COMPLETED, lease.CloseReason)
+	require.Equal(t, claim0.Add(claim1), lease.Withdrawable, "paid both rounds, exactly")
+	require.True(t, math.ZeroInt().Equal(lease.Pending.Amount))
+	require.True(t, r.getLease(r.leases[1].Id).Withdrawable.IsZero(), "the cheater is paid nothing")
 	r.requireInvariants()
 }
