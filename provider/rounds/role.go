@@ -286,6 +286,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		r.mu.Unlock()
 	}()
 	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, OutputDir: l.OutputDir, LogDir: l.LogDir, Carry: r.readCarry(j, l.ID)}
+	// carries[q] is the carry the lease trained round q with: a redone round trains
+	// with it again.
+	carries := map[uint64]*uint64{}
 	for {
 		rd, err := r.openRound(ctx, l, wake)
 		if err != nil {
@@ -295,8 +298,20 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
 			return nil
 		}
-		if err := r.serveRound(ctx, l, &w, rd, wake); err != nil {
+		if _, seen := carries[rd.Round]; !seen {
+			carries[rd.Round] = w.Carry
+		}
+		err = r.deletedOr(ctx, l, rd.Round, r.serveRound(ctx, l, &w, rd, wake))
+		redone := false
+		for errors.Is(err, errRoundDeleted) {
+			redone = true
+			err = r.redo(ctx, l, &w, carries, wake)
+		}
+		if err != nil {
 			return err
+		}
+		if redone {
+			continue
 		}
 		if rd.Round+1 >= rounds {
 			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
@@ -506,7 +521,7 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	if slices.Contains(rd.Entered, l.Worker) {
 		carry := round
 		w.Carry = &carry
-		if err := pieces.WriteBytesAtomic(carryPath(w.Job, l.ID), []byte(strconv.FormatUint(round, 10))); err != nil {
+		if err := r.writeCarry(w.Job, l.ID, &carry); err != nil {
 			return err
 		}
 	}
@@ -666,12 +681,74 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 	return nil
 }
 
-// waitRound polls round until done says so.
+// errRoundDeleted: the round a lease served is gone: x/market deleted it (and the rounds
+// after it) with its voided start global, and the lease's commit and checkpoint of it
+// with it.
+var errRoundDeleted = errors.New("the round was deleted with its start global")
+
+// redo goes back to the job's current round p after x/market deleted the rounds after it
+// (their start global G_{p+1} was voided): the lease takes round p+1's carry back and,
+// when its slot entered p, takes part in p's aggregation again; Serve then trains round
+// p+1 again from the new G_{p+1}.
+func (r *Role) redo(ctx context.Context, l Lease, w *Worker, carries map[uint64]*uint64, wake chan struct{}) error {
+	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
+	if err != nil {
+		return err
+	}
+	p := job.Job.Round
+	if carry, ok := carries[p+1]; ok {
+		w.Carry = carry
+		if err := r.writeCarry(w.Job, l.ID, carry); err != nil {
+			return err
+		}
+	}
+	for q := range carries {
+		if q > p+1 {
+			delete(carries, q)
+		}
+	}
+	// The deleted rounds' round-end checkpoints started from the voided global: Train
+	// must not take them for a restart's.
+	for q := p + 1; q < l.Job.Spec.Rounds(); q++ {
+		if err := os.RemoveAll(trainer.CheckpointDir(w.OutputDir, w.Job.Sync.RoundStart(q+1))); err != nil {
+			return err
+		}
+	}
+	res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: p})
+	if err != nil {
+		return err
+	}
+	r.log.Warn("the global state a round started from was voided: redoing the round", "lease", l.ID, "job", l.Job.Id, "round", p+1)
+	if res.Round.State == markettypes.ROUND_STATE_OPEN || !slices.Contains(res.Round.Entered, l.Worker) {
+		return nil
+	}
+	return r.deletedOr(ctx, l, p, r.aggregate(ctx, l, w, p, wake))
+}
+
+// deletedOr is errRoundDeleted when serving round failed because the chain deleted it
+// meanwhile (its commits went with it: the job's round is back before it), else err.
+func (r *Role) deletedOr(ctx context.Context, l Lease, round uint64, err error) error {
+	if err == nil || errors.Is(err, errRoundDeleted) || ctx.Err() != nil {
+		return err
+	}
+	if job, jerr := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id}); jerr == nil && job.Job.Round < round {
+		return errRoundDeleted
+	}
+	return err
+}
+
+// waitRound polls round until done says so. A round that is gone while the job's round
+// went back before it was deleted (errRoundDeleted).
 func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan struct{}, done func(markettypes.Round) bool) (markettypes.Round, error) {
 	for {
 		res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round})
 		if err == nil && done(res.Round) {
 			return res.Round, nil
+		}
+		if err != nil {
+			if err := r.deletedOr(ctx, l, round, err); errors.Is(err, errRoundDeleted) {
+				return markettypes.Round{}, err
+			}
 		}
 		if err := r.sleep(ctx, wake); err != nil {
 			return markettypes.Round{}, err
@@ -682,6 +759,17 @@ func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan s
 // carryPath records the last round lease entered (its carry).
 func carryPath(j Job, leaseID uint64) string {
 	return filepath.Join(j.Dir, "carry-lease-"+strconv.FormatUint(leaseID, 10))
+}
+
+// writeCarry records the lease's carry (none: the file goes).
+func (r *Role) writeCarry(j Job, leaseID uint64, carry *uint64) error {
+	if carry == nil {
+		if err := os.Remove(carryPath(j, leaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return pieces.WriteBytesAtomic(carryPath(j, leaseID), []byte(strconv.FormatUint(*carry, 10)))
 }
 
 func (r *Role) readCarry(j Job, leaseID uint64) *uint64 {

@@ -41,6 +41,8 @@ type fakeChain struct {
 	// proofs are the round faults the chain took; convicted their authors.
 	proofs    []*verifytypes.MsgProveRoundFault
 	convicted []string
+	// holdGlobal refuses the globals of these rounds (a test acts before they are committed).
+	holdGlobal map[uint64]bool
 }
 
 // proveRoundFault takes an aggregation proof of a global in its challenge window whose
@@ -327,7 +329,7 @@ func (c *fakeChain) commitGlobal(custodyDir string, m *markettypes.MsgCommitGlob
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rd := c.rounds[m.Round]
-	if rd == nil || rd.State != markettypes.ROUND_STATE_AGGREGATING || !slices.Equal(rd.Entered, m.Entered) || slices.Contains(c.convicted, m.Provider) {
+	if rd == nil || rd.State != markettypes.ROUND_STATE_AGGREGATING || !slices.Equal(rd.Entered, m.Entered) || slices.Contains(c.convicted, m.Provider) || c.holdGlobal[m.Round] {
 		return &chain.TxError{Result: &chain.TxResult{Code: 1, Log: "global already committed or round not aggregating"}}
 	}
 	root := slices.Clone(m.GlobalRoot)
@@ -627,6 +629,78 @@ func testWorkerFaultProven(t *testing.T, cheat func(*Options), kind verifytypes.
 	for _, w := range ws[:2] {
 		if st := w.role.Status()[0]; st.Phase != PhaseDone || w.metrics.count() != 0 {
 			t.Fatalf("worker %d's status: %+v, %d mismatches counted", w.lease.Worker, st, w.metrics.count())
+		}
+	}
+}
+
+// Round 1 opens on G_1 and every slot trains, commits and checkpoints it; then slot 2's
+// round-0 checkpoint is convicted in a game (as x/verify's convict does: its commit is
+// excluded, G_1 voided, round 1 deleted with its commits, its lease ends). The honest
+// slots notice their round 1 is gone, aggregate round 0 again without slot 2, train round
+// 1 again from the new G_1 with the carry they had, and commit and checkpoint it again
+// (their next checkpoint, from step every): the job ends at diloco.Simulate's globals
+// with slot 2 out of both rounds.
+func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.holdGlobal = map[uint64]bool{1: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	convictedCtx, stopConvicted := context.WithCancel(ctx)
+	convictedDone := make(chan struct{})
+	go func() {
+		defer close(convictedDone)
+		_ = ws[2].role.Serve(convictedCtx, ws[2].lease) // its lease ends with the conviction
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if rd := c.rounds[1]; rd != nil && rd.State == markettypes.ROUND_STATE_AGGREGATING {
+				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+				c.commits[0][i].Excluded = true
+				c.convicted = append(c.convicted, "provider-2")
+				rd0 := c.rounds[0]
+				rd0.Entered = []uint32{0, 1}
+				c.voidGlobal(rd0)
+				c.expect[1] = []uint32{0, 1}
+				delete(c.holdGlobal, 1)
+				c.mu.Unlock()
+				stopConvicted()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-convictedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
+		}
+	}
+	for _, w := range ws[:2] {
+		cps := c.checkpoints[w.lease.ID]
+		if len(cps) != 3 || cps[1].StartStep != 2 || cps[2].StartStep != 2 || slices.Equal(cps[1].FinalHash, cps[2].FinalHash) {
+			t.Fatalf("worker %d's checkpoints: %+v, want rounds 0, 1 and round 1 redone from the new G_1", w.lease.Worker, cps)
+		}
+		if st := w.role.Status()[0]; st.Phase != PhaseDone || st.Round != 1 {
+			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
 		}
 	}
 }

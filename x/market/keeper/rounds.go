@@ -797,7 +797,9 @@ func (k Keeper) voidGlobal(ctx sdk.Context, params types.Params, job *types.Job,
 
 // deleteRound removes a round that trained on a voided global: its commits' claims go
 // back to the job and their steps may be claimed again when the round is redone; its
-// custody objects are released now. The caller saves the job.
+// custody objects are released now; x/verify discards the commits' checkpoints of the
+// round (they are not final: they wait for the round's start global), so each worker's
+// next checkpoint is its redo of the round. The caller saves the job.
 func (k Keeper) deleteRound(ctx sdk.Context, job *types.Job, q uint64) error {
 	round, found, err := keeperutil.Optional(k.Rounds.Get(ctx, collections.Join(job.Id, q)))
 	if err != nil || !found {
@@ -825,6 +827,12 @@ func (k Keeper) deleteRound(ctx sdk.Context, job *types.Job, q uint64) error {
 			return err
 		}
 		setClaimedStep(job, c.Worker, min(claimedStepOf(*job, c.Worker), start))
+		if k.roundTraces.keeper != nil {
+			if err := k.roundTraces.keeper.DiscardRoundCheckpoints(ctx, c.LeaseId, start,
+				fmt.Sprintf("round %d of job %d was deleted: its start global was voided", q, job.Id)); err != nil {
+				return err
+			}
+		}
 		if err := k.custody.keeper.ReleaseCustodyNow(ctx, types.PseudoGradientCustodyID(job.Id, q, c.Worker)); err != nil {
 			return err
 		}

@@ -31,6 +31,10 @@ type RoundTraceKeeper interface {
 	// RoundCheckpointPending reports whether lease's checkpoint ending at endStep is still
 	// pending (in its challenge window, under challenge, or waiting to finalize).
 	RoundCheckpointPending(ctx context.Context, leaseID, endStep uint64) (bool, error)
+	// DiscardRoundCheckpoints sets aside, with no penalty, the lease's pending checkpoints
+	// from fromStep on: they trained a round deleted with its voided start global, which
+	// the lease redoes from the new global (its next checkpoint starts at fromStep).
+	DiscardRoundCheckpoints(ctx context.Context, leaseID, fromStep uint64, reason string) error
 }
 
 // AccountKeeper is what x/market needs from x/auth.

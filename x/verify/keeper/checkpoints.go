@@ -33,23 +33,31 @@ func (k Keeper) expectedStart(ctx context.Context, lease markettypes.Lease, job 
 		return 0, 0, nil, err
 	}
 	if ok {
-		return last.Index + 1, last.EndStep, last.FinalHash, nil
+		index = last.Index + 1
+		// Checkpoints discarded with the rounds they trained (DiscardRoundCheckpoints) keep
+		// their index, but the redone rounds start where the last kept one ended.
+		if last, ok, err = k.lastKeptCheckpoint(ctx, lease.Id, index); err != nil {
+			return 0, 0, nil, err
+		}
+		if ok {
+			return index, last.EndStep, last.FinalHash, nil
+		}
 	}
 	if lease.ResumeStep > 0 {
-		return 0, lease.ResumeStep, lease.ResumeHash, nil
+		return index, lease.ResumeStep, lease.ResumeHash, nil
 	}
 	if root := job.Spec.Workload.InitStateRoot; len(root) != 0 {
 		// A fine-tuning job starts from the owner's imported weights, whose root the spec
 		// names: anyone can import them and check (x/market validated it is 32 bytes).
-		return 0, 0, root, nil
+		return index, 0, root, nil
 	}
 	if job.Spec.Workload.Kind.Adjudicable() {
 		h, err := k.initialStateHash(ctx, job)
-		return 0, 0, h, err
+		return index, 0, h, err
 	}
 	// A container job's initial state is whatever its image starts from; nothing on-chain
 	// can compute it, and its checkpoints are never adjudicated.
-	return 0, 0, nil, nil
+	return index, 0, nil, nil
 }
 
 // initialStateHash computes h_0, the root of the job's freshly initialised state, charging
@@ -290,18 +298,18 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 		if !found {
 			return nil // the end of the lease's chain of checkpoints
 		}
+		if cp.Status == types.CHECKPOINT_STATUS_REJECTED {
+			// Discarded with the round it trained (a lease whose checkpoint was rejected
+			// for fraud is closed and has no later ones): the chain goes on past it.
+			index++
+			continue
+		}
 		windowOpen := ctx.BlockHeight() < cp.ChallengeDeadline || (ctx.BlockHeight() == cp.ChallengeDeadline && !endOfBlock)
 		if cp.Status != types.CHECKPOINT_STATUS_PENDING || cp.OpenChallenges > 0 || windowOpen {
 			return nil
 		}
-		if index > 0 {
-			prev, err := k.GetCheckpoint(ctx, leaseID, index-1)
-			if err != nil {
-				return err
-			}
-			if prev.Status != types.CHECKPOINT_STATUS_FINAL {
-				return nil
-			}
+		if prev, ok, err := k.lastKeptCheckpoint(ctx, leaseID, index); err != nil || (ok && prev.Status != types.CHECKPOINT_STATUS_FINAL) {
+			return err
 		}
 		params, err := k.Params.Get(ctx)
 		if err != nil {
@@ -313,6 +321,12 @@ func (k Keeper) tryFinalize(ctx sdk.Context, leaseID, index uint64, endOfBlock b
 		}
 		if ready, err := k.custodyReady(ctx, params, cp); !ready || err != nil {
 			return err
+		}
+		if ready, err := k.roundStartFinal(ctx, cp); !ready || err != nil {
+			if err != nil {
+				return err
+			}
+			return k.CustodyQueue.Set(ctx, collections.Join3(ctx.BlockHeight()+int64(params.CustodyRecheckBlocks), cp.LeaseId, cp.Index))
 		}
 		cp.Status = types.CHECKPOINT_STATUS_FINAL
 		if err := k.saveCheckpoint(ctx, cp); err != nil {
@@ -387,6 +401,9 @@ func (k Keeper) rejectPending(ctx sdk.Context, leaseID uint64, reason string) ([
 		if err != nil {
 			iter.Close()
 			return nil, err
+		}
+		if cp.Status == types.CHECKPOINT_STATUS_REJECTED {
+			continue // discarded with the round it trained (DiscardRoundCheckpoints)
 		}
 		if cp.Status != types.CHECKPOINT_STATUS_PENDING {
 			break

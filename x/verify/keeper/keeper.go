@@ -221,6 +221,27 @@ func (k Keeper) lastCheckpoint(ctx context.Context, leaseID uint64) (types.Check
 	return cp, err == nil, err
 }
 
+// lastKeptCheckpoint is the lease's last checkpoint before index that was not
+// REJECTED. On a lease still serving, a rejected checkpoint was discarded with the round
+// it trained (DiscardRoundCheckpoints); the walk back passes the few of them.
+func (k Keeper) lastKeptCheckpoint(ctx context.Context, leaseID, index uint64) (types.Checkpoint, bool, error) {
+	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID).EndExclusive(index).Descending())
+	if err != nil {
+		return types.Checkpoint{}, false, err
+	}
+	defer iter.Close()
+	for ; iter.Valid(); iter.Next() {
+		cp, err := iter.Value()
+		if err != nil {
+			return types.Checkpoint{}, false, err
+		}
+		if cp.Status != types.CHECKPOINT_STATUS_REJECTED {
+			return cp, true, nil
+		}
+	}
+	return types.Checkpoint{}, false, nil
+}
+
 func (k Keeper) saveCheckpoint(ctx context.Context, cp types.Checkpoint) error {
 	return k.Checkpoints.Set(ctx, collections.Join(cp.LeaseId, cp.Index), cp)
 }

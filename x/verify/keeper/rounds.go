@@ -537,3 +537,87 @@ func (k Keeper) RoundCheckpointPending(ctx context.Context, leaseID, endStep uin
 	}
 	return false, nil
 }
+
+// DiscardRoundCheckpoints sets aside the lease's pending checkpoints from fromStep on
+// (x/market's RoundTraceKeeper): x/market deleted the rounds they trained, their start
+// global having been voided, and the lease redoes them from the new global. Nobody did
+// anything wrong: no penalty, their pay went back with the rounds' claims (x/market), the
+// auditors' work is paid as for a checkpoint rejected through no fault of theirs, games on
+// them end moot, their custody is released now. They keep their index as REJECTED (a game
+// or audit names them by it); the lease's next checkpoint starts where its last
+// checkpoint before fromStep ended (expectedStart). None of them is final: a round's
+// checkpoint waits for its start global to be final (roundStartFinal).
+func (k Keeper) DiscardRoundCheckpoints(ctx context.Context, leaseID, fromStep uint64, reason string) error {
+	sdkCtx := sdk.UnwrapSDKContext(ctx)
+	iter, err := k.Checkpoints.Iterate(ctx, collections.NewPrefixedPairRange[uint64, uint64](leaseID).Descending())
+	if err != nil {
+		return err
+	}
+	var discarded []types.Checkpoint
+	for ; iter.Valid(); iter.Next() {
+		cp, err := iter.Value()
+		if err != nil {
+			iter.Close()
+			return err
+		}
+		if cp.StartStep < fromStep {
+			break
+		}
+		if cp.Status == types.CHECKPOINT_STATUS_PENDING {
+			discarded = append(discarded, cp)
+		}
+	}
+	iter.Close()
+	if len(discarded) == 0 {
+		return nil
+	}
+	slices.Reverse(discarded)
+	for _, cp := range discarded {
+		cp.Status = types.CHECKPOINT_STATUS_REJECTED
+		if err := k.saveCheckpoint(ctx, cp); err != nil {
+			return err
+		}
+		if err := k.FinalizationQueue.Remove(ctx, collections.Join3(cp.ChallengeDeadline, cp.LeaseId, cp.Index)); err != nil {
+			return err
+		}
+		if err := k.AuditDrawQueue.Remove(ctx, collections.Join3(cp.SubmittedHeight+1, cp.LeaseId, cp.Index)); err != nil {
+			return err
+		}
+		if cp.CustodyId != "" {
+			if err := k.shardKeeper.ReleaseCustodyNow(ctx, cp.CustodyId); err != nil {
+				return err
+			}
+		}
+		if err := k.settleAudits(sdkCtx, cp, false); err != nil {
+			return err
+		}
+	}
+	return keeperutil.Emit(sdkCtx, &types.EventCheckpointsDiscarded{
+		LeaseId: leaseID, FromStep: fromStep, FirstIndex: discarded[0].Index, LastIndex: discarded[len(discarded)-1].Index, Reason: reason,
+	})
+}
+
+// roundStartFinal reports whether a checkpoint may finalize as far as its round goes: a
+// checkpoint of round q ≥ 1 of a job that trains in rounds starts from G_q, which a
+// round fault or a conviction can still void (and x/market then deletes round q and
+// this checkpoint with it) until round q-1 is final. No cycle with x/market's rule that
+// round q-1 waits for its workers' round-(q-1) checkpoints: those wait for G_{q-1}.
+func (k Keeper) roundStartFinal(ctx sdk.Context, cp types.Checkpoint) (bool, error) {
+	job, err := k.marketKeeper.GetJob(ctx, cp.JobId)
+	if err != nil || job.Spec.Sync == nil {
+		return err == nil, err
+	}
+	sync, err := types.JobSync(job)
+	if err != nil {
+		return false, err
+	}
+	q := sync.RoundOf(cp.StartStep)
+	if q == 0 {
+		return true, nil
+	}
+	prev, err := k.marketKeeper.GetRound(ctx, cp.JobId, q-1)
+	if err != nil {
+		return false, err
+	}
+	return prev.State == markettypes.ROUND_STATE_FINAL, nil
+}

@@ -44,7 +44,10 @@ type traceRounds struct {
 
 const traceRoundSteps = 4
 
-func newTraceRounds(t *testing.T) *traceRounds {
+func newTraceRounds(t *testing.T) *traceRounds { return newTraceRoundsOf(t, 1) }
+
+// newTraceRoundsOf is traceRounds' job trained in `rounds` rounds of traceRoundSteps.
+func newTraceRoundsOf(t *testing.T, rounds uint64) *traceRounds {
 	e := newEnv(t)
 	// Custody claims are seeded by the hash of their period's first block.
 	e.Ctx = e.Ctx.WithHeaderHash(keepers.BlockHash(1))
@@ -57,7 +60,7 @@ func newTraceRounds(t *testing.T) *traceRounds {
 	r := &traceRounds{env: e, pieces: map[string][][]byte{}}
 	r.holders = []sdk.AccAddress{e.registerProvider("holder-a", 1), e.registerProvider("holder-b", 1)}
 
-	spec := referenceSpec(traceRoundSteps, traceRoundSteps)
+	spec := referenceSpec(rounds*traceRoundSteps, traceRoundSteps)
 	spec.Workers = 2
 	spec.Custody = &markettypes.CustodySpec{DataPieces: 2, ParityPieces: 1, RetainCheckpoints: 720 * time.Hour}
 	sync, err := diloco.SyncSpec{Every: traceRoundSteps, OuterLR: 0.7, OuterMomentum: 0.9}.Sync()
