@@ -37,7 +37,7 @@ func (r *Role) serveRounds(ctx context.Context, l *lease) error {
 		return fmt.Errorf("%w: job %d trains in rounds and runtime %s does not run rounds", errPermanent, l.job.Id, l.rt.Name())
 	}
 	err = r.opts.Rounds.Serve(ctx, rounds.Lease{
-		ID: l.rec.LeaseID, Worker: l.chain.Worker, Job: l.job, Trainer: tr, OutputDir: l.out(), DataDir: l.dataDir(), LogDir: l.logDir(),
+		ID: l.rec.LeaseID, Worker: l.chain.Worker, Job: l.job, Trainer: tr, GPUs: l.rec.GPUs, OutputDir: l.out(), DataDir: l.dataDir(), LogDir: l.logDir(),
 		SubmitCheckpoint: func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error {
 			if err := r.submitCheckpoint(ctx, l.rec, l.next, cp, custodySpecOf(l.job), commit); err != nil {
 				// Refused (e.g. the round closed without it): this index goes to the

@@ -250,9 +250,11 @@ type Lease struct {
 	ID     uint64
 	Worker uint32
 	Job    markettypes.Job
-	// Trainer trains its rounds (nil: the Go exact trainer); OutputDir receives the
-	// round-end checkpoints, DataDir the training stream, LogDir the trainer's logs.
+	// Trainer trains its rounds (nil: the Go exact trainer) on GPUs (the leased GPUs'
+	// UUIDs); OutputDir receives the round-end checkpoints, DataDir the training stream,
+	// LogDir the trainer's logs.
 	Trainer                    Trainer
+	GPUs                       []string
 	OutputDir, DataDir, LogDir string
 	// SubmitCheckpoint commits round-end checkpoint cp in x/verify as the lease's next
 	// checkpoint, in one transaction after commit (MsgCommitRound).
@@ -285,7 +287,8 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		delete(r.wake, l.ID)
 		r.mu.Unlock()
 	}()
-	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, OutputDir: l.OutputDir, LogDir: l.LogDir, Carry: r.readCarry(j, l.ID)}
+	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, LeaseID: l.ID, GPUs: l.GPUs, OutputDir: l.OutputDir, LogDir: l.LogDir,
+		Carry: r.readCarry(j, l.ID)}
 	// carries[q] is the carry the lease trained round q with: a redone round trains
 	// with it again.
 	carries := map[uint64]*uint64{}

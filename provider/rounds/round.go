@@ -130,6 +130,10 @@ type Worker struct {
 	Index uint32
 	// Trainer trains the worker's rounds; nil is the Go exact trainer (runtime.Reference).
 	Trainer Trainer
+	// LeaseID and GPUs (the leased GPUs' UUIDs) are the round runs' DEPIN_LEASE_ID and
+	// CUDA_VISIBLE_DEVICES.
+	LeaseID uint64
+	GPUs    []string
 	// OutputDir receives the trainer's checkpoint folders (the lease's output folder,
 	// which the checkpoint server serves for disputes); LogDir the trainer's logs (a
 	// trainer process's; the Go trainer has none).
@@ -164,7 +168,7 @@ type Contribution struct {
 func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.StepMetric)) (Contribution, error) {
 	end := w.Sync.RoundStart(round + 1)
 	env := trainer.Env{
-		JobID: w.ID, OutputDir: w.OutputDir, DataDir: w.RoundDataDir(round),
+		JobID: w.ID, LeaseID: w.LeaseID, OutputDir: w.OutputDir, DataDir: w.RoundDataDir(round), VisibleDevices: w.GPUs,
 		StartStep: w.Sync.RoundStart(round), TotalSteps: end, CheckpointInterval: uint64(w.Sync.Every), JobSeed: w.Seed,
 		Exact: &w.Config,
 		Round: &trainer.RoundEnv{Worker: w.Index, Workers: w.Workers, Round: round, GlobalState: w.GlobalPath(round), Sync: w.Sync},

@@ -3,6 +3,7 @@ package rounds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -140,8 +141,8 @@ func runRoundsWith(t *testing.T, spec diloco.SyncSpec, workers, rounds int, trai
 		if _, _, err := job.PutGlobal(g0); err != nil {
 			t.Fatal(err)
 		}
-		cars[i] = &sidecar{w: Worker{Job: job, Index: uint32(i), OutputDir: filepath.Join(root, "out"), LogDir: filepath.Join(root, "logs")},
-			custody: filepath.Join(root, "custody")}
+		cars[i] = &sidecar{w: Worker{Job: job, Index: uint32(i), LeaseID: uint64(100 + i), GPUs: []string{fmt.Sprintf("GPU-test-%d", i)},
+			OutputDir: filepath.Join(root, "out"), LogDir: filepath.Join(root, "logs")}, custody: filepath.Join(root, "custody")}
 		if trainerOf != nil {
 			cars[i].w.Trainer = trainerOf(i)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,42 @@ func TestTorchRoundRunRefusesAWrongStart(t *testing.T) {
 				t.Fatalf("a round-end checkpoint was written: %v", serr)
 			}
 		})
+	}
+}
+
+// recordingTrainer is the Go trainer, recording every round run's environment.
+type recordingTrainer struct{ envs []trainer.Env }
+
+func (r *recordingTrainer) RunRound(ctx context.Context, env trainer.Env, logDir string, onStep func(trainer.StepMetric)) error {
+	r.envs = append(r.envs, env)
+	return (&runtime.Reference{}).RunRound(ctx, env, logDir, onStep)
+}
+
+// A worker trains through its Trainer with the contract's round run: its lease, its
+// GPUs, its slot, the round's global state and steps, and its carry as DEPIN_RESUME_FROM
+// (none in its first round).
+func TestWorkerRunsRoundsThroughItsTrainer(t *testing.T) {
+	rec := &recordingTrainer{}
+	_, cons := runRoundsWith(t, diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}, 2, 2, func(i int) Trainer {
+		if i == 1 {
+			return rec
+		}
+		return nil
+	})
+	if len(rec.envs) != 2 {
+		t.Fatalf("worker 1's trainer ran %d round runs, want 2", len(rec.envs))
+	}
+	for r, env := range rec.envs {
+		rd := env.Round
+		wantResume := ""
+		if r == 1 {
+			wantResume = trainer.CheckpointDir(filepath.Dir(filepath.Dir(cons[0][1].Checkpoint.Dir)), 2)
+		}
+		if rd == nil || rd.Worker != 1 || rd.Workers != 2 || rd.Round != uint64(r) || filepath.Base(rd.GlobalState) != fmt.Sprintf("global-%d", r) ||
+			env.StartStep != uint64(2*r) || env.TotalSteps != uint64(2*r+2) || env.CheckpointInterval != 2 || env.ResumeFrom != wantResume ||
+			env.LeaseID != 101 || !slices.Equal(env.VisibleDevices, []string{"GPU-test-1"}) {
+			t.Fatalf("round %d's run: %+v (round %+v), want lease 101 on GPU-test-1, worker 1 of 2, steps %d..%d, resume from %q",
+				r, env, rd, 2*r, 2*r+2, wantResume)
+		}
 	}
 }
