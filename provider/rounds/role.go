@@ -45,6 +45,7 @@ import (
 type Chain interface {
 	chain.JobQuerier
 	chain.LeaseQuerier
+	chain.LeasesQuerier
 	chain.CheckpointsQuerier
 	Round(ctx context.Context, in *markettypes.QueryRoundRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundResponse, error)
 	RoundCommits(ctx context.Context, in *markettypes.QueryRoundCommitsRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundCommitsResponse, error)
@@ -599,23 +600,35 @@ func (r *Role) commitAndDefend(ctx context.Context, l Lease, w *Worker, rd marke
 	deadline := time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
 	r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseWaitingGlobal })
 	// seen is the last committed global that is not mine; refused is the one whose proof
-	// the chain refused (proven by another worker first, or too late).
+	// the chain refused (proven by another worker first, or too late). published is set
+	// once a committed global is seen, so that its rejection restarts the turns.
 	var seen, refused []byte
+	var published bool
 	for {
 		rd, err = r.waitRound(ctx, l, round, wake, func(rd markettypes.Round) bool {
 			if !slices.Equal(rd.Entered, entered) {
 				return true
 			}
 			if len(rd.NextGlobalRoot) > 0 {
-				return !bytes.Equal(rd.NextGlobalRoot, refused) || rd.State != markettypes.ROUND_STATE_CHALLENGE
+				return !published || !bytes.Equal(rd.NextGlobalRoot, refused) || rd.State != markettypes.ROUND_STATE_CHALLENGE
 			}
-			return turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING
+			return published || (turn >= 0 && !time.Now().Before(deadline) && rd.State == markettypes.ROUND_STATE_AGGREGATING)
 		})
 		if err != nil {
 			return rd, false, err
 		}
 		if !slices.Equal(rd.Entered, entered) {
 			return rd, true, nil
+		}
+		if len(rd.NextGlobalRoot) == 0 && published {
+			// The committed global was rejected, its aggregator convicted and its lease
+			// closed. The turns start again from now among the slots still served: were
+			// they kept from when this slot started waiting, every slot whose turn had
+			// come during the challenge window would commit at once.
+			published = false
+			turn = r.turnAmongActive(ctx, l, entered, turn)
+			deadline = time.Now().Add(time.Duration(max(turn, 0)) * r.opts.AggregatorGrace)
+			continue
 		}
 		if len(rd.NextGlobalRoot) == 0 {
 			// This slot's turn: commit, and again after a while if the chain refused it
@@ -626,6 +639,7 @@ func (r *Role) commitAndDefend(ctx context.Context, l Lease, w *Worker, rd marke
 			deadline = time.Now().Add(3 * r.opts.PollInterval)
 			continue
 		}
+		published = true
 		if committed, err := merkle.HashFromBytes(rd.NextGlobalRoot); err == nil && committed == mine {
 			return rd, false, nil
 		}
@@ -655,6 +669,34 @@ func (r *Role) commitAndDefend(ctx context.Context, l Lease, w *Worker, rd marke
 			refused = rd.NextGlobalRoot
 		}
 	}
+}
+
+// turnAmongActive is the place of l's slot among the entered slots whose leases are
+// still active (a convicted aggregator's is closed): how many grace periods it waits
+// before committing the global itself. Without the chain's answer the turn stays as it
+// was.
+func (r *Role) turnAmongActive(ctx context.Context, l Lease, entered []uint32, was int) int {
+	res, err := r.opts.Chain.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: l.Job.Id})
+	if err != nil {
+		r.log.Warn("cannot read the job's leases to order the aggregators; keeping this slot's turn", "job", l.Job.Id, "err", err)
+		return was
+	}
+	active := map[uint32]bool{}
+	for _, ls := range res.Leases {
+		if ls.JobId == l.Job.Id && ls.State == markettypes.LEASE_STATE_ACTIVE {
+			active[ls.Worker] = true
+		}
+	}
+	turn := 0
+	for _, w := range entered {
+		if w == l.Worker {
+			return turn
+		}
+		if active[w] {
+			turn++
+		}
+	}
+	return -1
 }
 
 // commitGlobal writes G_{round+1}'s custody pieces and commits it.

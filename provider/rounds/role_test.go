@@ -43,6 +43,20 @@ type fakeChain struct {
 	convicted []string
 	// holdGlobal refuses the globals of these rounds (a test acts before they are committed).
 	holdGlobal map[uint64]bool
+	// proofLatency is how long an aggregation proof takes to be included (a slow block).
+	proofLatency time.Duration
+}
+
+// convict records provider as convicted and closes its leases, as x/verify's fraud path.
+// The caller holds c.mu.
+func (c *fakeChain) convict(provider string) {
+	c.convicted = append(c.convicted, provider)
+	for id, l := range c.leases {
+		if l.Provider == provider {
+			l.State = markettypes.LEASE_STATE_CLOSED
+			c.leases[id] = l
+		}
+	}
 }
 
 // proveRoundFault takes an aggregation proof of a global in its challenge window whose
@@ -51,6 +65,7 @@ type fakeChain struct {
 // recomputation is x/verify's own test): the global is rejected, the later rounds that
 // started from it are dropped, and the round is aggregated again.
 func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
+	time.Sleep(c.proofLatency)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m.Kind != verifytypes.ROUND_FAULT_AGGREGATION {
@@ -85,7 +100,7 @@ func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
 		}
 	}
 	c.proofs = append(c.proofs, m)
-	c.convicted = append(c.convicted, rd.Aggregator)
+	c.convict(rd.Aggregator)
 	c.voidGlobal(rd)
 	return nil
 }
@@ -187,7 +202,7 @@ func (c *fakeChain) proveWorkerFault(m *verifytypes.MsgProveRoundFault) error {
 		return refuse("chunk %d of worker %d is right", m.Chunk, m.Worker)
 	}
 	c.proofs = append(c.proofs, m)
-	c.convicted = append(c.convicted, commit.Provider)
+	c.convict(commit.Provider)
 	commit.Excluded = true
 	if rd.State == markettypes.ROUND_STATE_FINAL {
 		return nil
@@ -264,6 +279,18 @@ func (c *fakeChain) Lease(_ context.Context, in *markettypes.QueryLeaseRequest, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &markettypes.QueryLeaseResponse{Lease: c.leases[in.LeaseId]}, nil
+}
+
+func (c *fakeChain) Leases(_ context.Context, in *markettypes.QueryLeasesRequest, _ ...grpc.CallOption) (*markettypes.QueryLeasesResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := &markettypes.QueryLeasesResponse{}
+	for _, l := range c.leases {
+		if l.JobId == in.JobId {
+			res.Leases = append(res.Leases, l)
+		}
+	}
+	return res, nil
 }
 
 func (c *fakeChain) Round(_ context.Context, in *markettypes.QueryRoundRequest, _ ...grpc.CallOption) (*markettypes.QueryRoundResponse, error) {
@@ -476,17 +503,25 @@ func TestRoleServesRoundsAsSimulate(t *testing.T) {
 // With top_k the workers prove it from their compressed pseudo-gradients' records.
 func TestRoleProvesAWrongAggregation(t *testing.T) {
 	for _, topK := range []int{0, 32} {
-		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleProvesAWrongAggregation(t, topK) })
+		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleProvesAWrongAggregation(t, topK, 0) })
 	}
+	// The proof is included after every honest slot's turn has come: the turns start
+	// again at the rejection, so slot 1 still aggregates and slot 2 waits its grace
+	// (kept from when they started waiting, both would commit at once, whichever first).
+	t.Run("proof after the turns", func(t *testing.T) { testRoleProvesAWrongAggregation(t, 0, 3*time.Second) })
 }
 
-func testRoleProvesAWrongAggregation(t *testing.T, topK int) {
+func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.Duration) {
 	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: topK}
 	c := newFakeChain(t, spec, 3, 2)
 	c.expect[1] = []uint32{1, 2}
+	c.proofLatency = proofLatency
 	var ws []*worker
 	for slot := range uint32(3) {
 		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+		if proofLatency > 0 {
+			ws[slot].role.opts.AggregatorGrace = proofLatency / 3
+		}
 	}
 	ws[0].role.opts.CheatAggregate = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -662,7 +697,7 @@ func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
 			if rd := c.rounds[1]; rd != nil && rd.State == markettypes.ROUND_STATE_AGGREGATING {
 				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
 				c.commits[0][i].Excluded = true
-				c.convicted = append(c.convicted, "provider-2")
+				c.convict("provider-2")
 				rd0 := c.rounds[0]
 				rd0.Entered = []uint32{0, 1}
 				c.voidGlobal(rd0)
