@@ -306,6 +306,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 			carries[rd.Round] = w.Carry
 		}
 		err = r.deletedOr(ctx, l, rd.Round, r.serveRound(ctx, l, &w, rd, wake))
+		if errors.Is(err, errRoundReopened) {
+			continue
+		}
 		redone := false
 		for errors.Is(err, errRoundDeleted) {
 			redone = true
@@ -439,12 +442,23 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 		msg := &markettypes.MsgCommitRound{
 			Provider: r.opts.Operator, LeaseId: l.ID, Round: round, StartRoot: con.StartRoot[:], EndRoot: con.EndRoot[:],
 			PseudoGradientRoot: con.PseudoGradientRoot[:], PseudoGradientSize: con.PseudoGradientSize, PieceRoots: merkle.HashesToBytes(p.Roots),
+			GlobalRoot: rd.GlobalRoot,
 		}
 		if err := l.SubmitCheckpoint(ctx, con.Checkpoint, msg); err != nil {
-			// Too late: the round closed without this slot, which misses it (its carry
-			// stays that of the last round it entered) and trains the next one.
-			if res, rerr := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round}); rerr == nil &&
-				res.Round.State != markettypes.ROUND_STATE_OPEN && !slices.Contains(res.Round.Entered, l.Worker) {
+			res, rerr := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round})
+			switch {
+			case rerr == nil && !bytes.Equal(res.Round.GlobalRoot, rd.GlobalRoot):
+				// The round's start global was voided while this slot trained, and the round
+				// opened again on a new one: what it trained is from the old one.
+				r.log.Warn("the round was opened again on a new global state while this slot trained it; training it again",
+					"lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
+				if err := os.RemoveAll(trainer.CheckpointDir(w.OutputDir, w.Job.Sync.RoundStart(round+1))); err != nil {
+					return err
+				}
+				return errRoundReopened
+			case rerr == nil && res.Round.State != markettypes.ROUND_STATE_OPEN && !slices.Contains(res.Round.Entered, l.Worker):
+				// Too late: the round closed without this slot, which misses it (its carry
+				// stays that of the last round it entered) and trains the next one.
 				r.log.Warn("the round closed before this slot's commit; it misses the round", "lease", l.ID, "job", l.Job.Id, "round", round, "err", err)
 				return nil
 			}
@@ -730,6 +744,11 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 // after it) with its voided start global, and the lease's commit and checkpoint of it
 // with it.
 var errRoundDeleted = errors.New("the round was deleted with its start global")
+
+// errRoundReopened: the round a lease trained was deleted with its voided start global
+// and opened again on a new one before the lease could commit it; it trains it again
+// (with the same carry: the carry moves only when a round closes with the slot in it).
+var errRoundReopened = errors.New("the round was opened again on a new global state")
 
 // redo goes back to the job's current round p after x/market deleted the rounds after it
 // (their start global G_{p+1} was voided): the lease takes round p+1's carry back and,

@@ -334,6 +334,9 @@ func (c *fakeChain) commitRound(custodyDir string, m *markettypes.MsgCommitRound
 	if rd == nil || rd.State != markettypes.ROUND_STATE_OPEN || !slices.Contains(rd.Workers, lease.Worker) {
 		return fmt.Errorf("round %d is not open for slot %d", m.Round, lease.Worker)
 	}
+	if !slices.Equal(m.GlobalRoot, rd.GlobalRoot) {
+		return fmt.Errorf("round %d starts from global %x, the commit was trained from %x", m.Round, rd.GlobalRoot, m.GlobalRoot)
+	}
 	c.commits[m.Round] = append(c.commits[m.Round], markettypes.RoundCommit{JobId: c.job.Id, Round: m.Round, Worker: lease.Worker,
 		LeaseId: m.LeaseId, Provider: lease.Provider, StartRoot: m.StartRoot, EndRoot: m.EndRoot, PseudoGradientRoot: m.PseudoGradientRoot, PseudoGradientSize: m.PseudoGradientSize})
 	c.net.register(custodyDir, Pieces{ObjectID: markettypes.PseudoGradientCustodyID(c.job.Id, m.Round, lease.Worker), Size: m.PseudoGradientSize, Roots: rootsOf(m.PieceRoots)})
@@ -734,6 +737,97 @@ func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
 		if len(cps) != 3 || cps[1].StartStep != 2 || cps[2].StartStep != 2 || slices.Equal(cps[1].FinalHash, cps[2].FinalHash) {
 			t.Fatalf("worker %d's checkpoints: %+v, want rounds 0, 1 and round 1 redone from the new G_1", w.lease.Worker, cps)
 		}
+		if st := w.role.Status()[0]; st.Phase != PhaseDone || st.Round != 1 {
+			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
+		}
+	}
+}
+
+// A worker still training round 1 when its start global G_1 is voided (slot 2 convicted
+// in round 0) and round 1 opens again on the re-aggregated G_1: its commit from the old
+// G_1 is refused (x/market checks global_root), and it trains round 1 again, with the
+// same carry, from the new one. Slot 1 is held in its first round-1 step until the round
+// has reopened; the job ends at Simulate's globals with slot 2 out, and slot 1 has one
+// round-1 checkpoint, from the new G_1.
+func TestRoleTrainsAgainARoundReopenedWhileItTrained(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.holdGlobal = map[uint64]bool{1: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	held := make(chan []byte, 1) // the G_1 slot 1 trains round 1 from, once it is held
+	var once sync.Once
+	ws[1].lease.OnStep = func(m trainer.StepMetric) {
+		if m.Step <= uint64(spec.Every) { // round 1 starts at step Every
+			return
+		}
+		once.Do(func() {
+			c.mu.Lock()
+			old := slices.Clone(c.rounds[1].GlobalRoot)
+			c.mu.Unlock()
+			held <- old
+			for ctx.Err() == nil {
+				c.mu.Lock()
+				rd := c.rounds[1]
+				reopened := rd != nil && !slices.Equal(rd.GlobalRoot, old)
+				c.mu.Unlock()
+				if reopened {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	convictedCtx, stopConvicted := context.WithCancel(ctx)
+	convictedDone := make(chan struct{})
+	go func() {
+		defer close(convictedDone)
+		_ = ws[2].role.Serve(convictedCtx, ws[2].lease) // its lease ends with the conviction
+	}()
+	go func() {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+		c.commits[0][i].Excluded = true
+		c.convict("provider-2")
+		rd0 := c.rounds[0]
+		rd0.Entered = []uint32{0, 1}
+		c.voidGlobal(rd0)
+		c.expect[1] = []uint32{0, 1}
+		delete(c.holdGlobal, 1)
+		c.mu.Unlock()
+		stopConvicted()
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-convictedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
+		}
+	}
+	if cps := c.checkpoints[ws[1].lease.ID]; len(cps) != 2 || cps[1].StartStep != 2 {
+		t.Fatalf("slot 1's checkpoints: %+v, want rounds 0 and 1 (from the new G_1 only)", cps)
+	}
+	for _, w := range ws[:2] {
 		if st := w.role.Status()[0]; st.Phase != PhaseDone || st.Round != 1 {
 			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
 		}

@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -243,6 +244,15 @@ func (k Keeper) commitRound(ctx sdk.Context, msg *types.MsgCommitRound) (types.R
 	}
 	if _, ok := slices.BinarySearch(round.Workers, lease.Worker); !ok {
 		return types.RoundCommit{}, "", errorsmod.Wrapf(types.ErrNotRoundWorker, "worker %d joined job %d after round %d opened; it trains from the next round", lease.Worker, job.Id, round.Round)
+	}
+	if err := checkRoot("global_root", msg.GlobalRoot); err != nil {
+		return types.RoundCommit{}, "", err
+	}
+	if !bytes.Equal(msg.GlobalRoot, round.GlobalRoot) {
+		// The round was deleted with its voided start global and opened again on a new one
+		// while the worker trained: a commit from the old one would be a provable START fault.
+		return types.RoundCommit{}, "", errorsmod.Wrapf(types.ErrStaleGlobal, "round %d of job %d starts from global %x, the commit was trained from %x: train the round again from its global",
+			round.Round, job.Id, round.GlobalRoot, msg.GlobalRoot)
 	}
 	key := collections.Join3(job.Id, round.Round, lease.Worker)
 	if has, err := k.RoundCommits.Has(ctx, key); err != nil || has {

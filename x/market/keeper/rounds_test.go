@@ -150,10 +150,15 @@ func hash32(parts ...any) []byte {
 func (r *roundsEnv) commitMsg(w uint32, round uint64) *types.MsgCommitRound {
 	r.t.Helper()
 	root, size, pieceRoots := r.file(types.PseudoGradientCustodyID(r.jobID, round, w))
+	// The worker trained from the round's global (any root for a round that is not open).
+	global := hash32("global", round)
+	if rd, err := r.Market.GetRound(r.Ctx, r.jobID, round); err == nil {
+		global = rd.GlobalRoot
+	}
 	return &types.MsgCommitRound{
 		Provider: r.workers[w].String(), LeaseId: r.leaseOf(w).Id, Round: round,
 		StartRoot: hash32("start", w, round), EndRoot: hash32("end", w, round),
-		PseudoGradientRoot: root, PseudoGradientSize: size, PieceRoots: pieceRoots,
+		PseudoGradientRoot: root, PseudoGradientSize: size, PieceRoots: pieceRoots, GlobalRoot: global,
 	}
 }
 
@@ -472,6 +477,9 @@ func TestRoundsRejectedMessagesChangeNothing(t *testing.T) {
 	r.requireRejected(types.ErrInvalidRoundCommit, msg(func(m *types.MsgCommitRound) { m.PseudoGradientRoot = hash32("other") }))
 	r.requireRejected(types.ErrInvalidRoundCommit, msg(func(m *types.MsgCommitRound) { m.PieceRoots = m.PieceRoots[:2] }))
 	r.requireRejected(types.ErrInvalidRoundCommit, msg(func(m *types.MsgCommitRound) { m.PseudoGradientSize = 0 }))
+	r.requireRejected(types.ErrInvalidRoundCommit, msg(func(m *types.MsgCommitRound) { m.GlobalRoot = nil }))
+	// Trained from another global (one voided while the worker trained): refused.
+	r.requireRejected(types.ErrStaleGlobal, msg(func(m *types.MsgCommitRound) { m.GlobalRoot = hash32("voided global") }))
 	r.requireRejected(types.ErrRoundNotAggregating, func() error {
 		_, err := r.msg.CommitGlobal(r.Ctx, r.globalMsg(0, 0))
 		return err

@@ -50,4 +50,5 @@ var (
 	ErrInvalidRoundCommit  = errors.Register(ModuleName, 66, "invalid round commit")
 	ErrEnteredMismatch     = errors.Register(ModuleName, 67, "entered does not match the round's entered workers")
 	ErrNotRoundWorker      = errors.Register(ModuleName, 68, "worker does not train in this round")
+	ErrStaleGlobal         = errors.Register(ModuleName, 69, "trained from a global state that is not the round's")
 )

@@ -100,7 +100,7 @@ func TestRoundFaultOnRealRounds(t *testing.T) {
 		_, pieces := custodyRoots(t, pgFile)
 		_, err = e.deliver(func(ctx sdk.Context) error {
 			_, err := e.mmsg.CommitRound(ctx, &markettypes.MsgCommitRound{Provider: provs[w].String(), LeaseId: leases[w].Id, Round: 0,
-				StartRoot: startRoot[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces})
+				StartRoot: startRoot[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces, GlobalRoot: gRoot[:]})
 			return err
 		})
 		require.NoError(t, err)

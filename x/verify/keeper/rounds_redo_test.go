@@ -46,10 +46,10 @@ func (r *traceRounds) trainRound(w uint32, q, index uint64, g *diloco.GlobalStat
 	pgFile := pg.EncodeDense()
 	pgID := markettypes.PseudoGradientCustodyID(r.job.Id, q, w)
 	_, pieces := r.encode(pgID, pgFile)
-	pgRoot, startRoot, endRoot := merkle.RootOfBytes(pgFile, diloco.ChunkSize), start.Root(), end.Root()
+	pgRoot, startRoot, endRoot, gRoot := merkle.RootOfBytes(pgFile, diloco.ChunkSize), start.Root(), end.Root(), g.Root()
 	_, err = r.deliver(func(ctx sdk.Context) error {
 		_, err := r.mmsg.CommitRound(ctx, &markettypes.MsgCommitRound{Provider: r.provs[w].String(), LeaseId: r.leases[w].Id, Round: q,
-			StartRoot: startRoot[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces})
+			StartRoot: startRoot[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces, GlobalRoot: gRoot[:]})
 		return err
 	})
 	require.NoError(r.t, err, "worker %d's commit of round %d", w, q)

@@ -152,9 +152,10 @@ func (r *traceRounds) commitRound(w uint32) {
 	pgID := markettypes.PseudoGradientCustodyID(r.job.Id, 0, w)
 	_, pieces := r.encode(pgID, pgFile)
 	pgRoot, start, endRoot := merkle.RootOfBytes(pgFile, diloco.ChunkSize), r.g0.WorkerStart(nil).Root(), end.Root()
+	gRoot := r.g0.Root()
 	_, err = r.deliver(func(ctx sdk.Context) error {
 		_, err := r.mmsg.CommitRound(ctx, &markettypes.MsgCommitRound{Provider: r.provs[w].String(), LeaseId: r.leases[w].Id, Round: 0,
-			StartRoot: start[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces})
+			StartRoot: start[:], EndRoot: endRoot[:], PseudoGradientRoot: pgRoot[:], PseudoGradientSize: uint64(len(pgFile)), PieceRoots: pieces, GlobalRoot: gRoot[:]})
 		return err
 	})
 	require.NoError(r.t, err)
