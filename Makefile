@@ -95,7 +95,8 @@ test-unit: deps build
 ## test-e2e: drive the real depinchaind binary through CLI, gRPC and REST
 ##           (the multi-validator fault tests included; the Docker partition tests skip without an engine),
 ##           then the sidecars' end-to-end tests (real nodes and several depinprovider processes, the
-##           longest package: its own timeout, and each test's time printed by tools/testtimes)
+##           longest package: its own timeout, each test's time printed by tools/testtimes and, last,
+##           each failed test's own t.Error/t.Fatal lines)
 test-e2e: build build-prev build-static
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINCHAIND_PREV_BINARY=$(BUILD_DIR)/depinchaind-prev \
 	DEPINCHAIND_STATIC_BINARY=$(BUILD_DIR)/depinchaind-static DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider \

@@ -1,7 +1,10 @@
 // Command testtimes reads `go test -json` on standard input and prints one line per
 // top-level test with its result and time, the whole output of every test that failed
 // (and of a package that failed outside any test: a panic, a timeout, a build error),
-// and the slowest tests at the end. It exits 1 unless every package passed.
+// the slowest tests, and last a short list of the failed tests with their own messages
+// (the t.Error and t.Fatal lines, "name_test.go:NN: ..."): CI shows only the tail of a
+// log in which those lines sit above thousands of lines of node and sidecar logs. It
+// exits 1 unless every package passed.
 //
 // It exists for the sidecars' end-to-end package (`make test-e2e`): run with -v, that
 // package prints every node's and sidecar's log — megabytes — and without -v it prints
@@ -14,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +39,39 @@ type finished struct {
 	elapsed float64
 }
 
+// failure is a failed test and the lines of its output that the test itself wrote.
+type failure struct {
+	name     string
+	messages []string
+	// more is how many more such lines there were than messages holds.
+	more int
+}
+
+// maxMessages caps the messages listed per failed test: a test that logs in a loop
+// should not push the others' off the end of the log.
+const maxMessages = 10
+
+// ownMessage matches a line the testing package prefixes with the file and line of the
+// t.Log, t.Error or t.Fatal call in a _test.go file (a multi-line message's later lines
+// are not listed: they are where cluster helpers put whole log tails).
+var ownMessage = regexp.MustCompile(`^\s*[\w.-]+_test\.go:\d+: `)
+
+// ownMessages returns the lines of output that match ownMessage, trimmed, at most
+// maxMessages of them, and how many more matched.
+func ownMessages(output string) (messages []string, more int) {
+	for line := range strings.Lines(output) {
+		if !ownMessage.MatchString(line) {
+			continue
+		}
+		if len(messages) == maxMessages {
+			more++
+			continue
+		}
+		messages = append(messages, strings.TrimSpace(line))
+	}
+	return messages, more
+}
+
 func main() {
 	ok, err := report(os.Stdin, os.Stdout)
 	if err != nil {
@@ -50,6 +88,7 @@ func main() {
 func report(in io.Reader, out io.Writer) (bool, error) {
 	outputs := map[string]*strings.Builder{} // by package + "\x00" + test ("" for the package)
 	var tests []finished
+	var failures []failure
 	passed, failed := 0, 0
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
@@ -97,9 +136,14 @@ func report(in io.Reader, out io.Writer) (bool, error) {
 			}
 			if ev.Action == "fail" {
 				fmt.Fprintf(out, "--- FAIL %s (%s)\n", ev.Test, seconds(ev.Elapsed))
-				if b := outputs[key]; b != nil && top {
-					fmt.Fprint(out, indent(b.String()))
+				f := failure{name: ev.Test}
+				if b := outputs[key]; b != nil {
+					if top {
+						fmt.Fprint(out, indent(b.String()))
+					}
+					f.messages, f.more = ownMessages(b.String())
 				}
+				failures = append(failures, f)
 			} else if top {
 				fmt.Fprintf(out, "--- %s %s (%s)\n", strings.ToUpper(ev.Action), ev.Test, seconds(ev.Elapsed))
 			}
@@ -118,7 +162,30 @@ func report(in io.Reader, out io.Writer) (bool, error) {
 	for _, t := range tests[:min(len(tests), 5)] {
 		fmt.Fprintf(out, "  %-60s %s\n", t.name, seconds(t.elapsed))
 	}
+	failures = slices.DeleteFunc(failures, failedOnlyThroughSubtests(failures))
+	if len(failures) > 0 {
+		fmt.Fprintf(out, "%d failed:\n", len(failures))
+		for _, f := range failures {
+			fmt.Fprintf(out, "--- FAIL %s\n", f.name)
+			for _, m := range f.messages {
+				fmt.Fprintf(out, "    %s\n", m)
+			}
+			if f.more > 0 {
+				fmt.Fprintf(out, "    (%d more lines from _test.go files above)\n", f.more)
+			}
+		}
+	}
 	return failed == 0 && passed > 0, nil
+}
+
+// failedOnlyThroughSubtests reports whether a failure says nothing but that a listed
+// subtest of it failed: it wrote no message of its own.
+func failedOnlyThroughSubtests(failures []failure) func(failure) bool {
+	return func(f failure) bool {
+		return len(f.messages) == 0 && slices.ContainsFunc(failures, func(sub failure) bool {
+			return strings.HasPrefix(sub.name, f.name+"/")
+		})
+	}
 }
 
 func seconds(s float64) string {

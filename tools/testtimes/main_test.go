@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,60 @@ func TestReport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReportEndsWithTheFailuresOwnMessages: after the time table comes one entry per
+// failed test (subtests too; a parent that wrote nothing itself is left out) with only
+// the lines its own t.Error/t.Fatal/t.Log calls wrote, not the sidecar logs around them
+// nor a multi-line message's later lines, at most maxMessages of them and a count of
+// the rest.
+func TestReportEndsWithTheFailuresOwnMessages(t *testing.T) {
+	var in strings.Builder
+	ev := func(action, test, output string) {
+		fmt.Fprintf(&in, `{"Action":%q,"Package":"p","Test":%q,"Output":%q,"Elapsed":1}`+"\n", action, test, output)
+	}
+	ev("output", "TestCheat", "=== RUN   TestCheat\n")
+	for i := range 3000 {
+		ev("output", "TestCheat", fmt.Sprintf("w1: 2026-12-02T11:00:00Z INF round %d committed\n", i))
+		if i == 1500 {
+			ev("output", "TestCheat", "    rounds_cheat_e2e_test.go:102: the prover's reward 0udepin, want 5udepin\n")
+			ev("output", "TestCheat", "    cluster_e2e_test.go:80: w1's log tail:\n        w1: tail line\n")
+		}
+	}
+	ev("fail", "TestCheat", "")
+	for i := range maxMessages + 3 {
+		ev("output", "TestLoop/sub", fmt.Sprintf("        loop_test.go:%d: attempt %d\n", 10+i, i))
+	}
+	ev("fail", "TestLoop/sub", "")
+	ev("fail", "TestLoop", "")
+	ev("pass", "TestOK", "")
+	ev("fail", "", "")
+
+	var out strings.Builder
+	ok, err := report(strings.NewReader(in.String()), &out)
+	if err != nil || ok {
+		t.Fatalf("report = %v, %v; want a failure", ok, err)
+	}
+	table := strings.LastIndex(out.String(), "3 tests, ")
+	if table < 0 {
+		t.Fatalf("no time table:\n%s", out.String())
+	}
+	want := `2 failed:
+--- FAIL TestCheat
+    rounds_cheat_e2e_test.go:102: the prover's reward 0udepin, want 5udepin
+    cluster_e2e_test.go:80: w1's log tail:
+--- FAIL TestLoop/sub
+    loop_test.go:10: attempt 0
+`
+	end := out.String()[table:]
+	if i := strings.Index(end, "2 failed:"); i < 0 || !strings.HasPrefix(end[i:], want) {
+		t.Fatalf("after the time table:\n%s\nwant it to end with a section starting:\n%s", end, want)
+	}
+	if !strings.HasSuffix(end, fmt.Sprintf("    loop_test.go:%d: attempt %d\n    (3 more lines from _test.go files above)\n", 10+maxMessages-1, maxMessages-1)) {
+		t.Fatalf("the failures section does not end with TestLoop/sub's last %d messages and the count of the rest:\n%s", maxMessages, end)
+	}
+	if strings.Contains(end, "INF round") || strings.Contains(end, "tail line") {
+		t.Fatalf("the failures section holds sidecar log lines:\n%s", end)
 	}
 }

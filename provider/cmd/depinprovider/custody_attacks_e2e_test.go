@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -184,19 +185,9 @@ func TestTrainerGarbageParityIsConvicted(t *testing.T) {
 
 	var proof txSearchResult
 	n.waitFor("a holder proves t1's parity fault", 3*time.Minute, func() bool {
-		var out struct {
-			Txs []txSearchResult `json:"txs"`
-		}
-		if err := n.node.Query(n.ctx, &out, "txs", "--query", "message.action='/depinchain.verify.v1.MsgProveParityFault'", "--node", n.node.RPC); err != nil {
-			return false // asked again
-		}
-		for _, tx := range out.Txs {
-			if tx.Code == 0 {
-				proof = tx
-				return true
-			}
-		}
-		return false
+		var ok bool
+		proof, ok = acceptedTx(n.ctx, n.node, "/depinchain.verify.v1.MsgProveParityFault")
+		return ok
 	})
 	ev := proof.event(t, "depinchain.verify.v1.EventParityFaultProven")
 	cps := n.checkpoints(n.first.Id)
@@ -263,6 +254,23 @@ type txSearchResult struct {
 	Height string           `json:"height"`
 	Code   uint32           `json:"code"`
 	Events []localnet.Event `json:"events"`
+}
+
+// acceptedTx returns the first transaction the chain accepted with a message of action
+// (a Msg type URL); false if there is none yet or the node did not answer.
+func acceptedTx(ctx context.Context, node *localnet.Node, action string) (txSearchResult, bool) {
+	var out struct {
+		Txs []txSearchResult `json:"txs"`
+	}
+	if err := node.Query(ctx, &out, "txs", "--query", fmt.Sprintf("message.action='%s'", action), "--node", node.RPC); err != nil {
+		return txSearchResult{}, false
+	}
+	for _, tx := range out.Txs {
+		if tx.Code == 0 {
+			return tx, true
+		}
+	}
+	return txSearchResult{}, false
 }
 
 func (r txSearchResult) height(t *testing.T) int64 {

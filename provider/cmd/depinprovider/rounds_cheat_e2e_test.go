@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,52 +47,10 @@ func runLyingAggregator(ctx context.Context, t *testing.T, jobYAML string) (*rou
 	if err := c.sidecars[cheater].StartWith(ctx, "--cheat-aggregate"); err != nil {
 		t.Fatal(err)
 	}
-	staking := stakingexttypes.NewQueryClient(c.conn)
-	bond := func(name string) stakingexttypes.Provider {
-		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: c.sidecars[name].Operator})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Provider
-	}
-	before := bond(cheater).Bond.Amount
-	vp, err := verifytypes.NewQueryClient(c.conn).Params(ctx, &verifytypes.QueryParamsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var proof txSearchResult
-	c.waitFor(ctx, t, "an honest trainer proves the aggregation wrong", 8*time.Minute, func() bool {
-		var out struct {
-			Txs []txSearchResult `json:"txs"`
-		}
-		if err := c.node.Query(ctx, &out, "txs", "--query", "message.action='/depinchain.verify.v1.MsgProveRoundFault'", "--node", c.node.RPC); err != nil {
-			return false
-		}
-		for _, tx := range out.Txs {
-			if tx.Code == 0 {
-				proof = tx
-				return true
-			}
-		}
-		return false
-	})
-	ev := proof.event(t, "depinchain.verify.v1.EventRoundFaultProven")
-	rejected := proof.event(t, "depinchain.market.v1.EventGlobalRejected")
-	if ev["convicted"] != c.sidecars[cheater].Operator || ev["kind"] != verifytypes.ROUND_FAULT_AGGREGATION.String() || ev["round"] != "0" ||
-		rejected["aggregator"] != c.sidecars[cheater].Operator || rejected["round"] != "0" {
+	proof, ev := r.waitForRoundFaultProof(ctx, t, "an honest trainer proves the aggregation wrong", 8*time.Minute,
+		cheater, verifytypes.ROUND_FAULT_AGGREGATION, 0)
+	if rejected := proof.event(t, "depinchain.market.v1.EventGlobalRejected"); rejected["aggregator"] != c.sidecars[cheater].Operator || rejected["round"] != "0" {
 		t.Fatalf("EventRoundFaultProven %v, EventGlobalRejected %v", ev, rejected)
-	}
-	if ev["prover"] == c.sidecars[cheater].Operator || (ev["prover"] != c.sidecars[r.slots[1]].Operator && ev["prover"] != c.sidecars[r.slots[2]].Operator) {
-		t.Fatalf("the prover %s is not an honest trainer", ev["prover"])
-	}
-	after := bond(cheater)
-	slash := vp.Params.FraudSlashFraction.MulInt(before).TruncateInt()
-	if after.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED || !after.Bond.Amount.Equal(before.Sub(slash)) || !coinAmount(t, ev["slashed"]).Equal(slash) {
-		t.Fatalf("the cheater %s with bond %s → %s (event: %s), want tombstoned and %s less", after.Status, before, after.Bond.Amount, ev["slashed"], slash)
-	}
-	if reward := vp.Params.WhistleblowerShare.MulInt(slash).TruncateInt(); !reward.IsPositive() || !coinAmount(t, ev["reward"]).Equal(reward) {
-		t.Fatalf("the prover's reward %s, want %s", ev["reward"], reward)
 	}
 
 	c.waitFor(ctx, t, "round 1's global (G_2) is committed without the convicted slot", 6*time.Minute, func() bool {
@@ -102,4 +62,63 @@ func runLyingAggregator(ctx context.Context, t *testing.T, jobYAML string) (*rou
 		t.Fatalf("round 0 re-aggregated by %s, want slot 1's %s", rd.Aggregator, r.slots[1])
 	}
 	return r, want
+}
+
+// waitForRoundFaultProof reads the cheater's bond, waits (up to wait) for an accepted
+// MsgProveRoundFault and checks what every proven round fault does: the proof convicts
+// the cheater of kind in round, an honest trainer (another of roundsTrainers) proved it,
+// the cheater is tombstoned and slashed exactly fraud_slash_fraction of its bond, and the
+// prover is paid exactly whistleblower_share of the slash (positive). It returns the
+// proof's transaction and its EventRoundFaultProven for the kind's own checks.
+func (r *roundsRun) waitForRoundFaultProof(ctx context.Context, t *testing.T, what string, wait time.Duration,
+	cheater string, kind verifytypes.RoundFault, round uint64) (txSearchResult, map[string]string) {
+	t.Helper()
+	c := r.c
+	staking := stakingexttypes.NewQueryClient(c.conn)
+	bond := func() stakingexttypes.Provider {
+		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: c.sidecars[cheater].Operator})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Provider
+	}
+	before := bond().Bond.Amount
+	vp, err := verifytypes.NewQueryClient(c.conn).Params(ctx, &verifytypes.QueryParamsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var proof txSearchResult
+	c.waitFor(ctx, t, what, wait, func() bool {
+		var ok bool
+		proof, ok = acceptedTx(ctx, c.node, "/depinchain.verify.v1.MsgProveRoundFault")
+		return ok
+	})
+	ev := proof.event(t, "depinchain.verify.v1.EventRoundFaultProven")
+	if ev["convicted"] != c.sidecars[cheater].Operator || ev["kind"] != kind.String() || ev["round"] != fmt.Sprint(round) {
+		t.Fatalf("EventRoundFaultProven %v, want %s convicted of %s in round %d", ev, cheater, kind, round)
+	}
+	honest := slices.DeleteFunc(slices.Clone(roundsTrainers), func(name string) bool { return name == cheater })
+	if !isOperator(c, ev["prover"], honest...) {
+		t.Fatalf("the prover %s is not an honest trainer (%v)", ev["prover"], honest)
+	}
+	after := bond()
+	slash := vp.Params.FraudSlashFraction.MulInt(before).TruncateInt()
+	if after.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED || !after.Bond.Amount.Equal(before.Sub(slash)) || !coinAmount(t, ev["slashed"]).Equal(slash) {
+		t.Fatalf("the cheater %s with bond %s → %s (event: %s), want tombstoned and %s less", after.Status, before, after.Bond.Amount, ev["slashed"], slash)
+	}
+	if reward := vp.Params.WhistleblowerShare.MulInt(slash).TruncateInt(); !reward.IsPositive() || !coinAmount(t, ev["reward"]).Equal(reward) {
+		t.Fatalf("the prover's reward %s, want %s", ev["reward"], reward)
+	}
+	return proof, ev
+}
+
+// isOperator reports whether addr is the operator of one of the named sidecars.
+func isOperator(c *cluster, addr string, names ...string) bool {
+	for _, n := range names {
+		if c.sidecars[n].Operator == addr {
+			return true
+		}
+	}
+	return false
 }

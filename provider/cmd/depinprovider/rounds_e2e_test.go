@@ -150,6 +150,12 @@ func newRoundsCluster(ctx context.Context, t testing.TB, startArgs map[string][]
 		for k, v := range marketParams {
 			m[k] = v
 		}
+		// A round's global is final only once its workers' round checkpoints are, each
+		// after x/verify's challenge window (default 300 blocks, 2.5 minutes here).
+		// Nobody challenges a checkpoint in these tests (no auditors; faults are proven
+		// against the round's commitments while the round is not final): with 40 blocks
+		// the round's own round_challenge_blocks decide when it is final.
+		state["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = "40"
 		return nil
 	}, func(name string) sidecar.Options {
 		if strings.HasPrefix(name, "w") {

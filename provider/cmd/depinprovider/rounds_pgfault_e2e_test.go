@@ -11,7 +11,6 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	markettypes "github.com/depinchain/depinchain/x/market/types"
-	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
@@ -46,52 +45,11 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 	if slot < 0 {
 		t.Fatalf("%s leased no slot (%v)", cheater, r.slots)
 	}
-	staking := stakingexttypes.NewQueryClient(c.conn)
-	bond := func(name string) stakingexttypes.Provider {
-		res, err := staking.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: c.sidecars[name].Operator})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Provider
-	}
-	before := bond(cheater).Bond.Amount
-	vp, err := verifytypes.NewQueryClient(c.conn).Params(ctx, &verifytypes.QueryParamsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var proof txSearchResult
-	c.waitFor(ctx, t, "an honest trainer proves the fabricated pseudo-gradient", 6*time.Minute, func() bool {
-		var out struct {
-			Txs []txSearchResult `json:"txs"`
-		}
-		if err := c.node.Query(ctx, &out, "txs", "--query", "message.action='/depinchain.verify.v1.MsgProveRoundFault'", "--node", c.node.RPC); err != nil {
-			return false
-		}
-		for _, tx := range out.Txs {
-			if tx.Code == 0 {
-				proof = tx
-				return true
-			}
-		}
-		return false
-	})
-	ev := proof.event(t, "depinchain.verify.v1.EventRoundFaultProven")
-	excluded := proof.event(t, "depinchain.market.v1.EventRoundWorkerExcluded")
-	if ev["convicted"] != c.sidecars[cheater].Operator || ev["kind"] != verifytypes.ROUND_FAULT_PSEUDO_GRADIENT.String() || ev["round"] != "0" ||
-		ev["worker"] != fmt.Sprint(slot) || excluded["worker"] != fmt.Sprint(slot) || excluded["round"] != "0" {
+	proof, ev := r.waitForRoundFaultProof(ctx, t, "an honest trainer proves the fabricated pseudo-gradient", 6*time.Minute,
+		cheater, verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, 0)
+	if excluded := proof.event(t, "depinchain.market.v1.EventRoundWorkerExcluded"); ev["worker"] != fmt.Sprint(slot) ||
+		excluded["worker"] != fmt.Sprint(slot) || excluded["round"] != "0" {
 		t.Fatalf("EventRoundFaultProven %v, EventRoundWorkerExcluded %v", ev, excluded)
-	}
-	if ev["prover"] == c.sidecars[cheater].Operator || !isOperator(c, ev["prover"], "w1", "w2") {
-		t.Fatalf("the prover %s is not an honest trainer", ev["prover"])
-	}
-	after := bond(cheater)
-	slash := vp.Params.FraudSlashFraction.MulInt(before).TruncateInt()
-	if after.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED || !after.Bond.Amount.Equal(before.Sub(slash)) || !coinAmount(t, ev["slashed"]).Equal(slash) {
-		t.Fatalf("the cheater %s with bond %s → %s (event: %s), want tombstoned and %s less", after.Status, before, after.Bond.Amount, ev["slashed"], slash)
-	}
-	if reward := vp.Params.WhistleblowerShare.MulInt(slash).TruncateInt(); !reward.IsPositive() || !coinAmount(t, ev["reward"]).Equal(reward) {
-		t.Fatalf("the prover's reward %s, want %s", ev["reward"], reward)
 	}
 	commits, err := r.market.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: r.jobID, Round: 0})
 	if err != nil {
@@ -125,14 +83,4 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 			t.Fatalf("slot %d's lease %d was paid %s; the cheater is slot %d", l.Worker, l.Id, paid, slot)
 		}
 	}
-}
-
-// isOperator reports whether addr is the operator of one of the named sidecars.
-func isOperator(c *cluster, addr string, names ...string) bool {
-	for _, n := range names {
-		if c.sidecars[n].Operator == addr {
-			return true
-		}
-	}
-	return false
 }
