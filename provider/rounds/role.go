@@ -349,10 +349,28 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 }
 
 // datasetData is the RoundData of a job on a dataset: the slot's shards of the round,
-// their data pieces fetched from the holders and checked against their roots.
+// their data pieces fetched from the holders and checked against their roots. A shard
+// with too few active holders is waited for (up to CheckWait): a replica that missed a
+// storage proof is dropped and its piece repaired by another holder within a few
+// storage periods, while failing the lease run would give the lease up within seconds.
 func (r *Role) datasetData(job markettypes.Job) RoundData {
 	return func(ctx context.Context, round uint64, worker uint32, dir string) error {
-		res, err := r.opts.Datasets.PrepareRound(ctx, job, worker, round, dir)
+		var res datasets.Result
+		var err error
+		logged := false
+		if rerr := r.retry(ctx, func() error {
+			res, err = r.opts.Datasets.PrepareRound(ctx, job, worker, round, dir)
+			if !errors.Is(err, datasets.ErrNotFetchable) {
+				return nil // done, or an error waiting does not mend
+			}
+			if !logged {
+				logged = true
+				r.log.Warn("the round's data cannot be had yet; waiting for its shards' holders", "job", job.Id, "round", round, "slot", worker, "err", err)
+			}
+			return err
+		}); rerr != nil && err == nil {
+			err = rerr
+		}
 		if errors.Is(err, datasets.ErrNoShardInRound) {
 			return fmt.Errorf("%w: %v", ErrNoData, err)
 		}
