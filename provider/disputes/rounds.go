@@ -21,7 +21,8 @@ import (
 // roundStartState is the state a sync worker's checkpoint of round r > 0 starts from:
 // WorkerStart of the round's global G_r with the worker's carry — the end state of the
 // last round it entered under the lease, one of the lease's earlier checkpoints' states
-// (its latest, unless a round it committed did not enter) — or none (a lease's first
+// (its latest, unless a round it committed did not enter; never a rejected one, such as
+// a round deleted and redone since) — or none (a lease's first
 // round). G_r is rebuilt from its custody object and checked against the round's
 // global_root; a carry is the verifier's own last re-execution of the lease or a state
 // rebuilt or downloaded like any start state and checked against its checkpoint's final
@@ -55,6 +56,11 @@ func (r *Role) roundStartState(ctx context.Context, cp verifytypes.Checkpoint, j
 		prev, err := r.opts.Chain.Checkpoint(ctx, &verifytypes.QueryCheckpointRequest{LeaseId: cp.LeaseId, Index: i - 1})
 		if err != nil {
 			return nil, err
+		}
+		if prev.Checkpoint.Status == verifytypes.CHECKPOINT_STATUS_REJECTED {
+			// Discarded with a deleted round (its redo is a later checkpoint) or convicted:
+			// no round the lease entered ends there, and its state is no longer served.
+			continue
 		}
 		carry, err := r.servedState(ctx, prev.Checkpoint.Uri, prev.Checkpoint.FinalHash, job)
 		if err != nil {

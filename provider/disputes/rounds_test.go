@@ -108,8 +108,9 @@ func TestVerifierChallengesARoundTrainedOnAnotherSlotsShards(t *testing.T) {
 // A verifier that has re-executed none of the lease rebuilds G_1 from its custody object
 // (checked against the round's global_root) and the carry — the lease's round-0 state —
 // from that checkpoint's custody object: worker 1's honest round 1 matches; one trained
-// on slot 0's shards is challenged. A G_1 in custody that is not the round's global_root
-// is not started from.
+// on slot 0's shards is challenged; a redo of round 1 behind its discarded (rejected,
+// unserved) first checkpoint matches from the round-0 carry. A G_1 in custody that is
+// not the round's global_root is not started from.
 func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 	job := roundsJob(t)
 	cfg, err := job.Spec.ExactConfig()
@@ -175,6 +176,21 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 	}
 	if rec := h.verification(t, 2, 1); rec.Result != db.VerificationMismatched || len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
 		t.Fatalf("worker 1's round 1 on slot 0's shards: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	// Round 1 redone after the chain deleted it: its first checkpoint (index 1) is
+	// REJECTED and served by nobody; the redo (index 2) starts from the round-0 carry.
+	h = setup(g1)
+	discarded := round1(1)
+	discarded.Status, discarded.Uri = verifytypes.CHECKPOINT_STATUS_REJECTED, "http://trainer.invalid"+checkpoint.PathPrefix+"2/1"
+	redo := round1(1)
+	redo.Index = 2
+	h.chain.Cps[[2]uint64{2, 1}], h.chain.Cps[[2]uint64{2, 2}] = discarded, redo
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 2); rec.Result != db.VerificationMatched || len(h.chain.Sent()) != 0 {
+		t.Fatalf("worker 1's redone round 1 behind its discarded checkpoint: %+v, sent %v", rec, h.chain.Sent())
 	}
 
 	h = setup(g0) // custody holds a file that is not G_1
