@@ -94,6 +94,10 @@ type Options struct {
 	// pseudo-gradient: the committed one has its first element off by one, while its
 	// round-end checkpoint is honest (dense jobs).
 	CheatPseudoGradient bool
+	// CheatTrainOnSlot (tests only), when set, makes this sidecar a worker that trains
+	// every round on that slot's data of the round instead of its own, and commits
+	// honestly what it trained: a trace that does not verify against its assignment.
+	CheatTrainOnSlot *uint32
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
@@ -339,6 +343,12 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 	data := CorpusData(l.Job.Seed, l.Job.Spec.Workers)
 	if l.Job.Spec.DatasetId != "" {
 		data = r.datasetData(l.Job)
+	}
+	if slot := r.opts.CheatTrainOnSlot; slot != nil {
+		honest := data
+		data = func(ctx context.Context, round uint64, _ uint32, dir string) error {
+			return honest(ctx, round, *slot, dir)
+		}
 	}
 	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
 		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir, Data: data}, nil
