@@ -2,10 +2,13 @@ package disputes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -74,8 +77,9 @@ func (r *Role) roundStartState(ctx context.Context, cp verifytypes.Checkpoint, j
 		cp.LeaseId, cp.Index, cp.StartHash, round, cp.LeaseId)
 }
 
-// roundGlobal is job's G_round, rebuilt from its custody holders and checked against the
-// round's global_root; the last one is kept, as a round's workers' checkpoints share it.
+// roundGlobal is job's G_round, rebuilt from its custody holders (waiting up to
+// globalHeldWait for them to hold it) and checked against the round's global_root; the
+// last one is kept, as a round's workers' checkpoints share it.
 func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint64) (*diloco.GlobalState, error) {
 	res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: job.Id, Round: round})
 	if err != nil {
@@ -98,8 +102,24 @@ func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint6
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	id := markettypes.GlobalCustodyID(job.Id, round)
-	if _, err := r.opts.Custody.RebuildObject(ctx, id, tmp); err != nil {
-		return nil, fmt.Errorf("%w: rebuilding %s from custody: %w", ErrStartStateUnavailable, id, err)
+	// A global is committed with its pieces' roots, and the holders take the pieces
+	// after: a worker that trained from its own aggregate checkpoints the next round
+	// before then, and is not at fault for it.
+	heldBy := time.Now().Add(globalHeldWait)
+	for {
+		_, err := r.opts.Custody.RebuildObject(ctx, id, tmp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fetch.ErrNotEnoughHolders) || time.Now().After(heldBy) {
+			return nil, fmt.Errorf("%w: rebuilding %s from custody: %w", ErrStartStateUnavailable, id, err)
+		}
+		r.log.Info("waiting for the round's global state to be held in custody", "custody_id", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	raw, err := os.ReadFile(tmp.Name())
 	if err != nil {
@@ -117,6 +137,10 @@ func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint6
 	r.mu.Unlock()
 	return g, nil
 }
+
+// globalHeldWait bounds how long roundGlobal waits for a committed global's pieces to
+// be held (a few of the holders' check intervals).
+const globalHeldWait = time.Minute
 
 // roundGlobalCache is the last global state roundGlobal rebuilt.
 type roundGlobalCache struct {
