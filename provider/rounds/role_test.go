@@ -43,6 +43,8 @@ type fakeChain struct {
 	convicted []string
 	// holdGlobal refuses the globals of these rounds (a test acts before they are committed).
 	holdGlobal map[uint64]bool
+	// unheld are leases whose checkpoints' custody pieces no holder ever holds.
+	unheld map[uint64]bool
 }
 
 // proveRoundFault takes an aggregation proof of a global in its challenge window whose
@@ -215,7 +217,9 @@ func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp train
 	if err != nil {
 		return err
 	}
-	c.net.register(custodyDir, p)
+	if !c.unheld[leaseID] {
+		c.net.register(custodyDir, p)
+	}
 	final := cp.FinalHash()
 	c.checkpoints[leaseID] = append(c.checkpoints[leaseID], verifytypes.Checkpoint{LeaseId: leaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(), FinalHash: final[:]})
 	return nil
@@ -701,6 +705,66 @@ func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
 		}
 		if st := w.role.Status()[0]; st.Phase != PhaseDone || st.Round != 1 {
 			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
+		}
+	}
+}
+
+// A worker excluded from a round by someone else (a verifier's game) while the others
+// wait for its round-end checkpoint in custody, which nobody holds (a convicted worker's
+// custody is released): they stop waiting at once instead of after CheckWait, aggregate
+// the round without it, and the job ends at Simulate's globals with its slot out.
+func TestRoleStopsWaitingForTheFilesOfAWorkerExcludedMeanwhile(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.unheld = map[uint64]bool{102: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	// Well below CheckWait (2m): the others must not wait it out.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	excludedCtx, stopExcluded := context.WithCancel(ctx)
+	excludedDone := make(chan struct{})
+	go func() {
+		defer close(excludedDone)
+		_ = ws[2].role.Serve(excludedCtx, ws[2].lease)
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if rd := c.rounds[0]; rd.State == markettypes.ROUND_STATE_AGGREGATING {
+				c.mu.Unlock()
+				time.Sleep(300 * time.Millisecond) // the others are waiting for slot 2's files
+				c.mu.Lock()
+				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+				c.commits[0][i].Excluded = true
+				rd.Entered = []uint32{0, 1}
+				c.expect[1] = []uint32{0, 1}
+				c.mu.Unlock()
+				stopExcluded()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-excludedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
 		}
 	}
 }
