@@ -62,8 +62,11 @@ func (r *Role) checkRound(ctx context.Context, l Lease, j Job, rd markettypes.Ro
 			// Another's proof or game may have left a worker out while this one checked:
 			// the round is aggregated as it stands now.
 			res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: j.ID, Round: rd.Round})
-			if err != nil || slices.Equal(res.Round.Entered, rd.Entered) || res.Round.State == markettypes.ROUND_STATE_FINAL {
+			switch {
+			case err != nil || slices.Equal(res.Round.Entered, rd.Entered) || res.Round.State == markettypes.ROUND_STATE_FINAL:
 				return rd, err
+			case res.Round.State == markettypes.ROUND_STATE_OPEN:
+				return rd, roundDeleted{rd.Round} // closed before: deleted and opened again
 			}
 			rd = res.Round
 			continue
@@ -350,11 +353,13 @@ func (r *Role) retry(ctx context.Context, c markettypes.RoundCommit, try func() 
 	}
 }
 
-// leftOut reports whether the chain has excluded or dropped commit c since.
+// leftOut reports whether the chain has excluded or dropped commit c since (with its
+// round, deleted: the job's round went back before it).
 func (r *Role) leftOut(ctx context.Context, c markettypes.RoundCommit) bool {
 	res, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: c.JobId, Round: c.Round})
 	if err != nil {
-		return false
+		job, jerr := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: c.JobId})
+		return jerr == nil && job.Job.Round < c.Round
 	}
 	now, ok := commitOf(res.Commits, c.Worker)
 	return !ok || now.Excluded || now.LeaseId != c.LeaseId

@@ -310,9 +310,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		}
 		err = r.deletedOr(ctx, l, rd.Round, r.serveRound(ctx, l, &w, rd, wake))
 		redone := false
-		for errors.Is(err, errRoundDeleted) {
+		for deleted := (roundDeleted{}); errors.As(err, &deleted); {
 			redone = true
-			err = r.redo(ctx, l, &w, carries, wake)
+			err = r.redo(ctx, l, &w, deleted.round, carries, wake)
 		}
 		if err != nil {
 			return err
@@ -583,6 +583,9 @@ func (r *Role) aggregateEntered(ctx context.Context, l Lease, w *Worker, rd mark
 			if errors.Is(err, ErrBadPseudoGradient) || ctx.Err() != nil {
 				return nil, err
 			}
+			if r.gone(ctx, l, round) {
+				return nil, roundDeleted{round}
+			}
 			r.log.Info("waiting for the entered pseudo-gradients' custody", "job", l.Job.Id, "round", round, "err", err)
 			if err := r.sleep(ctx, wake); err != nil {
 				return nil, err
@@ -694,21 +697,28 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 	return nil
 }
 
-// errRoundDeleted: the round a lease served is gone: x/market deleted it (and the rounds
+// roundDeleted: the round a lease served is gone: x/market deleted it (and the rounds
 // after it) with its voided start global, and the lease's commit and checkpoint of it
-// with it.
-var errRoundDeleted = errors.New("the round was deleted with its start global")
+// with it. The round may be open again already (the previous round re-aggregated).
+type roundDeleted struct{ round uint64 }
 
-// redo goes back to the job's current round p after x/market deleted the rounds after it
+func (e roundDeleted) Error() string {
+	return fmt.Sprintf("round %d was deleted with its start global", e.round)
+}
+
+// redo goes back to round p, the one before the deleted round (or the job's current
+// round, if x/market went back further), after x/market deleted the rounds after it
 // (their start global G_{p+1} was voided): the lease takes round p+1's carry back and,
 // when its slot entered p, takes part in p's aggregation again; Serve then trains round
 // p+1 again from the new G_{p+1}.
-func (r *Role) redo(ctx context.Context, l Lease, w *Worker, carries map[uint64]*uint64, wake chan struct{}) error {
+func (r *Role) redo(ctx context.Context, l Lease, w *Worker, deleted uint64, carries map[uint64]*uint64, wake chan struct{}) error {
 	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
 	if err != nil {
 		return err
 	}
-	p := job.Job.Round
+	// The job's round is the deleted one's again when the round before was aggregated
+	// anew before this lease looked.
+	p := min(job.Job.Round, max(deleted, 1)-1)
 	if carry, ok := carries[p+1]; ok {
 		w.Carry = carry
 		if err := r.writeCarry(w.Job, l.ID, carry); err != nil {
@@ -738,29 +748,47 @@ func (r *Role) redo(ctx context.Context, l Lease, w *Worker, carries map[uint64]
 	return r.deletedOr(ctx, l, p, r.aggregate(ctx, l, w, p, wake))
 }
 
-// deletedOr is errRoundDeleted when serving round failed because the chain deleted it
-// meanwhile (its commits went with it: the job's round is back before it), else err.
+// deletedOr is roundDeleted when serving round failed because the chain deleted it
+// meanwhile (the job's round went back before it), else err.
 func (r *Role) deletedOr(ctx context.Context, l Lease, round uint64, err error) error {
-	if err == nil || errors.Is(err, errRoundDeleted) || ctx.Err() != nil {
+	if err == nil || errors.As(err, new(roundDeleted)) || ctx.Err() != nil {
 		return err
 	}
-	if job, jerr := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id}); jerr == nil && job.Job.Round < round {
-		return errRoundDeleted
+	if r.wentBack(ctx, l, round) {
+		return roundDeleted{round}
 	}
 	return err
 }
 
-// waitRound polls round until done says so. A round that is gone while the job's round
-// went back before it was deleted (errRoundDeleted).
+// wentBack reports whether the job's round is before round: the chain deleted it.
+func (r *Role) wentBack(ctx context.Context, l Lease, round uint64) bool {
+	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
+	return err == nil && job.Job.Round < round
+}
+
+// gone reports whether the chain deleted round, which l's slot committed: the job's
+// round went back before it, or the round holds no commit of the lease any more (it was
+// deleted and opened again).
+func (r *Role) gone(ctx context.Context, l Lease, round uint64) bool {
+	if r.wentBack(ctx, l, round) {
+		return true
+	}
+	res, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: l.Job.Id, Round: round})
+	return err == nil && !slices.ContainsFunc(res.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == l.Worker && c.LeaseId == l.ID })
+}
+
+// waitRound polls round, which l's slot committed, until done says so; a round the
+// chain deleted meanwhile is roundDeleted.
 func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan struct{}, done func(markettypes.Round) bool) (markettypes.Round, error) {
 	for {
 		res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round})
 		if err == nil && done(res.Round) {
 			return res.Round, nil
 		}
-		if err != nil {
-			if err := r.deletedOr(ctx, l, round, err); errors.Is(err, errRoundDeleted) {
-				return markettypes.Round{}, err
+		// A round still open may be one deleted and opened again.
+		if err != nil || res.Round.State == markettypes.ROUND_STATE_OPEN {
+			if r.gone(ctx, l, round) {
+				return markettypes.Round{}, roundDeleted{round}
 			}
 		}
 		if err := r.sleep(ctx, wake); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -762,6 +763,82 @@ func TestRoleStopsWaitingForTheFilesOfAWorkerExcludedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
+		}
+	}
+}
+
+// The same conviction as TestRoleRedoesARoundWhoseStartGlobalWasVoided, but round 0 is
+// aggregated anew and round 1 opened again before the honest workers look: round 1 is
+// open and holds none of their commits. They take it for deleted, go back to round 0
+// (whose new global is theirs), and redo round 1 from it with their round-0 carry.
+func TestRoleRedoesARoundDeletedAndOpenedAgainBeforeItLooked(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.holdGlobal = map[uint64]bool{1: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1Dir := t.TempDir()
+	g1Path := filepath.Join(g1Dir, "global-1")
+	if err := os.WriteFile(g1Path, want[1].Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g1Custody := filepath.Join(g1Dir, "custody")
+	g1Pieces, err := WritePieces(g1Custody, markettypes.GlobalCustodyID(c.job.Id, 1), g1Path, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1Root := want[1].Root()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	convictedCtx, stopConvicted := context.WithCancel(ctx)
+	convictedDone := make(chan struct{})
+	go func() {
+		defer close(convictedDone)
+		_ = ws[2].role.Serve(convictedCtx, ws[2].lease)
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if rd := c.rounds[1]; rd != nil && rd.State == markettypes.ROUND_STATE_AGGREGATING {
+				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+				c.commits[0][i].Excluded = true
+				c.convicted = append(c.convicted, "provider-2")
+				rd0 := c.rounds[0]
+				rd0.Entered = []uint32{0, 1}
+				c.voidGlobal(rd0)
+				// Aggregated again at once, round 1 open again.
+				rd0.State, rd0.NextGlobalRoot, rd0.NextGlobalSize, rd0.Aggregator = markettypes.ROUND_STATE_CHALLENGE, g1Root[:], g1Pieces.Size, "provider-0"
+				c.net.register(g1Custody, g1Pieces)
+				c.open(1, g1Root[:])
+				c.expect[1] = []uint32{0, 1}
+				delete(c.holdGlobal, 1)
+				c.mu.Unlock()
+				stopConvicted()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-convictedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for r := uint64(0); r < 2; r++ {
 		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
 			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
