@@ -80,6 +80,9 @@ type Hooks struct {
 	// CheatPseudoGradient makes the rounds role a worker that fabricates its
 	// pseudo-gradients (rounds.Options).
 	CheatPseudoGradient bool
+	// CheatTrainOnSlot makes the rounds role a worker that trains on that slot's data
+	// (rounds.Options).
+	CheatTrainOnSlot *uint32
 }
 
 // Daemon is one running provider sidecar.

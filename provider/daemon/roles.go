@@ -96,6 +96,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 		Operator: d.operator, Submit: d.submitTx, Chain: d.queries, WorkDir: cfg.Storage.WorkDir,
 		CustodyDir: d.custodyDir(), Custody: custodySource, Datasets: data, Metrics: d.metrics, Logger: d.log,
 		CheatAggregate: hooks.CheatAggregate, CheatPseudoGradient: hooks.CheatPseudoGradient,
+		CheatTrainOnSlot: hooks.CheatTrainOnSlot,
 	})
 	if err != nil {
 		return rs, err

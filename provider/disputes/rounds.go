@@ -2,10 +2,13 @@ package disputes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
+	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -21,7 +24,8 @@ import (
 // roundStartState is the state a sync worker's checkpoint of round r > 0 starts from:
 // WorkerStart of the round's global G_r with the worker's carry — the end state of the
 // last round it entered under the lease, one of the lease's earlier checkpoints' states
-// (its latest, unless a round it committed did not enter) — or none (a lease's first
+// (its latest, unless a round it committed did not enter; never a rejected one, such as
+// a round deleted and redone since) — or none (a lease's first
 // round). G_r is rebuilt from its custody object and checked against the round's
 // global_root; a carry is the verifier's own last re-execution of the lease or a state
 // rebuilt or downloaded like any start state and checked against its checkpoint's final
@@ -56,6 +60,11 @@ func (r *Role) roundStartState(ctx context.Context, cp verifytypes.Checkpoint, j
 		if err != nil {
 			return nil, err
 		}
+		if prev.Checkpoint.Status == verifytypes.CHECKPOINT_STATUS_REJECTED {
+			// Discarded with a deleted round (its redo is a later checkpoint) or convicted:
+			// no round the lease entered ends there, and its state is no longer served.
+			continue
+		}
 		carry, err := r.servedState(ctx, prev.Checkpoint.Uri, prev.Checkpoint.FinalHash, job)
 		if err != nil {
 			return nil, err
@@ -68,8 +77,9 @@ func (r *Role) roundStartState(ctx context.Context, cp verifytypes.Checkpoint, j
 		cp.LeaseId, cp.Index, cp.StartHash, round, cp.LeaseId)
 }
 
-// roundGlobal is job's G_round, rebuilt from its custody holders and checked against the
-// round's global_root; the last one is kept, as a round's workers' checkpoints share it.
+// roundGlobal is job's G_round, rebuilt from its custody holders (waiting up to
+// globalHeldWait for them to hold it) and checked against the round's global_root; the
+// last one is kept, as a round's workers' checkpoints share it.
 func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint64) (*diloco.GlobalState, error) {
 	res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: job.Id, Round: round})
 	if err != nil {
@@ -92,8 +102,24 @@ func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint6
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	id := markettypes.GlobalCustodyID(job.Id, round)
-	if _, err := r.opts.Custody.RebuildObject(ctx, id, tmp); err != nil {
-		return nil, fmt.Errorf("%w: rebuilding %s from custody: %w", ErrStartStateUnavailable, id, err)
+	// A global is committed with its pieces' roots, and the holders take the pieces
+	// after: a worker that trained from its own aggregate checkpoints the next round
+	// before then, and is not at fault for it.
+	heldBy := time.Now().Add(globalHeldWait)
+	for {
+		_, err := r.opts.Custody.RebuildObject(ctx, id, tmp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fetch.ErrNotEnoughHolders) || time.Now().After(heldBy) {
+			return nil, fmt.Errorf("%w: rebuilding %s from custody: %w", ErrStartStateUnavailable, id, err)
+		}
+		r.log.Info("waiting for the round's global state to be held in custody", "custody_id", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	raw, err := os.ReadFile(tmp.Name())
 	if err != nil {
@@ -111,6 +137,10 @@ func (r *Role) roundGlobal(ctx context.Context, job markettypes.Job, round uint6
 	r.mu.Unlock()
 	return g, nil
 }
+
+// globalHeldWait bounds how long roundGlobal waits for a committed global's pieces to
+// be held (a few of the holders' check intervals).
+const globalHeldWait = time.Minute
 
 // roundGlobalCache is the last global state roundGlobal rebuilt.
 type roundGlobalCache struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/provider/checkpoint"
@@ -108,8 +109,10 @@ func TestVerifierChallengesARoundTrainedOnAnotherSlotsShards(t *testing.T) {
 // A verifier that has re-executed none of the lease rebuilds G_1 from its custody object
 // (checked against the round's global_root) and the carry — the lease's round-0 state —
 // from that checkpoint's custody object: worker 1's honest round 1 matches; one trained
-// on slot 0's shards is challenged. A G_1 in custody that is not the round's global_root
-// is not started from.
+// on slot 0's shards is challenged; a redo of round 1 behind its discarded (rejected,
+// unserved) first checkpoint matches from the round-0 carry; one checked before G_1's
+// holders took its pieces waits for them. A G_1 in custody that is not the round's
+// global_root is not started from.
 func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 	job := roundsJob(t)
 	cfg, err := job.Spec.ExactConfig()
@@ -144,7 +147,7 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 		return verifytypes.Checkpoint{LeaseId: 2, Index: 1, JobId: job.Id, Worker: 1, Provider: other, StartStep: 8, EndStep: 16,
 			StartHash: h[:], TraceRoot: root[:], FinalHash: exec.Trace.Hashes[8][:], ChallengeDeadline: 100}
 	}
-	setup := func(g *diloco.GlobalState) *harness {
+	setup := func(g *diloco.GlobalState) (*harness, *roletest.CustodyNet) {
 		h := newHarness(t, true)
 		net := roletest.NewCustodyNet(t)
 		h.role.opts.Custody = net.Source()
@@ -156,10 +159,10 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 		h.chain.Cps[[2]uint64{2, 0}] = verifytypes.Checkpoint{LeaseId: 2, Index: 0, JobId: job.Id, Worker: 1, Provider: other,
 			StartStep: 0, EndStep: 8, FinalHash: end[:], Uri: "http://trainer.invalid" + checkpoint.PathPrefix + "2/0"}
 		net.Put(t, shardtypes.CustodyDatasetID(2, 0), round0[1].End.Encode())
-		return h
+		return h, net
 	}
 
-	h := setup(g1)
+	h, _ := setup(g1)
 	h.chain.Cps[[2]uint64{2, 1}] = round1(1)
 	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
 		t.Fatal(err)
@@ -168,7 +171,7 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 		t.Fatalf("worker 1's honest round 1: %+v, sent %v", rec, h.chain.Sent())
 	}
 
-	h = setup(g1)
+	h, _ = setup(g1)
 	h.chain.Cps[[2]uint64{2, 1}] = round1(0)
 	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
 		t.Fatal(err)
@@ -177,7 +180,36 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 		t.Fatalf("worker 1's round 1 on slot 0's shards: %+v, sent %v", rec, h.chain.Sent())
 	}
 
-	h = setup(g0) // custody holds a file that is not G_1
+	// Round 1 redone after the chain deleted it: its first checkpoint (index 1) is
+	// REJECTED and served by nobody; the redo (index 2) starts from the round-0 carry.
+	h, _ = setup(g1)
+	discarded := round1(1)
+	discarded.Status, discarded.Uri = verifytypes.CHECKPOINT_STATUS_REJECTED, "http://trainer.invalid"+checkpoint.PathPrefix+"2/1"
+	redo := round1(1)
+	redo.Index = 2
+	h.chain.Cps[[2]uint64{2, 1}], h.chain.Cps[[2]uint64{2, 2}] = discarded, redo
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 2); rec.Result != db.VerificationMatched || len(h.chain.Sent()) != 0 {
+		t.Fatalf("worker 1's redone round 1 behind its discarded checkpoint: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	// G_1 is committed before its holders take its pieces: a checkpoint of round 1 that
+	// comes first waits for them.
+	h, net := setup(g1)
+	net.PutUnheld(t, markettypes.GlobalCustodyID(job.Id, 1), g1.Encode())
+	h.chain.Cps[[2]uint64{2, 1}] = round1(1)
+	held := time.AfterFunc(1500*time.Millisecond, func() { net.Hold(markettypes.GlobalCustodyID(job.Id, 1)) })
+	defer held.Stop()
+	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.verification(t, 2, 1); rec.Result != db.VerificationMatched || len(h.chain.Sent()) != 0 {
+		t.Fatalf("worker 1's round 1 checked before G_1 was held: %+v, sent %v", rec, h.chain.Sent())
+	}
+
+	h, _ = setup(g0) // custody holds a file that is not G_1
 	h.chain.Cps[[2]uint64{2, 1}] = round1(1)
 	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 2, Index: 1}); err != nil {
 		t.Fatal(err)

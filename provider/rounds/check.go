@@ -55,8 +55,21 @@ func (r *Role) checkRound(ctx context.Context, l Lease, j Job, rd markettypes.Ro
 			return rd, err
 		}
 		excluded, err := r.checkEntered(ctx, l, j, rd, commits.Commits)
-		if err != nil || len(excluded) == 0 {
+		if err != nil {
 			return rd, err
+		}
+		if len(excluded) == 0 {
+			// Another's proof or game may have left a worker out while this one checked:
+			// the round is aggregated as it stands now.
+			res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: j.ID, Round: rd.Round})
+			switch {
+			case err != nil || slices.Equal(res.Round.Entered, rd.Entered) || res.Round.State == markettypes.ROUND_STATE_FINAL:
+				return rd, err
+			case res.Round.State == markettypes.ROUND_STATE_OPEN:
+				return rd, roundDeleted{rd.Round} // closed before: deleted and opened again
+			}
+			rd = res.Round
+			continue
 		}
 		r.log.Info("waiting for the round without the workers proven wrong", "job", j.ID, "round", rd.Round, "excluded", excluded)
 		rd, err = r.waitRound(ctx, l, rd.Round, wake, func(rd markettypes.Round) bool {
@@ -175,7 +188,7 @@ func (r *Role) checkWorker(ctx context.Context, j Job, g *diloco.GlobalState, gl
 	}
 	path := j.PseudoGradientPath(g.Round, c.Worker)
 	var pg []byte
-	err = r.retry(ctx, func() error {
+	err = r.retry(ctx, c, func() error {
 		if _, err := j.readPseudoGradient(path, g.Round, Entered{Worker: c.Worker, Root: pgRoot}, g.Root()); err != nil {
 			if ferr := CustodyFetch(r.opts.Custody, j.ID)(ctx, g.Round, c.Worker, path); ferr != nil {
 				return ferr
@@ -278,7 +291,7 @@ func (r *Role) endState(ctx context.Context, j Job, c markettypes.RoundCommit) (
 		return b, nil
 	}
 	var state []byte
-	err = r.retry(ctx, func() error {
+	err = r.retry(ctx, c, func() error {
 		index, err := r.roundCheckpoint(ctx, j, c)
 		if err != nil {
 			return err
@@ -317,14 +330,20 @@ func (r *Role) roundCheckpoint(ctx context.Context, j Job, c markettypes.RoundCo
 	return 0, fmt.Errorf("lease %d has no checkpoint ending round %d at step %d", c.LeaseId, c.Round, end)
 }
 
-// retry runs try until it succeeds, ctx ends or CheckWait passes (a file not yet held by
-// its custody holders), and returns its last error.
-func (r *Role) retry(ctx context.Context, try func() error) error {
+// retry runs try, which reads worker c's round files, until it succeeds, ctx ends,
+// CheckWait passes (a file not yet held by its custody holders) or the chain no longer
+// counts c in its round (excluded by another's proof or game, whose conviction also
+// releases the worker's checkpoints' custody: waiting on them would only delay the
+// round), and returns its last error.
+func (r *Role) retry(ctx context.Context, c markettypes.RoundCommit, try func() error) error {
 	deadline := time.Now().Add(r.opts.CheckWait)
 	for {
 		err := try()
 		if err == nil || ctx.Err() != nil || !time.Now().Before(deadline) {
 			return err
+		}
+		if r.leftOut(ctx, c) {
+			return fmt.Errorf("%w (worker %d's commit of round %d is excluded or gone since)", err, c.Worker, c.Round)
 		}
 		select {
 		case <-ctx.Done():
@@ -332,6 +351,18 @@ func (r *Role) retry(ctx context.Context, try func() error) error {
 		case <-time.After(r.opts.PollInterval):
 		}
 	}
+}
+
+// leftOut reports whether the chain has excluded or dropped commit c since (with its
+// round, deleted: the job's round went back before it).
+func (r *Role) leftOut(ctx context.Context, c markettypes.RoundCommit) bool {
+	res, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: c.JobId, Round: c.Round})
+	if err != nil {
+		job, jerr := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: c.JobId})
+		return jerr == nil && job.Job.Round < c.Round
+	}
+	now, ok := commitOf(res.Commits, c.Worker)
+	return !ok || now.Excluded || now.LeaseId != c.LeaseId
 }
 
 // fabricatePseudoGradient (tests only: CheatPseudoGradient) rewrites a contribution's

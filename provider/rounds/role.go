@@ -95,6 +95,10 @@ type Options struct {
 	// pseudo-gradient: the committed one has its first element off by one, while its
 	// round-end checkpoint is honest (dense jobs).
 	CheatPseudoGradient bool
+	// CheatTrainOnSlot (tests only), when set, makes this sidecar a worker that trains
+	// every round on that slot's data of the round instead of its own, and commits
+	// honestly what it trained: a trace that does not verify against its assignment.
+	CheatTrainOnSlot *uint32
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
@@ -310,9 +314,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 			continue
 		}
 		redone := false
-		for errors.Is(err, errRoundDeleted) {
+		for deleted := (roundDeleted{}); errors.As(err, &deleted); {
 			redone = true
-			err = r.redo(ctx, l, &w, carries, wake)
+			err = r.redo(ctx, l, &w, deleted.round, carries, wake)
 		}
 		if err != nil {
 			return err
@@ -344,6 +348,12 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 	if l.Job.Spec.DatasetId != "" {
 		data = r.datasetData(l.Job)
 	}
+	if slot := r.opts.CheatTrainOnSlot; slot != nil {
+		honest := data
+		data = func(ctx context.Context, round uint64, _ uint32, dir string) error {
+			return honest(ctx, round, *slot, dir)
+		}
+	}
 	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
 		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir, Data: data}, nil
 }
@@ -355,21 +365,18 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 // storage periods, while failing the lease run would give the lease up within seconds.
 func (r *Role) datasetData(job markettypes.Job) RoundData {
 	return func(ctx context.Context, round uint64, worker uint32, dir string) error {
-		var res datasets.Result
-		var err error
-		logged := false
-		if rerr := r.retry(ctx, func() error {
+		deadline := time.Now().Add(r.opts.CheckWait)
+		res, err := r.opts.Datasets.PrepareRound(ctx, job, worker, round, dir)
+		if errors.Is(err, datasets.ErrNotFetchable) {
+			r.log.Warn("the round's data cannot be had yet; waiting for its shards' holders", "job", job.Id, "round", round, "slot", worker, "err", err)
+		}
+		for errors.Is(err, datasets.ErrNotFetchable) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(r.opts.PollInterval):
+			}
 			res, err = r.opts.Datasets.PrepareRound(ctx, job, worker, round, dir)
-			if !errors.Is(err, datasets.ErrNotFetchable) {
-				return nil // done, or an error waiting does not mend
-			}
-			if !logged {
-				logged = true
-				r.log.Warn("the round's data cannot be had yet; waiting for its shards' holders", "job", job.Id, "round", round, "slot", worker, "err", err)
-			}
-			return err
-		}); rerr != nil && err == nil {
-			err = rerr
 		}
 		if errors.Is(err, datasets.ErrNoShardInRound) {
 			return fmt.Errorf("%w: %v", ErrNoData, err)
@@ -606,6 +613,9 @@ func (r *Role) aggregateEntered(ctx context.Context, l Lease, w *Worker, rd mark
 			if errors.Is(err, ErrBadPseudoGradient) || ctx.Err() != nil {
 				return nil, err
 			}
+			if r.gone(ctx, l, round) {
+				return nil, roundDeleted{round}
+			}
 			r.log.Info("waiting for the entered pseudo-gradients' custody", "job", l.Job.Id, "round", round, "err", err)
 			if err := r.sleep(ctx, wake); err != nil {
 				return nil, err
@@ -758,26 +768,33 @@ func (r *Role) commitGlobal(ctx context.Context, l Lease, j Job, round uint64, e
 	return nil
 }
 
-// errRoundDeleted: the round a lease served is gone: x/market deleted it (and the rounds
+// roundDeleted: the round a lease served is gone: x/market deleted it (and the rounds
 // after it) with its voided start global, and the lease's commit and checkpoint of it
-// with it.
-var errRoundDeleted = errors.New("the round was deleted with its start global")
+// with it. The round may be open again already (the previous round re-aggregated).
+type roundDeleted struct{ round uint64 }
 
 // errRoundReopened: the round a lease trained was deleted with its voided start global
 // and opened again on a new one before the lease could commit it; it trains it again
 // (with the same carry: the carry moves only when a round closes with the slot in it).
 var errRoundReopened = errors.New("the round was opened again on a new global state")
 
-// redo goes back to the job's current round p after x/market deleted the rounds after it
+func (e roundDeleted) Error() string {
+	return fmt.Sprintf("round %d was deleted with its start global", e.round)
+}
+
+// redo goes back to round p, the one before the deleted round (or the job's current
+// round, if x/market went back further), after x/market deleted the rounds after it
 // (their start global G_{p+1} was voided): the lease takes round p+1's carry back and,
 // when its slot entered p, takes part in p's aggregation again; Serve then trains round
 // p+1 again from the new G_{p+1}.
-func (r *Role) redo(ctx context.Context, l Lease, w *Worker, carries map[uint64]*uint64, wake chan struct{}) error {
+func (r *Role) redo(ctx context.Context, l Lease, w *Worker, deleted uint64, carries map[uint64]*uint64, wake chan struct{}) error {
 	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
 	if err != nil {
 		return err
 	}
-	p := job.Job.Round
+	// The job's round is the deleted one's again when the round before was aggregated
+	// anew before this lease looked.
+	p := min(job.Job.Round, max(deleted, 1)-1)
 	if carry, ok := carries[p+1]; ok {
 		w.Carry = carry
 		if err := r.writeCarry(w.Job, l.ID, carry); err != nil {
@@ -807,29 +824,47 @@ func (r *Role) redo(ctx context.Context, l Lease, w *Worker, carries map[uint64]
 	return r.deletedOr(ctx, l, p, r.aggregate(ctx, l, w, p, wake))
 }
 
-// deletedOr is errRoundDeleted when serving round failed because the chain deleted it
-// meanwhile (its commits went with it: the job's round is back before it), else err.
+// deletedOr is roundDeleted when serving round failed because the chain deleted it
+// meanwhile (the job's round went back before it), else err.
 func (r *Role) deletedOr(ctx context.Context, l Lease, round uint64, err error) error {
-	if err == nil || errors.Is(err, errRoundDeleted) || ctx.Err() != nil {
+	if err == nil || errors.As(err, new(roundDeleted)) || ctx.Err() != nil {
 		return err
 	}
-	if job, jerr := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id}); jerr == nil && job.Job.Round < round {
-		return errRoundDeleted
+	if r.wentBack(ctx, l, round) {
+		return roundDeleted{round}
 	}
 	return err
 }
 
-// waitRound polls round until done says so. A round that is gone while the job's round
-// went back before it was deleted (errRoundDeleted).
+// wentBack reports whether the job's round is before round: the chain deleted it.
+func (r *Role) wentBack(ctx context.Context, l Lease, round uint64) bool {
+	job, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: l.Job.Id})
+	return err == nil && job.Job.Round < round
+}
+
+// gone reports whether the chain deleted round, which l's slot committed: the job's
+// round went back before it, or the round holds no commit of the lease any more (it was
+// deleted and opened again).
+func (r *Role) gone(ctx context.Context, l Lease, round uint64) bool {
+	if r.wentBack(ctx, l, round) {
+		return true
+	}
+	res, err := r.opts.Chain.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: l.Job.Id, Round: round})
+	return err == nil && !slices.ContainsFunc(res.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == l.Worker && c.LeaseId == l.ID })
+}
+
+// waitRound polls round, which l's slot committed, until done says so; a round the
+// chain deleted meanwhile is roundDeleted.
 func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan struct{}, done func(markettypes.Round) bool) (markettypes.Round, error) {
 	for {
 		res, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: l.Job.Id, Round: round})
 		if err == nil && done(res.Round) {
 			return res.Round, nil
 		}
-		if err != nil {
-			if err := r.deletedOr(ctx, l, round, err); errors.Is(err, errRoundDeleted) {
-				return markettypes.Round{}, err
+		// A round still open may be one deleted and opened again.
+		if err != nil || res.Round.State == markettypes.ROUND_STATE_OPEN {
+			if r.gone(ctx, l, round) {
+				return markettypes.Round{}, roundDeleted{round}
 			}
 		}
 		if err := r.sleep(ctx, wake); err != nil {

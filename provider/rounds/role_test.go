@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,6 +44,8 @@ type fakeChain struct {
 	convicted []string
 	// holdGlobal refuses the globals of these rounds (a test acts before they are committed).
 	holdGlobal map[uint64]bool
+	// unheld are leases whose checkpoints' custody pieces no holder ever holds.
+	unheld map[uint64]bool
 	// proofLatency is how long an aggregation proof takes to be included (a slow block).
 	proofLatency time.Duration
 }
@@ -230,7 +233,9 @@ func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp train
 	if err != nil {
 		return err
 	}
-	c.net.register(custodyDir, p)
+	if !c.unheld[leaseID] {
+		c.net.register(custodyDir, p)
+	}
 	final := cp.FinalHash()
 	c.checkpoints[leaseID] = append(c.checkpoints[leaseID], verifytypes.Checkpoint{LeaseId: leaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(), FinalHash: final[:]})
 	return nil
@@ -830,6 +835,142 @@ func TestRoleTrainsAgainARoundReopenedWhileItTrained(t *testing.T) {
 	for _, w := range ws[:2] {
 		if st := w.role.Status()[0]; st.Phase != PhaseDone || st.Round != 1 {
 			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
+		}
+	}
+}
+
+// A worker excluded from a round by someone else (a verifier's game) while the others
+// wait for its round-end checkpoint in custody, which nobody holds (a convicted worker's
+// custody is released): they stop waiting at once instead of after CheckWait, aggregate
+// the round without it, and the job ends at Simulate's globals with its slot out.
+func TestRoleStopsWaitingForTheFilesOfAWorkerExcludedMeanwhile(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.unheld = map[uint64]bool{102: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	// Well below CheckWait (2m): the others must not wait it out.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	excludedCtx, stopExcluded := context.WithCancel(ctx)
+	excludedDone := make(chan struct{})
+	go func() {
+		defer close(excludedDone)
+		_ = ws[2].role.Serve(excludedCtx, ws[2].lease)
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if rd := c.rounds[0]; rd.State == markettypes.ROUND_STATE_AGGREGATING {
+				c.mu.Unlock()
+				time.Sleep(300 * time.Millisecond) // the others are waiting for slot 2's files
+				c.mu.Lock()
+				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+				c.commits[0][i].Excluded = true
+				rd.Entered = []uint32{0, 1}
+				c.expect[1] = []uint32{0, 1}
+				c.mu.Unlock()
+				stopExcluded()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-excludedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
+		}
+	}
+}
+
+// The same conviction as TestRoleRedoesARoundWhoseStartGlobalWasVoided, but round 0 is
+// aggregated anew and round 1 opened again before the honest workers look: round 1 is
+// open and holds none of their commits. They take it for deleted, go back to round 0
+// (whose new global is theirs), and redo round 1 from it with their round-0 carry.
+func TestRoleRedoesARoundDeletedAndOpenedAgainBeforeItLooked(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	c := newFakeChain(t, spec, 3, 2)
+	c.holdGlobal = map[uint64]bool{1: true}
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1Dir := t.TempDir()
+	g1Path := filepath.Join(g1Dir, "global-1")
+	if err := os.WriteFile(g1Path, want[1].Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g1Custody := filepath.Join(g1Dir, "custody")
+	g1Pieces, err := WritePieces(g1Custody, markettypes.GlobalCustodyID(c.job.Id, 1), g1Path, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1Root := want[1].Root()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	convictedCtx, stopConvicted := context.WithCancel(ctx)
+	convictedDone := make(chan struct{})
+	go func() {
+		defer close(convictedDone)
+		_ = ws[2].role.Serve(convictedCtx, ws[2].lease)
+	}()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if rd := c.rounds[1]; rd != nil && rd.State == markettypes.ROUND_STATE_AGGREGATING {
+				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+				c.commits[0][i].Excluded = true
+				c.convicted = append(c.convicted, "provider-2")
+				rd0 := c.rounds[0]
+				rd0.Entered = []uint32{0, 1}
+				c.voidGlobal(rd0)
+				// Aggregated again at once, round 1 open again.
+				rd0.State, rd0.NextGlobalRoot, rd0.NextGlobalSize, rd0.Aggregator = markettypes.ROUND_STATE_CHALLENGE, g1Root[:], g1Pieces.Size, "provider-0"
+				c.net.register(g1Custody, g1Pieces)
+				c.open(1, g1Root[:])
+				c.expect[1] = []uint32{0, 1}
+				delete(c.holdGlobal, 1)
+				c.mu.Unlock()
+				stopConvicted()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for i, err := range serveAll(t, ctx, ws[:2]) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	<-convictedDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for r := uint64(0); r < 2; r++ {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
 		}
 	}
 }

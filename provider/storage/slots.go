@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -16,7 +17,8 @@ import (
 )
 
 // shardInfo is what the chain registered about a shard; datasets are
-// immutable, so it is read once.
+// immutable, so it is read once (but for a custody object released and registered again
+// under its id, which fillSlot notices).
 type shardInfo = pieces.Shard
 
 // shardInfo returns a shard's registration, from the cache when it was read before.
@@ -314,6 +316,19 @@ func (r *Role) fillSlot(ctx context.Context, k slotKey, rebuild bool) (*Claim, e
 		return nil, err
 	}
 	view := sh.Shard.Pieces[k.piece]
+	if !bytes.Equal(view.Piece.Root, info.Shard.Pieces[k.piece].Root) {
+		// Registered again under the same id since info was read (a round's voided
+		// global, aggregated anew): the piece is another one now.
+		r.mu.Lock()
+		delete(r.shards, shardKey{k.dataset, k.shard})
+		r.mu.Unlock()
+		if info, err = r.shardInfo(ctx, k.dataset, k.shard); err != nil {
+			return nil, err
+		}
+		if int(k.piece) >= len(info.Shard.Pieces) {
+			return nil, errNothingToDo
+		}
+	}
 	if view.LiveHolders >= view.RequiredHolders {
 		return nil, errNothingToDo
 	}

@@ -136,7 +136,9 @@ func startRoundsJobWith(ctx context.Context, t testing.TB, jobYAML string, start
 }
 
 // newRoundsCluster sets up startRoundsJob's cluster without starting it; trainerSet adds
-// configuration settings per trainer (by name), holderSet to every holder's.
+// configuration settings per trainer (by name), holderSet to every holder's. A late name
+// v… is a verifier of every checkpoint, bonded like the others as a provider that prices
+// no GPU.
 func newRoundsCluster(ctx context.Context, t testing.TB, startArgs map[string][]string, marketParams map[string]string,
 	trainerSet map[string]map[string]string, holderSet map[string]string, late ...string) *roundsRun {
 	t.Helper()
@@ -158,6 +160,9 @@ func newRoundsCluster(ctx context.Context, t testing.TB, startArgs map[string][]
 		state["verify"].(map[string]any)["params"].(map[string]any)["challenge_window"] = "40"
 		return nil
 	}, func(name string) sidecar.Options {
+		if strings.HasPrefix(name, "v") {
+			return sidecar.Options{Prices: map[string]uint64{}, Set: map[string]string{"verifier.enabled": "true", "verifier.policy": `"all"`}}
+		}
 		if strings.HasPrefix(name, "w") {
 			opts := sidecar.Options{Prices: map[string]uint64{"H100-SXM5-80GB": 1_000_000}, StartArgs: startArgs[name],
 				Set: map[string]string{"throughput.go_trainer_macs_per_second": "2e8"}}

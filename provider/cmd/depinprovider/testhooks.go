@@ -74,6 +74,10 @@ const (
 	// fabricates its pseudo-gradients: the committed one has one element off while its
 	// round-end checkpoint is honest.
 	flagCheatPseudoGradient = "cheat-pseudo-gradient"
+	// flagCheatTrainOnSlot makes the provider a training-together worker that trains its
+	// rounds on that slot's data instead of its own and commits what it trained: its
+	// round checkpoints do not verify against its assigned data.
+	flagCheatTrainOnSlot = "cheat-train-on-slot"
 )
 
 func addTestHookFlags(cmd *cobra.Command) {
@@ -89,7 +93,9 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
 	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off")
 	f.Bool(flagCheatPseudoGradient, false, "TESTS ONLY: commit training-together pseudo-gradients with one element off")
-	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds, flagCheatAggregate, flagCheatPseudoGradient} {
+	f.Uint32(flagCheatTrainOnSlot, 0, "TESTS ONLY: train training-together rounds on this worker slot's data instead of the leased slot's")
+	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds,
+		flagCheatAggregate, flagCheatPseudoGradient, flagCheatTrainOnSlot} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -156,6 +162,11 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	if cheat, _ := f.GetBool(flagCheatPseudoGradient); cheat {
 		log.Warn("TEST HOOK: CHEATING: committing training-together pseudo-gradients with one element off")
 		hooks.CheatPseudoGradient = true
+	}
+	if f.Changed(flagCheatTrainOnSlot) {
+		slot, _ := f.GetUint32(flagCheatTrainOnSlot)
+		log.Warn("TEST HOOK: CHEATING: training training-together rounds on another slot's data", "slot", slot)
+		hooks.CheatTrainOnSlot = &slot
 	}
 	if n, _ := f.GetUint64(flagPauseCheckpoint); n > 0 {
 		pause := pauseAt(n, log)

@@ -28,13 +28,15 @@ type CustodyNet struct {
 	dir      string
 	datasets map[string]shardtypes.Dataset
 	shards   map[string]shardtypes.ShardView
-	srv      *httptest.Server
+	// unheld are objects registered whose pieces no holder has taken yet.
+	unheld map[string]bool
+	srv    *httptest.Server
 }
 
 // NewCustodyNet starts the holder; it stops with the test.
 func NewCustodyNet(t *testing.T) *CustodyNet {
 	t.Helper()
-	n := &CustodyNet{dir: t.TempDir(), datasets: map[string]shardtypes.Dataset{}, shards: map[string]shardtypes.ShardView{}}
+	n := &CustodyNet{dir: t.TempDir(), datasets: map[string]shardtypes.Dataset{}, shards: map[string]shardtypes.ShardView{}, unheld: map[string]bool{}}
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/pieces/"), "/")
 		piece, err := strconv.ParseUint(parts[len(parts)-1], 10, 32)
@@ -74,6 +76,22 @@ func (n *CustodyNet) Put(t *testing.T, id string, file []byte) {
 	n.shards[id] = sh
 }
 
+// PutUnheld is Put with no holder holding the pieces yet, until Hold.
+func (n *CustodyNet) PutUnheld(t *testing.T, id string, file []byte) {
+	t.Helper()
+	n.Put(t, id, file)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.unheld[id] = true
+}
+
+// Hold makes the holder hold the pieces of an object PutUnheld registered.
+func (n *CustodyNet) Hold(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.unheld, id)
+}
+
 // Dataset implements the x/shardregistry query.
 func (n *CustodyNet) Dataset(_ context.Context, in *shardtypes.QueryDatasetRequest, _ ...grpc.CallOption) (*shardtypes.QueryDatasetResponse, error) {
 	n.mu.Lock()
@@ -85,7 +103,8 @@ func (n *CustodyNet) Dataset(_ context.Context, in *shardtypes.QueryDatasetReque
 	return &shardtypes.QueryDatasetResponse{Dataset: ds}, nil
 }
 
-// Shard implements the x/shardregistry query: every piece has the one active holder.
+// Shard implements the x/shardregistry query: every piece has the one active holder
+// (none while unheld).
 func (n *CustodyNet) Shard(_ context.Context, in *shardtypes.QueryShardRequest, _ ...grpc.CallOption) (*shardtypes.QueryShardResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -95,6 +114,9 @@ func (n *CustodyNet) Shard(_ context.Context, in *shardtypes.QueryShardRequest, 
 	}
 	res := &shardtypes.QueryShardResponse{Shard: sh}
 	for i := range sh.Pieces {
+		if n.unheld[in.DatasetId] {
+			break
+		}
 		res.Replicas = append(res.Replicas, shardtypes.Replica{DatasetId: in.DatasetId, Piece: uint32(i), Holder: "holder", Status: shardtypes.REPLICA_STATUS_ACTIVE})
 	}
 	return res, nil
