@@ -28,7 +28,9 @@ import (
 // previous header's error_out says is proven from the two headers alone. What stays
 // unproven: an error_out root that is not the rebuilt one (only the worker can open its
 // chunks), and every round of a lease whose history this sidecar lacks (it joined later,
-// or could not check a round of it): those are logged, never guessed.
+// missed a round itself, or could not check a round of the worker's): those are logged,
+// never guessed, and cost no download (the previous round's file is read only with its
+// history, when the checker has it on disk already).
 
 // checkedErrorBufferPath is the error buffer worker leaves after round under lease, as
 // this sidecar rebuilt it when it checked that round: the e_in of the worker's next
@@ -49,17 +51,6 @@ func (r *Role) compressedFault(ctx context.Context, j Job, g *diloco.GlobalState
 	}
 	var prevFile []byte
 	wantIn := l.ZeroErrorBufferRoot()
-	if prev != nil {
-		if prevFile, err = r.previousPseudoGradient(ctx, j, *prev); err != nil {
-			return nil, fmt.Errorf("the pseudo-gradient of the worker's round %d: %w", prev.Round, err)
-		}
-		if _, wantIn, err = diloco.CompressedErrorRoots(prevFile[:diloco.ChunkSize]); err != nil {
-			return nil, fmt.Errorf("the pseudo-gradient of the worker's round %d: %w", prev.Round, err)
-		}
-	}
-	if in != wantIn {
-		return dispute.CompressedPseudoGradientFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, end, pg, prevFile, nil, nil)
-	}
 	errIn := make([]int64, l.Elems())
 	if prev != nil {
 		path := j.checkedErrorBufferPath(c.Worker, c.LeaseId, prev.Round)
@@ -70,6 +61,15 @@ func (r *Role) compressedFault(ctx context.Context, j Job, g *diloco.GlobalState
 		if errIn, err = readErrBuf(path, l.Elems()); err != nil {
 			return nil, err
 		}
+		if prevFile, err = r.previousPseudoGradient(ctx, j, *prev); err != nil {
+			return nil, fmt.Errorf("the pseudo-gradient of the worker's round %d: %w", prev.Round, err)
+		}
+		if _, wantIn, err = diloco.CompressedErrorRoots(prevFile[:diloco.ChunkSize]); err != nil {
+			return nil, fmt.Errorf("the pseudo-gradient of the worker's round %d: %w", prev.Round, err)
+		}
+	}
+	if in != wantIn {
+		return dispute.CompressedPseudoGradientFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, end, pg, prevFile, nil, nil)
 	}
 	local, err := exact.Decode(end)
 	if err != nil {
