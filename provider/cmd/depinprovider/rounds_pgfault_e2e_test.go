@@ -25,6 +25,12 @@ import (
 // slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
 // both globals are diloco.Simulate's with the cheater's slot out of both rounds.
 func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
+	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML)
+}
+
+// testSidecarsProveAFabricatedPseudoGradient runs TestSidecarsProveAFabricatedPseudoGradient
+// on jobYAML and returns the exclusion event of the cheater's commit.
+func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) map[string]string {
 	if testing.Short() {
 		t.Skip("starts a real node and six real sidecars")
 	}
@@ -33,7 +39,7 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 	// 60 blocks (30 s) of challenge window: if the cheater is slot 0 it may commit a global
 	// over its own pseudo-gradient before the proof lands, which the proof then voids.
 	// Round 1 closes at its commit deadline without the convicted slot.
-	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
+	job := strings.Replace(jobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
 	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--cheat-pseudo-gradient"}}, map[string]string{"round_challenge_blocks": "60"})
 	c := r.c
 	const cheater = "w3"
@@ -125,6 +131,7 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 			t.Fatalf("slot %d's lease %d was paid %s; the cheater is slot %d", l.Worker, l.Id, paid, slot)
 		}
 	}
+	return excluded
 }
 
 // isOperator reports whether addr is the operator of one of the named sidecars.
