@@ -206,8 +206,9 @@ func StartFault(prover string, jobID, round uint64, worker uint32, l diloco.Layo
 // compressed file, prev the worker's pseudo-gradient file of its last entered round under
 // the same lease (nil for none), errIn and errOut the encoded error buffers
 // (diloco.EncodeErrorBuffer) whose roots pg's header names. A header whose error_in is not
-// what prev left is the fault (proven at chunk 0); else the first record or error-buffer
-// chunk that is not the compression of its inputs.
+// what prev left is the fault (proven at chunk 0, from the headers alone: errIn and errOut
+// may then be nil); else the first record or error-buffer chunk that is not the
+// compression of its inputs.
 func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, end, pg, prev, errIn, errOut []byte) (*verifytypes.MsgProveRoundFault, error) {
 	topK := int(sync.TopK)
 	in, out, err := diloco.CompressedErrorRoots(chunkOf(pg, 0))
@@ -219,9 +220,6 @@ func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker ui
 		if _, wantIn, err = diloco.CompressedErrorRoots(chunkOf(prev, 0)); err != nil {
 			return nil, fmt.Errorf("previous pseudo-gradient: %w", err)
 		}
-	}
-	if merkle.RootOfBytes(errIn, diloco.ChunkSize) != in || merkle.RootOfBytes(errOut, diloco.ChunkSize) != out {
-		return nil, fmt.Errorf("dispute: the error buffers given are not the ones the pseudo-gradient's header names")
 	}
 	build := func(k int, full bool) (*verifytypes.MsgProveRoundFault, error) {
 		sc, err := l.StateWeightsChunk(k)
@@ -266,6 +264,9 @@ func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker ui
 	}
 	if in != wantIn {
 		return build(0, false)
+	}
+	if merkle.RootOfBytes(errIn, diloco.ChunkSize) != in || merkle.RootOfBytes(errOut, diloco.ChunkSize) != out {
+		return nil, fmt.Errorf("dispute: the error buffers given are not the ones the pseudo-gradient's header names")
 	}
 	for k := range l.Chunks {
 		sc, err := l.StateWeightsChunk(k)

@@ -27,8 +27,9 @@ import (
 //   - START: the committed start root must be G_r's WorkerStart of the worker's carry (its
 //     end state of the last round it entered under the same lease; none for round 0 or a
 //     joiner);
-//   - PSEUDO_GRADIENT (dense jobs): the committed pseudo-gradient must be G_r − the
-//     worker's committed end state, chunk by chunk.
+//   - PSEUDO_GRADIENT: the committed pseudo-gradient must be G_r − the worker's committed
+//     end state, chunk by chunk; with top_k, its compression with the error buffer this
+//     sidecar rebuilt (compressed.go).
 //
 // The end states are the workers' round-end checkpoints, rebuilt from their custody
 // holders and checked against the commit's end_root; a worker's pseudo-gradient is the one
@@ -163,24 +164,22 @@ func (r *Role) proveWorkerFault(ctx context.Context, j Job, msg *verifytypes.Msg
 		"kind", msg.Kind.String(), "chunk", msg.Chunk)
 }
 
-// checkWorker checks worker c's start state and (dense jobs) pseudo-gradient of round
-// g.Round and returns the proof of the first wrong chunk, or nil.
+// checkWorker checks worker c's start state and pseudo-gradient (dense, or compressed:
+// compressedFault) of round g.Round and returns the proof of the first wrong chunk, or nil.
 func (r *Role) checkWorker(ctx context.Context, j Job, g *diloco.GlobalState, global []byte, c markettypes.RoundCommit) (*verifytypes.MsgProveRoundFault, error) {
 	if r.opts.Custody == nil {
 		return nil, errors.New("this sidecar cannot fetch from custody")
 	}
-	carry, err := r.carryOf(ctx, j, c)
+	prev, err := r.previousEntered(ctx, j, c)
+	if err != nil {
+		return nil, fmt.Errorf("the worker's previous entered round: %w", err)
+	}
+	carry, err := r.carryOf(ctx, j, c, prev)
 	if err != nil {
 		return nil, fmt.Errorf("the carry state: %w", err)
 	}
 	if msg, err := r.startFault(j, g, global, carry, c); msg != nil || err != nil {
 		return msg, err
-	}
-	if j.Sync.TopK != 0 {
-		// A compressed pseudo-gradient is a function of the worker's error buffers, which
-		// are its local state and never served: a wrong error_out chunk cannot be opened
-		// by anyone else (docs/training-together.md, "Not yet").
-		return nil, nil
 	}
 	pgRoot, err := merkle.HashFromBytes(c.PseudoGradientRoot)
 	if err != nil {
@@ -206,6 +205,9 @@ func (r *Role) checkWorker(ctx context.Context, j Job, g *diloco.GlobalState, gl
 	end, err := r.endState(ctx, j, c)
 	if err != nil {
 		return nil, fmt.Errorf("the end state: %w", err)
+	}
+	if j.Sync.TopK != 0 {
+		return r.compressedFault(ctx, j, g, global, end, pg, c, prev)
 	}
 	return dispute.PseudoGradientFault(r.opts.Operator, j.ID, g.Round, c.Worker, diloco.NewLayout(j.Config), global, end, pg)
 }
@@ -236,14 +238,11 @@ func (r *Role) startFault(j Job, g *diloco.GlobalState, global, carry []byte, c 
 	return nil, fmt.Errorf("worker %d's start state %s is not G_%d's WorkerStart of its carry, and not one this sidecar can rebuild to prove it", c.Worker, claimed, g.Round)
 }
 
-// carryOf is worker c's carry into its round: its end state of the last round before it
-// entered under the same lease (x/verify's previousEntered), or nil (none: round 0, a
-// joiner). The walk back stops at the first entered round, so it is bounded by the rounds
-// a lease may miss. End states of the worker's older rounds are removed here: a worker
-// keeps at most its carry and its current round's end state on this sidecar's disk.
-func (r *Role) carryOf(ctx context.Context, j Job, c markettypes.RoundCommit) ([]byte, error) {
-	var carry *markettypes.RoundCommit
-	for q := c.Round; q > 0 && carry == nil; {
+// previousEntered is worker c's commit of the last round before c.Round it entered under
+// the same lease (x/verify's previousEntered), or nil (none: round 0, a joiner). The walk
+// back stops at the first entered round, so it is bounded by the rounds a lease may miss.
+func (r *Role) previousEntered(ctx context.Context, j Job, c markettypes.RoundCommit) (*markettypes.RoundCommit, error) {
+	for q := c.Round; q > 0; {
 		q--
 		rd, err := r.opts.Chain.Round(ctx, &markettypes.QueryRoundRequest{JobId: j.ID, Round: q})
 		if err != nil {
@@ -258,10 +257,18 @@ func (r *Role) carryOf(ctx context.Context, j Job, c markettypes.RoundCommit) ([
 		}
 		prev, ok := commitOf(res.Commits, c.Worker)
 		if !ok || prev.LeaseId != c.LeaseId {
-			break
+			return nil, nil
 		}
-		carry = &prev
+		return &prev, nil
 	}
+	return nil, nil
+}
+
+// carryOf is worker c's carry into its round: its end state of carry, the previous round
+// it entered (previousEntered), or nil. End states of the worker's older rounds are
+// removed here: a worker keeps at most its carry and its current round's end state on
+// this sidecar's disk.
+func (r *Role) carryOf(ctx context.Context, j Job, c markettypes.RoundCommit, carry *markettypes.RoundCommit) ([]byte, error) {
 	keep := []string{j.endStatePath(c.Round, c.Worker)}
 	if carry != nil {
 		keep = append(keep, j.endStatePath(carry.Round, c.Worker))
@@ -366,21 +373,40 @@ func (r *Role) leftOut(ctx context.Context, c markettypes.RoundCommit) bool {
 }
 
 // fabricatePseudoGradient (tests only: CheatPseudoGradient) rewrites a contribution's
-// dense pseudo-gradient with its first element off by one, and its root.
+// pseudo-gradient with one element off by one, and its root: a dense one's first, a
+// compressed one's first sent element (moved away from zero, so the record stays one
+// CompressChunk can write), its header's error buffer roots untouched.
 func fabricatePseudoGradient(c *Contribution) error {
 	b, err := os.ReadFile(c.PseudoGradientPath)
 	if err != nil {
 		return err
 	}
-	pg, err := diloco.DecodePseudoGradient(b)
-	if err != nil {
-		return fmt.Errorf("only a dense pseudo-gradient is fabricated: %w", err)
+	var file []byte
+	if pg, err := diloco.DecodePseudoGradient(b); err == nil {
+		pg.Delta[0]++
+		file = pg.EncodeDense()
+	} else {
+		pg, err := diloco.DecodeCompressed(b)
+		if err != nil {
+			return fmt.Errorf("neither a dense nor a compressed pseudo-gradient: %w", err)
+		}
+		i := slices.IndexFunc(pg.Delta, func(v int64) bool { return v != 0 })
+		if i < 0 {
+			return errors.New("a compressed pseudo-gradient with nothing sent")
+		}
+		switch v := pg.Delta[i]; {
+		case v == exact.Max32 || v == -exact.Max32:
+			pg.Delta[i] -= v / max(v, -v)
+		default:
+			pg.Delta[i] += v / max(v, -v)
+		}
+		comp, err := pg.Compressed()
+		if err != nil {
+			return err
+		}
+		file = comp.Encode()
 	}
-	pg.Delta[0]++
-	file := pg.EncodeDense()
-	if c.PseudoGradientRoot, err = pg.Root(); err != nil {
-		return err
-	}
+	c.PseudoGradientRoot = merkle.RootOfBytes(file, diloco.ChunkSize)
 	c.PseudoGradientSize = uint64(len(file))
 	return pieces.WriteBytesAtomic(c.PseudoGradientPath, file)
 }

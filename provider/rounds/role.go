@@ -92,13 +92,17 @@ type Options struct {
 	// it commits has its first weight off by one.
 	CheatAggregate bool
 	// CheatPseudoGradient (tests only) makes this sidecar a worker that fabricates its
-	// pseudo-gradient: the committed one has its first element off by one, while its
-	// round-end checkpoint is honest (dense jobs).
+	// pseudo-gradient: the committed one has one element off by one (dense: the first;
+	// compressed: the first sent, its error_out root left honest), while its round-end
+	// checkpoint is honest.
 	CheatPseudoGradient bool
 	// CheatTrainOnSlot (tests only), when set, makes this sidecar a worker that trains
 	// every round on that slot's data of the round instead of its own, and commits
 	// honestly what it trained: a trace that does not verify against its assignment.
 	CheatTrainOnSlot *uint32
+	// cheatPseudoGradientFrom (this package's tests only) is the first round
+	// CheatPseudoGradient fabricates.
+	cheatPseudoGradientFrom uint64
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
@@ -119,6 +123,9 @@ type Role struct {
 	mu     sync.Mutex
 	status map[uint64]JobStatus     // by lease
 	wake   map[uint64]chan struct{} // by lease
+	// noErrorHistory holds the other workers' leases whose compressed pseudo-gradients
+	// this sidecar cannot check (logged once: compressedFault).
+	noErrorHistory map[uint64]bool
 }
 
 // New checks opts and prepares a Role.
@@ -141,7 +148,7 @@ func New(opts Options) (*Role, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}}, nil
+	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, noErrorHistory: map[uint64]bool{}}, nil
 }
 
 // Name implements the daemon's Role.
@@ -453,7 +460,7 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 		if err != nil {
 			return err
 		}
-		if r.opts.CheatPseudoGradient {
+		if r.opts.CheatPseudoGradient && round >= r.opts.cheatPseudoGradientFrom {
 			if err := fabricatePseudoGradient(&con); err != nil {
 				return err
 			}

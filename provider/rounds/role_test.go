@@ -1,6 +1,7 @@
 package rounds
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -163,6 +164,12 @@ func (c *fakeChain) proveWorkerFault(m *verifytypes.MsgProveRoundFault) error {
 		if err != nil {
 			return err
 		}
+		if sync.TopK != 0 {
+			if want, claimed, err = c.compressedChunk(m, commit, g, end, open); err != nil {
+				return err
+			}
+			break
+		}
 		if claimed, err = open(commit.PseudoGradientRoot, l.DenseFileChunks(), m.Claimed, diloco.WeightsChunk(k)); err != nil {
 			return err
 		}
@@ -215,6 +222,81 @@ func (c *fakeChain) proveWorkerFault(m *verifytypes.MsgProveRoundFault) error {
 		c.voidGlobal(rd)
 	}
 	return nil
+}
+
+// compressedChunk is x/verify's checkCompressedChunk on the fake chain: it opens the
+// header (and the previous entered round's under the same lease), and either the two
+// error_in roots differ (want and claimed are them) or want is the record and error_out
+// chunk diloco.CompressedChunk rebuilds from the opened error_in chunk, claimed the opened
+// ones. The caller holds c.mu.
+func (c *fakeChain) compressedChunk(m *verifytypes.MsgProveRoundFault, commit *markettypes.RoundCommit, g, end []byte,
+	open func(root []byte, size uint64, fc []verifytypes.FileChunk, want uint64) ([]byte, error)) (want, claimed []byte, err error) {
+	l := diloco.NewLayout(tinyConfig())
+	topK, k := int(c.job.Spec.Sync.TopK), int(m.Chunk)
+	files := l.CompressedFileChunks(topK)
+	one := func(fc *verifytypes.FileChunk) []verifytypes.FileChunk {
+		if fc == nil {
+			return nil
+		}
+		return []verifytypes.FileChunk{*fc}
+	}
+	header, err := open(commit.PseudoGradientRoot, files, one(m.Header), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, out, err := diloco.CompressedErrorRoots(header)
+	if err != nil {
+		return nil, nil, err
+	}
+	wantIn := l.ZeroErrorBufferRoot()
+	for q := m.Round; q > 0; {
+		q--
+		if !slices.Contains(c.rounds[q].Entered, m.Worker) {
+			continue
+		}
+		prev := c.commits[q][slices.IndexFunc(c.commits[q], func(cm markettypes.RoundCommit) bool { return cm.Worker == m.Worker })]
+		if prev.LeaseId == commit.LeaseId {
+			ph, err := open(prev.PseudoGradientRoot, files, one(m.PreviousHeader), 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			if _, wantIn, err = diloco.CompressedErrorRoots(ph); err != nil {
+				return nil, nil, err
+			}
+		}
+		break
+	}
+	if in != wantIn {
+		return wantIn[:], in[:], nil
+	}
+	var chunks [][]byte
+	for i, at := range diloco.RecordChunks(topK, k) {
+		if i >= len(m.Claimed) {
+			return nil, nil, fmt.Errorf("claimed: want chunks %v", diloco.RecordChunks(topK, k))
+		}
+		ch, err := open(commit.PseudoGradientRoot, files, m.Claimed[i:i+1], at)
+		if err != nil {
+			return nil, nil, err
+		}
+		chunks = append(chunks, ch)
+	}
+	record, err := diloco.RecordFromChunks(topK, k, chunks)
+	if err != nil {
+		return nil, nil, err
+	}
+	errIn, err := open(in[:], uint64(l.Chunks), one(m.ErrorIn), uint64(k))
+	if err != nil {
+		return nil, nil, err
+	}
+	errOut, err := open(out[:], uint64(l.Chunks), one(m.ErrorOut), uint64(k))
+	if err != nil {
+		return nil, nil, err
+	}
+	wantRecord, wantOut, err := diloco.CompressedChunk(g, end, errIn, topK, l.Valid(k))
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(wantRecord, wantOut...), append(record, errOut...), nil
 }
 
 func (c *fakeChain) Checkpoints(_ context.Context, in *verifytypes.QueryCheckpointsRequest, _ ...grpc.CallOption) (*verifytypes.QueryCheckpointsResponse, error) {
@@ -460,8 +542,17 @@ func serveAll(t *testing.T, ctx context.Context, ws []*worker) []error {
 // roots: the lowest slot commits each global, the others agree with it; a slot that
 // is left out of a round (round 1: slot 2 never commits in time) is left out of the
 // average and keeps its carry, as Simulate's dropout.
+// With top_k no honest worker is accused: every checker rebuilt each other worker's error
+// buffers (slot 2's round 2 from its round 0, the round it last entered) as the worker
+// kept them.
 func TestRoleServesRoundsAsSimulate(t *testing.T) {
-	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+	for _, topK := range []int{0, 32} {
+		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleServesRoundsAsSimulate(t, topK) })
+	}
+}
+
+func testRoleServesRoundsAsSimulate(t *testing.T, topK int) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: topK}
 	c := newFakeChain(t, spec, 3, 3)
 	c.expect[1] = []uint32{0, 1}
 	var ws []*worker
@@ -498,6 +589,52 @@ func TestRoleServesRoundsAsSimulate(t *testing.T) {
 		st := w.role.Status()
 		if len(st) != 1 || st[0].Phase != PhaseDone || st[0].Round != 2 {
 			t.Fatalf("worker %d's status: %+v", w.lease.Worker, st)
+		}
+	}
+	if len(c.proofs) != 0 || len(c.convicted) != 0 {
+		t.Fatalf("honest workers accused: %d proofs, convicted %v", len(c.proofs), c.convicted)
+	}
+	if topK == 0 {
+		return
+	}
+	// Each checker keeps, per other worker, the error buffers it rebuilt of the worker's
+	// last two entered rounds: slot 2 entered rounds 0 and 2, the others all three. Slot
+	// 2, out of round 1, did not check it: it has the others' round 0 only (their round 2
+	// went unchecked by it, for want of their round-1 error buffers).
+	for _, checker := range ws {
+		entered := map[uint32][]uint64{0: {1, 2}, 1: {1, 2}, 2: {0, 2}}
+		if checker.lease.Worker == 2 {
+			entered = map[uint32][]uint64{0: {0}, 1: {0}}
+		}
+		j, err := checker.role.jobOf(checker.lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			if w == checker {
+				continue
+			}
+			wj, err := w.role.jobOf(w.lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, _ := filepath.Glob(filepath.Join(j.Dir, fmt.Sprintf("checked-errbuf-w%d-*", w.lease.Worker)))
+			if len(kept) != len(entered[w.lease.Worker]) {
+				t.Fatalf("worker %d keeps %v of worker %d, want its rounds %v", checker.lease.Worker, kept, w.lease.Worker, entered[w.lease.Worker])
+			}
+			for _, r := range entered[w.lease.Worker] {
+				rebuilt, err := os.ReadFile(j.checkedErrorBufferPath(w.lease.Worker, w.lease.ID, r))
+				if err != nil {
+					t.Fatal(err)
+				}
+				own, err := os.ReadFile(wj.errBufPath(r, w.lease.Worker))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(rebuilt, own) {
+					t.Fatalf("worker %d rebuilt worker %d's error buffer of round %d unlike the worker's own", checker.lease.Worker, w.lease.Worker, r)
+				}
+			}
 		}
 	}
 }
@@ -598,8 +735,30 @@ func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.D
 // at diloco.Simulate's globals with slot 2 out of both rounds (its provider is convicted:
 // round 1 closes without it).
 func TestRoleProvesAFabricatedPseudoGradient(t *testing.T) {
-	testWorkerFaultProven(t, func(o *Options) { o.CheatPseudoGradient = true }, verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, 0,
+	testWorkerFaultProven(t, denseSpec, func(o *Options) { o.CheatPseudoGradient = true }, verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, 0,
 		map[uint64][]int{0: {2}, 1: {2}})
+}
+
+// With top_k the other workers rebuild the cheater's error buffers (zero in its first
+// round, then the error_out they rebuilt when they checked its round 0) and prove its
+// first wrong record (its header's error buffer roots are honest): in round 0, and in
+// round 1 when it was honest in round 0 (the carried error buffer).
+func TestRoleProvesAFabricatedCompressedPseudoGradient(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+	for _, faulty := range []uint64{0, 1} {
+		t.Run("round "+strconv.FormatUint(faulty, 10), func(t *testing.T) {
+			dropouts := map[uint64][]int{1: {2}}
+			if faulty == 0 {
+				dropouts[0] = []int{2}
+			}
+			p := testWorkerFaultProven(t, spec, func(o *Options) { o.CheatPseudoGradient, o.cheatPseudoGradientFrom = true, faulty },
+				verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, faulty, dropouts)
+			if p.Header == nil || p.ErrorIn == nil || p.ErrorOut == nil || len(p.Claimed) == 0 || (p.PreviousHeader != nil) != (faulty > 0) {
+				t.Fatalf("proof of round %d is not a record's (header %v, error_in %v, error_out %v, %d claimed chunks, previous header %v)",
+					faulty, p.Header != nil, p.ErrorIn != nil, p.ErrorOut != nil, len(p.Claimed), p.PreviousHeader != nil)
+			}
+		})
+	}
 }
 
 // A worker that starts round 1 from G_1 without its carry (zero Adam moments, as a
@@ -608,15 +767,16 @@ func TestRoleProvesAFabricatedPseudoGradient(t *testing.T) {
 // its first wrong moments chunk (MsgProveRoundFault, START); it is excluded from round 1
 // and the job ends at Simulate's globals with slot 2 out of round 1.
 func TestRoleProvesAWrongStart(t *testing.T) {
-	testWorkerFaultProven(t, func(o *Options) { o.cheatStart = true }, verifytypes.ROUND_FAULT_START, 1,
+	testWorkerFaultProven(t, denseSpec, func(o *Options) { o.cheatStart = true }, verifytypes.ROUND_FAULT_START, 1,
 		map[uint64][]int{1: {2}})
 }
 
-// testWorkerFaultProven runs three workers for two rounds, slot 2 cheating as cheat says,
-// and checks that one honest worker's proof of kind in round faulty convicted it and that
-// the committed globals are Simulate's with dropouts.
-func testWorkerFaultProven(t *testing.T, cheat func(*Options), kind verifytypes.RoundFault, faulty uint64, dropouts map[uint64][]int) {
-	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+var denseSpec = diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
+
+// testWorkerFaultProven runs three workers of spec for two rounds, slot 2 cheating as
+// cheat says, and checks that one honest worker's proof of kind in round faulty convicted
+// it and that the committed globals are Simulate's with dropouts. It returns the proof.
+func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Options), kind verifytypes.RoundFault, faulty uint64, dropouts map[uint64][]int) *verifytypes.MsgProveRoundFault {
 	c := newFakeChain(t, spec, 3, 2)
 	c.expect[faulty+1] = []uint32{0, 1} // the convicted slot's lease is closed
 	var ws []*worker
@@ -674,6 +834,7 @@ func testWorkerFaultProven(t *testing.T, cheat func(*Options), kind verifytypes.
 			t.Fatalf("worker %d's status: %+v, %d mismatches counted", w.lease.Worker, st, w.metrics.count())
 		}
 	}
+	return p
 }
 
 // Round 1 opens on G_1 and every slot trains, commits and checkpoints it; then slot 2's

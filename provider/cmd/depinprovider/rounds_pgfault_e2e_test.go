@@ -24,6 +24,12 @@ import (
 // slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
 // both globals are diloco.Simulate's with the cheater's slot out of both rounds.
 func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
+	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML)
+}
+
+// testSidecarsProveAFabricatedPseudoGradient runs TestSidecarsProveAFabricatedPseudoGradient
+// on jobYAML and returns the exclusion event of the cheater's commit.
+func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) map[string]string {
 	if testing.Short() {
 		t.Skip("starts a real node and six real sidecars")
 	}
@@ -32,7 +38,7 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 	// 60 blocks (30 s) of challenge window: if the cheater is slot 0 it may commit a global
 	// over its own pseudo-gradient before the proof lands, which the proof then voids.
 	// Round 1 closes at its commit deadline without the convicted slot.
-	job := strings.Replace(roundsJobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
+	job := strings.Replace(jobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
 	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--cheat-pseudo-gradient"}}, map[string]string{"round_challenge_blocks": "60"})
 	c := r.c
 	const cheater = "w3"
@@ -47,7 +53,8 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 	}
 	proof, ev := r.waitForRoundFaultProof(ctx, t, "an honest trainer proves the fabricated pseudo-gradient", 6*time.Minute,
 		cheater, verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, 0)
-	if excluded := proof.event(t, "depinchain.market.v1.EventRoundWorkerExcluded"); ev["worker"] != fmt.Sprint(slot) ||
+	excluded := proof.event(t, "depinchain.market.v1.EventRoundWorkerExcluded")
+	if ev["worker"] != fmt.Sprint(slot) ||
 		excluded["worker"] != fmt.Sprint(slot) || excluded["round"] != "0" {
 		t.Fatalf("EventRoundFaultProven %v, EventRoundWorkerExcluded %v", ev, excluded)
 	}
@@ -83,4 +90,5 @@ func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
 			t.Fatalf("slot %d's lease %d was paid %s; the cheater is slot %d", l.Worker, l.Id, paid, slot)
 		}
 	}
+	return excluded
 }
