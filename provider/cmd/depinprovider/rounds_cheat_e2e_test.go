@@ -13,24 +13,6 @@ import (
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// TestSidecarsProveAWrongAggregation: slot 0's trainer is restarted as a lying
-// aggregator (--cheat-aggregate) right after the leases; it commits round 0's global
-// with one weight off. The other two find the first differing chunk against their own
-// aggregate and prove it (MsgProveRoundFault, AGGREGATION) inside the global's challenge
-// window: the chain rejects the global (EventGlobalRejected), the cheater is tombstoned
-// and slashed by exactly fraud_slash_fraction, the prover paid exactly
-// whistleblower_share of the slash, slot 1 commits the honest global, and round 1
-// closes without the convicted slot; both globals are diloco.Simulate's with slot 0 out
-// of round 1.
-func TestSidecarsProveAWrongAggregation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node and six real sidecars")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
-	t.Cleanup(cancel)
-	runLyingAggregator(ctx, t, roundsJobYAML)
-}
-
 // runLyingAggregator runs jobYAML (its commit window shortened to 60 blocks) with slot
 // 0's trainer restarted as a lying aggregator and checks what
 // TestSidecarsProveAWrongAggregation says, up to round 1's global; it returns the run

@@ -147,3 +147,39 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 	})
 	t.Logf("w4 joined at round %d from the global in custody at %s", joined, r.c.since())
 }
+
+// The dense twins of TestSidecarsTrainCompressedAndProveAWrongAggregation and
+// TestSidecarsProveAFabricatedCompressedPseudoGradient (same bodies, dense job) run here
+// to keep `make test` within its time: the dense proofs are also covered by provider/rounds'
+// unit tests, the e2e bodies by the compressed twins.
+
+// TestSidecarsProveAWrongAggregation: slot 0's trainer is restarted as a lying
+// aggregator (--cheat-aggregate) right after the leases; it commits round 0's global
+// with one weight off. The other two find the first differing chunk against their own
+// aggregate and prove it (MsgProveRoundFault, AGGREGATION) inside the global's challenge
+// window: the chain rejects the global (EventGlobalRejected), the cheater is tombstoned
+// and slashed by exactly fraud_slash_fraction, the prover paid exactly
+// whistleblower_share of the slash, slot 1 commits the honest global, and round 1
+// closes without the convicted slot; both globals are diloco.Simulate's with slot 0 out
+// of round 1.
+func TestSidecarsProveAWrongAggregation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real node and six real sidecars")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	t.Cleanup(cancel)
+	runLyingAggregator(ctx, t, roundsJobYAML)
+}
+
+// TestSidecarsProveAFabricatedPseudoGradient: trainer w3 runs with
+// --cheat-pseudo-gradient: its committed round-0 pseudo-gradient has one element off
+// while its round-end checkpoint is honest. Before aggregating, the honest trainers fetch
+// its end state from checkpoint custody, find the chunk that is not G_0 − end state and
+// prove it (MsgProveRoundFault, PSEUDO_GRADIENT) inside the round's window: the chain
+// excludes the cheater's commit from round 0, tombstones it and slashes exactly
+// fraud_slash_fraction of its bond, pays the prover exactly whistleblower_share of the
+// slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
+// both globals are diloco.Simulate's with the cheater's slot out of both rounds.
+func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
+	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML)
+}

@@ -14,19 +14,6 @@ import (
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
-// TestSidecarsProveAFabricatedPseudoGradient: trainer w3 runs with
-// --cheat-pseudo-gradient: its committed round-0 pseudo-gradient has one element off
-// while its round-end checkpoint is honest. Before aggregating, the honest trainers fetch
-// its end state from checkpoint custody, find the chunk that is not G_0 − end state and
-// prove it (MsgProveRoundFault, PSEUDO_GRADIENT) inside the round's window: the chain
-// excludes the cheater's commit from round 0, tombstones it and slashes exactly
-// fraud_slash_fraction of its bond, pays the prover exactly whistleblower_share of the
-// slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
-// both globals are diloco.Simulate's with the cheater's slot out of both rounds.
-func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
-	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML)
-}
-
 // testSidecarsProveAFabricatedPseudoGradient runs TestSidecarsProveAFabricatedPseudoGradient
 // on jobYAML and returns the exclusion event of the cheater's commit.
 func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) map[string]string {
