@@ -522,6 +522,31 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 	return w
 }
 
+// requireServed runs every worker's Serve until all return, and fails on any error.
+func requireServed(t *testing.T, ctx context.Context, ws []*worker) {
+	t.Helper()
+	for i, err := range serveAll(t, ctx, ws) {
+		if err != nil {
+			t.Fatalf("worker %d: %v", ws[i].lease.Worker, err)
+		}
+	}
+}
+
+// requireSimulated fails unless the globals committed for the job's rounds are
+// diloco.Simulate's with dropouts. The caller holds c.mu.
+func (c *fakeChain) requireSimulated(t *testing.T, spec diloco.SyncSpec, rounds uint64, dropouts map[uint64][]int) {
+	t.Helper()
+	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: int(c.job.Spec.Workers), Rounds: int(rounds), Dropouts: dropouts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range rounds {
+		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
+			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
+		}
+	}
+}
+
 // serveAll runs every worker's Serve until all return.
 func serveAll(t *testing.T, ctx context.Context, ws []*worker) []error {
 	t.Helper()
@@ -792,11 +817,7 @@ func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Optio
 		defer close(cheaterDone)
 		_ = ws[2].role.Serve(cheaterCtx, ws[2].lease) // convicted: its end is not the test's
 	}()
-	for i, err := range serveAll(t, ctx, ws[:2]) {
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-	}
+	requireServed(t, ctx, ws[:2])
 	stopCheater()
 	<-cheaterDone
 
@@ -880,24 +901,12 @@ func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	for i, err := range serveAll(t, ctx, ws[:2]) {
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-	}
+	requireServed(t, ctx, ws[:2])
 	<-convictedDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r := uint64(0); r < 2; r++ {
-		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
-			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
-		}
-	}
+	c.requireSimulated(t, spec, 2, map[uint64][]int{0: {2}, 1: {2}})
 	for _, w := range ws[:2] {
 		cps := c.checkpoints[w.lease.ID]
 		if len(cps) != 3 || cps[1].StartStep != 2 || cps[2].StartStep != 2 || slices.Equal(cps[1].FinalHash, cps[2].FinalHash) {
@@ -972,24 +981,12 @@ func TestRoleTrainsAgainARoundReopenedWhileItTrained(t *testing.T) {
 		c.mu.Unlock()
 		stopConvicted()
 	}()
-	for i, err := range serveAll(t, ctx, ws[:2]) {
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-	}
+	requireServed(t, ctx, ws[:2])
 	<-convictedDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r := uint64(0); r < 2; r++ {
-		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
-			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
-		}
-	}
+	c.requireSimulated(t, spec, 2, map[uint64][]int{0: {2}, 1: {2}})
 	if cps := c.checkpoints[ws[1].lease.ID]; len(cps) != 2 || cps[1].StartStep != 2 {
 		t.Fatalf("slot 1's checkpoints: %+v, want rounds 0 and 1 (from the new G_1 only)", cps)
 	}
@@ -1040,24 +1037,12 @@ func TestRoleStopsWaitingForTheFilesOfAWorkerExcludedMeanwhile(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	for i, err := range serveAll(t, ctx, ws[:2]) {
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-	}
+	requireServed(t, ctx, ws[:2])
 	<-excludedDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	want, err := diloco.Simulate(diloco.SimOptions{Config: tinyConfig(), Sync: spec, Seed: testSeed, Workers: 3, Rounds: 2, Dropouts: map[uint64][]int{0: {2}, 1: {2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r := uint64(0); r < 2; r++ {
-		if next := want[r+1].Root(); !slices.Equal(c.rounds[r].NextGlobalRoot, next[:]) {
-			t.Fatalf("round %d: committed global %x, Simulate's %s", r, c.rounds[r].NextGlobalRoot, next)
-		}
-	}
+	c.requireSimulated(t, spec, 2, map[uint64][]int{0: {2}, 1: {2}})
 }
 
 // The same conviction as TestRoleRedoesARoundWhoseStartGlobalWasVoided, but round 0 is
@@ -1120,11 +1105,7 @@ func TestRoleRedoesARoundDeletedAndOpenedAgainBeforeItLooked(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	for i, err := range serveAll(t, ctx, ws[:2]) {
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-	}
+	requireServed(t, ctx, ws[:2])
 	<-convictedDone
 
 	c.mu.Lock()
