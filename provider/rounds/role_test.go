@@ -678,7 +678,7 @@ func TestRoleProvesAWrongAggregation(t *testing.T) {
 	// The proof is included after every honest slot's turn has come: the turns start
 	// again at the rejection, so slot 1 still aggregates and slot 2 waits its grace
 	// (kept from when they started waiting, both would commit at once, whichever first).
-	t.Run("proof after the turns", func(t *testing.T) { testRoleProvesAWrongAggregation(t, 0, 3*time.Second) })
+	t.Run("proof after the turns", func(t *testing.T) { testRoleProvesAWrongAggregation(t, 0, 6*time.Second) })
 }
 
 func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.Duration) {
@@ -728,7 +728,11 @@ func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.D
 		if next := want[r+1].Root(); !slices.Equal(rd.NextGlobalRoot, next[:]) {
 			t.Fatalf("round %d: committed global %x, Simulate's %s", r, rd.NextGlobalRoot, next)
 		}
-		if rd.Aggregator != "provider-1" {
+		// The first honest slot re-aggregates unless it is a grace period late (a slot still
+		// proving or aggregating on a loaded machine), when the next takes its turn; with
+		// the proof included after every turn has come, both wait for the rejection and
+		// the order must hold.
+		if rd.Aggregator != "provider-1" && (rd.Aggregator != "provider-2" || (proofLatency > 0 && r == 0)) {
 			t.Fatalf("round %d aggregated by %s, want provider-1 (provider-0 is convicted)", r, rd.Aggregator)
 		}
 	}

@@ -40,8 +40,10 @@ func runLyingAggregator(ctx context.Context, t *testing.T, jobYAML string) (*rou
 		return ok && len(rd.NextGlobalRoot) > 0
 	})
 	want, _ := r.checkSimulate(ctx, t, map[uint64][]int{1: {0}}, nil)
-	if rd, _ := r.round(ctx, 0); rd.Aggregator != c.sidecars[r.slots[1]].Operator {
-		t.Fatalf("round 0 re-aggregated by %s, want slot 1's %s", rd.Aggregator, r.slots[1])
+	// Slot 1's turn comes first after the rejection; slot 2 takes it a grace period later
+	// if slot 1 is still proving or aggregating (a loaded machine), which is as correct.
+	if rd, _ := r.round(ctx, 0); !isOperator(c, rd.Aggregator, r.slots[1], r.slots[2]) {
+		t.Fatalf("round 0 re-aggregated by %s, want an honest slot's (%s or %s)", rd.Aggregator, r.slots[1], r.slots[2])
 	}
 	return r, want
 }

@@ -20,7 +20,7 @@ var compressedRoundsJobYAML = strings.Replace(roundsJobYAML, "  outer_momentum: 
 // file's); slot 0, restarted as a lying aggregator, commits round 0's global with one
 // weight off and an honest trainer proves it wrong from the entered workers' records
 // (the chain decompresses them and recomputes the chunk): the global is rejected, the
-// cheater slashed exactly, slot 1 re-aggregates, and both globals are diloco.Simulate's
+// cheater slashed exactly, an honest slot (slot 1 first) re-aggregates, and both globals are diloco.Simulate's
 // with the same top_k bit for bit (slot 0 out of round 1, slots 1 and 2 carrying their
 // error buffers into it); the global model's held-out loss fell. It logs the bytes the
 // pseudo-gradients took against dense ones.

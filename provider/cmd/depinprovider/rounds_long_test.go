@@ -159,7 +159,7 @@ func TestJoinerTakesAKilledWorkersSlot(t *testing.T) {
 // aggregate and prove it (MsgProveRoundFault, AGGREGATION) inside the global's challenge
 // window: the chain rejects the global (EventGlobalRejected), the cheater is tombstoned
 // and slashed by exactly fraud_slash_fraction, the prover paid exactly
-// whistleblower_share of the slash, slot 1 commits the honest global, and round 1
+// whistleblower_share of the slash, an honest slot (slot 1 first) commits the honest global, and round 1
 // closes without the convicted slot; both globals are diloco.Simulate's with slot 0 out
 // of round 1.
 func TestSidecarsProveAWrongAggregation(t *testing.T) {
