@@ -105,12 +105,14 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	var hooks daemon.Hooks
 	f := cmd.Flags()
 	if spec, _ := f.GetString(flagTamper); spec != "" {
-		exec, err := tamper(spec, log)
+		bit := new(atomic.Uint32)
+		bit.Store(tamperBit)
+		exec, step, err := tamper(spec, bit, log)
 		if err != nil {
 			return hooks, err
 		}
 		hooks.Disputes.StepExec = exec
-		hooks.Leases.CommitTrace = tamperedTrace(exec)
+		hooks.Leases.CommitTrace = tamperedTrace(exec, bit, step)
 	}
 	if from, _ := f.GetUint64(flagCheat); from > 0 {
 		hooks.Leases.CommitTrace = func(_ markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
@@ -201,15 +203,19 @@ func garbageParity(dir string, l custody.Layout, roots []merkle.Hash) ([]merkle.
 
 // tamperBit is the bit of the last element of the tampered tensor a cheater
 // flips: a lower bit can vanish in a later quantisation (the step's result
-// would not change), bit 12 changes h_{STEP+1} for every tensor the tests name.
+// would not change); bit 12 changes h_{STEP+1} for every tensor the tests name on most
+// seeds, and tamperedTrace flips higher ones on a seed where it does not.
 const tamperBit = 12
 
+// tamperBitMax bounds the bits a cheater tries when a lower one vanishes for a seed.
+const tamperBitMax = 24
+
 // tamper parses TENSOR@STEP into the operator's execution of steps.
-func tamper(spec string, log *slog.Logger) (disputes.StepExec, error) {
+func tamper(spec string, bit *atomic.Uint32, log *slog.Logger) (disputes.StepExec, uint64, error) {
 	tensor, stepText, ok := strings.Cut(spec, "@")
 	step, err := strconv.ParseUint(stepText, 10, 64)
 	if !ok || tensor == "" || err != nil {
-		return nil, fmt.Errorf("--%s %q: want TENSOR@STEP", flagTamper, spec)
+		return nil, 0, fmt.Errorf("--%s %q: want TENSOR@STEP", flagTamper, spec)
 	}
 	log.Warn("TEST HOOK: CHEATING: one element wrong", "tensor", tensor, "step", step)
 	return func(at uint64, batch [][]byte) (exact.Executor, [][]byte) {
@@ -225,17 +231,17 @@ func tamper(spec string, log *slog.Logger) (disputes.StepExec, error) {
 		}
 		return exact.Executor{Observer: func(_ *exact.Op, out *exact.Tensor) {
 			if out.Spec.Name == tensor {
-				out.Data[len(out.Data)-1] ^= 1 << tamperBit
+				out.Data[len(out.Data)-1] ^= 1 << bit.Load()
 			}
 		}}, batch
-	}, nil
+	}, step, nil
 }
 
 // tamperedTrace is a cheater's checkpoint commitment with exec: every
 // checkpoint ending after the tampered step is trained again from its
 // local start state (the initial one or the previous checkpoint's, itself
 // tampered) as exec computes, and its state file replaced by the result.
-func tamperedTrace(exec disputes.StepExec) func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+func tamperedTrace(exec disputes.StepExec, bit *atomic.Uint32, step uint64) func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
 	return func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
 		var start *exact.State
 		var err error
@@ -252,6 +258,15 @@ func tamperedTrace(exec disputes.StepExec) func(job markettypes.Job, cp trainer.
 		e, err := disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec)
 		if err != nil {
 			return trace.Trace{}, err
+		}
+		// Whether a flipped bit survives the step's later quantisations depends on the
+		// job's seed: flip higher ones until the step's result changes (the dispute
+		// role's exec reads the same bit). A range without the tampered step stays as is.
+		for e.Trace.Root() == cp.Trace.Root() && bit.Load() < tamperBitMax && cp.StartStep() <= step && step < cp.EndStep() {
+			bit.Add(1)
+			if e, err = disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec); err != nil {
+				return trace.Trace{}, err
+			}
 		}
 		if e.Trace.Root() == cp.Trace.Root() {
 			return cp.Trace, nil
