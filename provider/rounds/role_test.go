@@ -109,6 +109,20 @@ func (c *fakeChain) proveRoundFault(m *verifytypes.MsgProveRoundFault) error {
 	return nil
 }
 
+// convictSlot2InRound0 is a game convicting slot 2's round-0 checkpoint after G_1 was
+// committed: its commit is excluded, its provider convicted, G_1 voided (round 1 goes
+// with it) and round 1 expects slots 0 and 1 once it is reopened. The caller holds c.mu.
+func (c *fakeChain) convictSlot2InRound0() {
+	i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
+	c.commits[0][i].Excluded = true
+	c.convict("provider-2")
+	rd0 := c.rounds[0]
+	rd0.Entered = []uint32{0, 1}
+	c.voidGlobal(rd0)
+	c.expect[1] = []uint32{0, 1}
+	delete(c.holdGlobal, 1)
+}
+
 // voidGlobal drops rd's committed global and the rounds that started from it: the round
 // is aggregated again.
 func (c *fakeChain) voidGlobal(rd *markettypes.Round) {
@@ -889,14 +903,7 @@ func TestRoleRedoesARoundWhoseStartGlobalWasVoided(t *testing.T) {
 		for ctx.Err() == nil {
 			c.mu.Lock()
 			if rd := c.rounds[1]; rd != nil && rd.State == markettypes.ROUND_STATE_AGGREGATING {
-				i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
-				c.commits[0][i].Excluded = true
-				c.convict("provider-2")
-				rd0 := c.rounds[0]
-				rd0.Entered = []uint32{0, 1}
-				c.voidGlobal(rd0)
-				c.expect[1] = []uint32{0, 1}
-				delete(c.holdGlobal, 1)
+				c.convictSlot2InRound0()
 				c.mu.Unlock()
 				stopConvicted()
 				return
@@ -974,14 +981,7 @@ func TestRoleTrainsAgainARoundReopenedWhileItTrained(t *testing.T) {
 			return
 		}
 		c.mu.Lock()
-		i := slices.IndexFunc(c.commits[0], func(cm markettypes.RoundCommit) bool { return cm.Worker == 2 })
-		c.commits[0][i].Excluded = true
-		c.convict("provider-2")
-		rd0 := c.rounds[0]
-		rd0.Entered = []uint32{0, 1}
-		c.voidGlobal(rd0)
-		c.expect[1] = []uint32{0, 1}
-		delete(c.holdGlobal, 1)
+		c.convictSlot2InRound0()
 		c.mu.Unlock()
 		stopConvicted()
 	}()
