@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
 	stakingexttypes "github.com/depinchain/depinchain/x/staking_ext/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -95,6 +96,20 @@ func (r *roundsRun) waitForRoundFaultProof(ctx context.Context, t *testing.T, wh
 		t.Fatalf("the prover's reward %s, want %s", ev["reward"], reward)
 	}
 	return proof, ev
+}
+
+// requireOnlyExcluded fails unless slot's commit is the only excluded one of round rn.
+func (r *roundsRun) requireOnlyExcluded(ctx context.Context, t *testing.T, rn uint64, slot uint32) {
+	t.Helper()
+	commits, err := r.market.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: r.jobID, Round: rn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range commits.Commits {
+		if (cm.Worker == slot) != cm.Excluded {
+			t.Fatalf("round %d: slot %d's commit excluded=%v (%s); the cheater is slot %d", rn, cm.Worker, cm.Excluded, cm.ExcludedReason, slot)
+		}
+	}
 }
 
 // isOperator reports whether addr is the operator of one of the named sidecars.

@@ -45,15 +45,7 @@ func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) ma
 		excluded["worker"] != fmt.Sprint(slot) || excluded["round"] != "0" {
 		t.Fatalf("EventRoundFaultProven %v, EventRoundWorkerExcluded %v", ev, excluded)
 	}
-	commits, err := r.market.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: r.jobID, Round: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cm := range commits.Commits {
-		if (cm.Worker == uint32(slot)) != cm.Excluded {
-			t.Fatalf("round 0: slot %d's commit excluded=%v (%s); the cheater is slot %d", cm.Worker, cm.Excluded, cm.ExcludedReason, slot)
-		}
-	}
+	r.requireOnlyExcluded(ctx, t, 0, uint32(slot))
 
 	c.waitFor(ctx, t, "round 1's global (G_2) is committed and round 0's is final", 6*time.Minute, func() bool {
 		rd0, ok0 := r.round(ctx, 0)

@@ -139,15 +139,7 @@ func TestVerifierConvictsARoundWorkerTrainedOnAnotherSlotsShards(t *testing.T) {
 	if after.Status != stakingexttypes.PROVIDER_STATUS_TOMBSTONED || !after.Bond.Amount.Equal(before.Sub(slash)) || !coinAmount(t, ev["slashed"]).Equal(slash) {
 		t.Fatalf("the cheater %s with bond %s → %s (event: %s), want tombstoned and %s less", after.Status, before, after.Bond.Amount, ev["slashed"], slash)
 	}
-	commits, err := r.market.RoundCommits(ctx, &markettypes.QueryRoundCommitsRequest{JobId: r.jobID, Round: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cm := range commits.Commits {
-		if (cm.Worker == uint32(slot)) != cm.Excluded {
-			t.Fatalf("round 0: slot %d's commit excluded=%v (%s); the cheater is slot %d", cm.Worker, cm.Excluded, cm.ExcludedReason, slot)
-		}
-	}
+	r.requireOnlyExcluded(ctx, t, 0, uint32(slot))
 
 	// The conviction voided the G_1 round 1 had opened on.
 	rejected := resolved.event(t, "depinchain.market.v1.EventGlobalRejected")
