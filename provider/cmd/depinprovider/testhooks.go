@@ -105,9 +105,12 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	var hooks daemon.Hooks
 	f := cmd.Flags()
 	if spec, _ := f.GetString(flagTamper); spec != "" {
-		bit := new(atomic.Uint32)
-		bit.Store(tamperBit)
-		exec, step, err := tamper(spec, bit, log)
+		home, _ := f.GetString("home")
+		bit, err := loadTamperBit(home)
+		if err != nil {
+			return hooks, err
+		}
+		exec, step, err := tamper(spec, bit.bit, log)
 		if err != nil {
 			return hooks, err
 		}
@@ -210,6 +213,40 @@ const tamperBit = 12
 // tamperBitMax bounds the bits a cheater tries when a lower one vanishes for a seed.
 const tamperBitMax = 24
 
+// persistentBit is the bit a tampering cheater flips, kept in a file of its
+// home folder once tamperedTrace moves it past tamperBit: a cheater killed and
+// started again must re-execute the step it committed the same way, or its
+// records would not be the ones it committed (it would lose on a missed move).
+type persistentBit struct {
+	bit  *atomic.Uint32
+	path string
+}
+
+const tamperBitFile = "test-tamper-bit"
+
+func loadTamperBit(home string) (persistentBit, error) {
+	b := persistentBit{bit: new(atomic.Uint32), path: filepath.Join(home, tamperBitFile)}
+	b.bit.Store(tamperBit)
+	raw, err := os.ReadFile(b.path)
+	if os.IsNotExist(err) {
+		return b, nil
+	}
+	if err != nil {
+		return b, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 32)
+	if err != nil {
+		return b, fmt.Errorf("%s: %w", b.path, err)
+	}
+	b.bit.Store(uint32(n))
+	return b, nil
+}
+
+// next moves to the next higher bit and records it.
+func (b persistentBit) next() error {
+	return os.WriteFile(b.path, []byte(strconv.FormatUint(uint64(b.bit.Add(1)), 10)), 0o644)
+}
+
 // tamper parses TENSOR@STEP into the operator's execution of steps.
 func tamper(spec string, bit *atomic.Uint32, log *slog.Logger) (disputes.StepExec, uint64, error) {
 	tensor, stepText, ok := strings.Cut(spec, "@")
@@ -241,7 +278,7 @@ func tamper(spec string, bit *atomic.Uint32, log *slog.Logger) (disputes.StepExe
 // checkpoint ending after the tampered step is trained again from its
 // local start state (the initial one or the previous checkpoint's, itself
 // tampered) as exec computes, and its state file replaced by the result.
-func tamperedTrace(exec disputes.StepExec, bit *atomic.Uint32, step uint64) func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
+func tamperedTrace(exec disputes.StepExec, bit persistentBit, step uint64) func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
 	return func(job markettypes.Job, cp trainer.Checkpoint) (trace.Trace, error) {
 		var start *exact.State
 		var err error
@@ -261,9 +298,12 @@ func tamperedTrace(exec disputes.StepExec, bit *atomic.Uint32, step uint64) func
 		}
 		// Whether a flipped bit survives the step's later quantisations depends on the
 		// job's seed: flip higher ones until the step's result changes (the dispute
-		// role's exec reads the same bit). A range without the tampered step stays as is.
-		for e.Trace.Root() == cp.Trace.Root() && bit.Load() < tamperBitMax && cp.StartStep() <= step && step < cp.EndStep() {
-			bit.Add(1)
+		// role's exec reads the same bit, after a restart too). A range without the
+		// tampered step stays as is.
+		for e.Trace.Root() == cp.Trace.Root() && bit.bit.Load() < tamperBitMax && cp.StartStep() <= step && step < cp.EndStep() {
+			if err := bit.next(); err != nil {
+				return trace.Trace{}, err
+			}
 			if e, err = disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec); err != nil {
 				return trace.Trace{}, err
 			}
