@@ -42,7 +42,7 @@ var ErrNotOwner = errors.New("only the job's owner may fetch its checkpoints")
 
 func jobFetchCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "fetch <job-id> --out DIR --from OWNER-KEY [--checkpoint STEP]",
+		Use:   "fetch <job-id> --out DIR --from OWNER-KEY [--checkpoint STEP | --round R]",
 		Short: "Rebuild a job's final (or a retained) checkpoint from its custody holders, verify it and write it",
 		Long: `For a job whose spec has a custody section: finds the newest final checkpoint (or
 the one ending at --checkpoint STEP), downloads any k of its custody pieces in
@@ -50,8 +50,13 @@ parallel from the storage holders that proved them on chain, checks every piece
 and the rebuilt state against the roots on chain, and writes DIR/state (the
 state file) and DIR/checkpoint.json. For a job without custody: downloads the
 checkpoint's state from the provider that trained it (its URI on chain), checked
-against its state_root as it arrives. Only the job's owner may fetch (--from must
-be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
+against its state_root as it arrives. For a job that trains in rounds (workers
+with sync), what the owner paid for is the global model: without --checkpoint,
+fetch rebuilds the newest final global state G_R (or G_ROUND with --round) from its
+custody object, checks it against the round's global root on chain, and writes
+DIR/global (the file as committed: weights and outer momentum), DIR/state (its
+weights as an exact state, for workload sample and the trainers) and
+DIR/global.json. Only the job's owner may fetch (--from must be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(args[0], 10, 64)
@@ -63,6 +68,11 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			from, _ := f.GetString(flags.FlagFrom)
 			out, _ := f.GetString("out")
 			step, _ := f.GetUint64("checkpoint")
+			var round *uint64
+			if f.Changed("round") {
+				r, _ := f.GetUint64("round")
+				round = &r
+			}
 			if from == "" {
 				return errors.New("--from: the job owner's key")
 			}
@@ -99,7 +109,7 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 			if isatty.IsTerminal(os.Stderr.Fd()) {
 				fe.bar = true
 			}
-			return fe.run(ctx, id, step, out)
+			return fe.run(ctx, id, step, round, out)
 		},
 	}
 	f := cmd.Flags()
@@ -110,6 +120,7 @@ be its key). A progress bar (bytes and pieces) is drawn on a terminal.`,
 	f.String(flags.FlagChainID, "", "the chain id the requests are signed for (default: the node's)")
 	f.String("out", "", "the folder to write the checkpoint into")
 	f.Uint64("checkpoint", 0, "the step the wanted checkpoint ends at (default: the newest final one)")
+	f.Uint64("round", 0, "for a job that trains in rounds: fetch the global model G_ROUND, the start of that round (default: the newest final one)")
 	return cmd
 }
 
@@ -150,7 +161,10 @@ type FetchedCheckpoint struct {
 	ParityPieces  uint32 `json:"parity_pieces"`
 }
 
-func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) error {
+// run fetches what the flags ask for: for a job that trains in rounds (sync), the
+// global model (G_round; nil: the newest final one) unless step names a worker's
+// checkpoint; otherwise the checkpoint ending at step (0: the newest final one).
+func (f *jobFetch) run(ctx context.Context, jobID, step uint64, round *uint64, out string) error {
 	jr, err := f.market.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
 	if err != nil {
 		return fmt.Errorf("job %d: %w", jobID, err)
@@ -158,6 +172,14 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 	job := jr.Job
 	if job.Owner != f.owner {
 		return fmt.Errorf("%w: job %d belongs to %s, and --from is %s", ErrNotOwner, jobID, job.Owner, f.owner)
+	}
+	switch {
+	case round != nil && job.Spec.Sync == nil:
+		return fmt.Errorf("--round: job %d does not train in rounds (its spec has no sync)", jobID)
+	case round != nil && step != 0:
+		return errors.New("--round and --checkpoint: give one (a round's global model or a worker's checkpoint)")
+	case job.Spec.Sync != nil && step == 0:
+		return f.global(ctx, job, round, out)
 	}
 	cp, err := f.checkpoint(ctx, jobID, step, job.Spec.Custody != nil)
 	if err != nil {
@@ -173,18 +195,35 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 	if !bytes.Equal(obj.Custody.StateRoot, cp.StateRoot) {
 		return fmt.Errorf("custody object %s holds state %x, checkpoint %d/%d has %x", obj.DatasetID, obj.Custody.StateRoot, cp.LeaseId, cp.Index, cp.StateRoot)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	fmt.Fprintf(f.log, "checkpoint %d/%d of job %d (steps %d..%d): %d bytes in %d+%d pieces of %d bytes, %d pieces held\n",
+		cp.LeaseId, cp.Index, jobID, cp.StartStep, cp.EndStep, obj.Layout.StateSize, obj.Layout.DataPieces, obj.Layout.ParityPieces, obj.Layout.PieceSize, obj.Live())
+	if err := f.rebuild(ctx, obj, cp.StateRoot, filepath.Join(out, fetchedStateFile)); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(out, ".state-")
+	info := FetchedCheckpoint{
+		JobID: jobID, LeaseID: cp.LeaseId, Index: cp.Index, StartStep: cp.StartStep, EndStep: cp.EndStep,
+		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: obj.Layout.StateSize, CustodyObject: obj.DatasetID,
+		Holders: obj.Live(), DataPieces: obj.Layout.DataPieces, ParityPieces: obj.Layout.ParityPieces,
+	}
+	if err := writeFetchedInfo(out, fetchedInfoFile, info); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", cp.StateRoot, filepath.Join(out, fetchedStateFile))
+	return nil
+}
+
+// rebuild downloads custody object obj from its holders into path (through a
+// temporary file beside it) and keeps it only if the rebuilt file's root is want.
+func (f *jobFetch) rebuild(ctx context.Context, obj fetch.Object, want []byte, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fetch-")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-
-	fmt.Fprintf(f.log, "checkpoint %d/%d of job %d (steps %d..%d): %d bytes in %d+%d pieces of %d bytes, %d pieces held\n",
-		cp.LeaseId, cp.Index, jobID, cp.StartStep, cp.EndStep, obj.Layout.StateSize, obj.Layout.DataPieces, obj.Layout.ParityPieces, obj.Layout.PieceSize, obj.Live())
 	fetcher := f.fetcher
 	if f.bar {
 		finish := f.progress(&fetcher, obj)
@@ -194,7 +233,7 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 		return err
 	}
 	// The data pieces were each checked against their roots, whose tree the chain checked
-	// against state_root; hashing the file once more checks the rebuilt state as written.
+	// against the object's root; hashing the file once more checks it as written.
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -202,25 +241,13 @@ func (f *jobFetch) run(ctx context.Context, jobID, step uint64, out string) erro
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(root[:], cp.StateRoot) {
-		return fmt.Errorf("the rebuilt state's root %x is not checkpoint %d/%d's state_root %x", root[:], cp.LeaseId, cp.Index, cp.StateRoot)
+	if !bytes.Equal(root[:], want) {
+		return fmt.Errorf("the file rebuilt from custody object %s has root %x, the chain's is %x", obj.DatasetID, root[:], want)
 	}
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(out, fetchedStateFile)); err != nil {
-		return err
-	}
-	info := FetchedCheckpoint{
-		JobID: jobID, LeaseID: cp.LeaseId, Index: cp.Index, StartStep: cp.StartStep, EndStep: cp.EndStep,
-		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: obj.Layout.StateSize, CustodyObject: obj.DatasetID,
-		Holders: obj.Live(), DataPieces: obj.Layout.DataPieces, ParityPieces: obj.Layout.ParityPieces,
-	}
-	if err := writeFetchedInfo(out, info); err != nil {
-		return err
-	}
-	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", root[:], filepath.Join(out, fetchedStateFile))
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 // fromTrainer fetches checkpoint cp of a job without custody from the checkpoint
@@ -250,7 +277,7 @@ func (f *jobFetch) fromTrainer(ctx context.Context, jobID uint64, cp verifytypes
 		JobID: jobID, LeaseID: cp.LeaseId, Index: cp.Index, StartStep: cp.StartStep, EndStep: cp.EndStep,
 		StateRoot: fmt.Sprintf("%x", cp.StateRoot), StateBytes: uint64(com.Size),
 	}
-	if err := writeFetchedInfo(out, info); err != nil {
+	if err := writeFetchedInfo(out, fetchedInfoFile, info); err != nil {
 		return err
 	}
 	fmt.Fprintf(f.log, "verified: state root %x; wrote %s\n", root[:], filepath.Join(out, fetchedStateFile))
@@ -261,12 +288,13 @@ func (f *jobFetch) fromTrainer(ctx context.Context, jobID uint64, cp verifytypes
 // the states it downloads): a server cannot fill the disk.
 const maxFetchedStateBytes = 64 << 30
 
-func writeFetchedInfo(out string, info FetchedCheckpoint) error {
+// writeFetchedInfo writes info (FetchedCheckpoint or FetchedGlobal) as DIR/name.
+func writeFetchedInfo(out, name string, info any) error {
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(out, fetchedInfoFile), append(data, '\n'), 0o644)
+	return os.WriteFile(filepath.Join(out, name), append(data, '\n'), 0o644)
 }
 
 // checkpoint is the job's checkpoint to fetch: the final one ending at step, or with

@@ -37,7 +37,7 @@ func TestSidecarsTrainCompressedAndProveAWrongAggregation(t *testing.T) {
 	if want[0].Sync.TopK != 64 { // checkSimulate ran Simulate with the job's sync
 		t.Fatalf("the job trained with top_k %d", want[0].Sync.TopK)
 	}
-	r.checkHeldOutLossFell(t, want)
+	r.checkHeldOutLossFell(ctx, t, want)
 
 	l := diloco.NewLayout(want[0].Config)
 	size, dense := uint64(l.CompressedFileBytes(64)), l.DenseFileChunks()*diloco.ChunkSize

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/testutil/localnet/sidecar"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
@@ -89,7 +91,21 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 		}
 	}
 
-	r.checkHeldOutLossFell(t, want)
+	r.checkHeldOutLossFell(ctx, t, want)
+	// An earlier global by its round; G_0 (the seed's, never trained) is refused by name.
+	node, out := c.node, filepath.Join(r.dir, "fetched-g1")
+	fetchRound := func(n string) (string, error) {
+		return node.Exec(ctx, "job", "fetch", fmt.Sprint(r.jobID), "--round", n, "--out", out, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", node.GRPC)
+	}
+	if _, err := fetchRound("1"); err != nil {
+		t.Fatalf("job fetch --round 1: %v", err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(out, "global")); err != nil || merkle.RootOfBytes(raw, diloco.ChunkSize) != want[1].Root() {
+		t.Fatalf("job fetch --round 1 wrote a file (%v) that is not G_1 %s", err, want[1].Root())
+	}
+	if _, err := fetchRound("0"); err == nil || !strings.Contains(err.Error(), "G_0 is the job's initial state") {
+		t.Fatalf("job fetch --round 0: %v, want the refusal naming G_0", err)
+	}
 	train, wait := r.roundTimes(ctx, t, "w1", "w2", "w3")
 	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
 		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
@@ -285,27 +301,39 @@ grey coat carrying a leather case, until she asked at the inn for a room facing
 the sea and paid for a whole month in advance, in cash, without asking the price.
 `
 
-// checkHeldOutLossFell checks that the global model of the last round is the committed
-// one (a sidecar's G_R file has Simulate's root, want[R]) and that its held-out loss
-// (text the corpus does not hold) fell from G_0's.
-func (r *roundsRun) checkHeldOutLossFell(t testing.TB, want []*diloco.GlobalState) {
+// checkHeldOutLossFell fetches the global model of the last round as the owner does
+// (`depinchaind job fetch`, from its custody holders, once final), checks that it is
+// the committed one (Simulate's root, want[R]) and that its held-out loss (text the
+// corpus does not hold) fell from G_0's.
+func (r *roundsRun) checkHeldOutLossFell(ctx context.Context, t testing.TB, want []*diloco.GlobalState) {
 	t.Helper()
-	last := len(want) - 1
-	name := fmt.Sprintf("global-%d", last)
-	var g *diloco.GlobalState
-	matches, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), name))
-	matches2, _ := filepath.Glob(filepath.Join(r.dir, "w*", "*", "*", "rounds", fmt.Sprintf("job-%d", r.jobID), name))
-	for _, m := range append(matches, matches2...) {
-		b, err := os.ReadFile(m)
-		if err != nil {
-			continue
-		}
-		if d, err := diloco.DecodeGlobal(b); err == nil && d.Root() == want[last].Root() {
-			g = d
-		}
+	last := uint64(len(want) - 1)
+	r.c.waitFor(ctx, t, fmt.Sprintf("G_%d is final", last), 3*time.Minute, func() bool {
+		rd, ok := r.round(ctx, last-1)
+		return ok && rd.State == markettypes.ROUND_STATE_FINAL
+	})
+	out := filepath.Join(r.dir, "fetched")
+	node := r.c.node
+	if _, err := node.Exec(ctx, "job", "fetch", fmt.Sprint(r.jobID), "--out", out, "--from", "owner", "--keyring-backend", "test", "--grpc-addr", node.GRPC); err != nil {
+		t.Fatalf("job fetch of the global model: %v", err)
 	}
-	if g == nil {
-		t.Fatalf("no sidecar holds G_%d with the chain's root (files %v %v)", last, matches, matches2)
+	raw, err := os.ReadFile(filepath.Join(out, "global"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := diloco.DecodeGlobal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Root() != want[last].Root() || g.Round != last {
+		t.Fatalf("job fetch wrote G_%d with root %s, want G_%d %s", g.Round, g.Root(), last, want[last].Root())
+	}
+	state, err := os.ReadFile(filepath.Join(out, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if model := g.Model(); !bytes.Equal(state, model.Encode()) {
+		t.Fatalf("job fetch's state is not G_%d's weights as a state (step %d)", last, model.Step)
 	}
 	heldOut := []byte(heldOutText)
 	before, err := diloco.HeldOutBitsPerByte(want[0].Model(), heldOut, 64)
