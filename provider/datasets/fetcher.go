@@ -10,7 +10,8 @@
 //
 // The Fetcher is no role: it has no events to follow. The leases role calls
 // Prepare before it starts a trainer; the bidding role calls Fetchable, a
-// cheap chain check, before it bids.
+// cheap chain check, before it bids; the disputes role calls WorkerStream to
+// re-execute and dispute another provider's steps.
 package datasets
 
 import (
@@ -228,7 +229,7 @@ func roundShards(job markettypes.Job, ds types.Dataset, worker uint32, round uin
 // shards assigned to it in epoch AssignmentEpoch, or for a job that trains in rounds in
 // the step's round, each checked against its root. It is what a verifier re-executes
 // another provider's steps on. The pieces are fetched into a folder under cacheDir named
-// by the dataset and the shard set (ShardSetDir), where every later stream over the same
+// by the dataset and the shard set (shardSetDir), where every later stream over the same
 // shards finds them (checked against their roots again, not downloaded again). A shard
 // that cannot be had intact is an error that names the dataset and the shard.
 func (f *Fetcher) WorkerStream(ctx context.Context, job markettypes.Job, worker uint32, step uint64, cacheDir string) (traindata.Stream, error) {
@@ -257,7 +258,7 @@ func (f *Fetcher) WorkerStream(ctx context.Context, job markettypes.Job, worker 
 	} else if shards, err = f.assignedShards(ctx, job, worker); err != nil {
 		return traindata.Stream{}, err
 	}
-	dir, err := ShardSetDir(cacheDir, ds.Id, shards)
+	dir, err := shardSetDir(cacheDir, ds.Id, shards)
 	if err != nil {
 		return traindata.Stream{}, err
 	}
@@ -282,10 +283,10 @@ func (f *Fetcher) WorkerStream(ctx context.Context, job markettypes.Job, worker 
 	return traindata.NewStream(traindata.NewLayout(segs), raw)
 }
 
-// ShardSetDir is the folder under cacheDir that WorkerStream keeps the data pieces of
+// shardSetDir is the folder under cacheDir that WorkerStream keeps the data pieces of
 // shards of dataset id in: one per dataset, and in it one per shard set, named by a hash
 // of the set (a worker may be assigned thousands of shards).
-func ShardSetDir(cacheDir, id string, shards []uint32) (string, error) {
+func shardSetDir(cacheDir, id string, shards []uint32) (string, error) {
 	if err := types.ValidateDatasetID(id); err != nil {
 		return "", err
 	}

@@ -35,7 +35,7 @@ func TestWorkerStreamIsKeptPerShardSet(t *testing.T) {
 		t.Fatalf("worker 0's stream is %d bytes in segments %+v, want the %d bytes of its layout %+v", len(s0.Bytes), s0.Segments, len(want), w.layout(0).Segments)
 	}
 	fetched := w.fetches.Load()
-	dir, err := ShardSetDir(cache, testDataset, []uint32{0, 2})
+	dir, err := shardSetDir(cache, testDataset, []uint32{0, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
