@@ -33,6 +33,7 @@ import (
 
 	"github.com/depinchain/depinchain/pkg/tiles"
 	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -80,6 +81,20 @@ type Game struct {
 	Job        markettypes.Job
 	// Tile is the phase 2–3 state (nil before phase 2).
 	Tile *verifytypes.TileGame
+	// Data, when set, gives the worker's training stream over the checkpoint's steps: a
+	// dataset-backed job's, whose bytes the chain does not have (the data pieces of the
+	// worker's shards, fetched from their holders), called only by the moves that read
+	// the data. Nil: the stream the chain gives (verifytypes.WorkerTrainingData).
+	Data func() (traindata.Stream, error)
+}
+
+// TrainingData is the stream the disputed step (Challenge.Lo) reads, which the one-step
+// proof and a phase 3 window load prove chunks of.
+func (g Game) TrainingData() (traindata.Stream, error) {
+	if g.Data != nil {
+		return g.Data()
+	}
+	return verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, g.Challenge.Lo)
 }
 
 // Queriers are the chain queries a game is read with; the generated

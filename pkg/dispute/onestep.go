@@ -13,7 +13,7 @@ import (
 // step's batch reads with its Merkle proof, for the chain to re-execute the
 // step and decide the game.
 func OneStep(sender string, g Game, preState []byte) (*verifytypes.MsgStep, error) {
-	data, err := verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, g.Challenge.Lo)
+	data, err := g.TrainingData()
 	if err != nil {
 		return nil, err
 	}

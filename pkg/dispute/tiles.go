@@ -32,7 +32,7 @@ func StepParty(g Game, stateAt func(uint64) ([]byte, error)) (*tiles.Party, erro
 	if err != nil {
 		return nil, err
 	}
-	data, err := verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, g.Challenge.Lo)
+	data, err := g.TrainingData()
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func proveTile(sender string, g Game, p *tiles.Party) (*verifytypes.MsgProveTile
 			lo := fc * exact.ChunkSize
 			addOpen(tiles.Opening{Chunk: fc, Data: enc[lo:min(lo+exact.ChunkSize, len(enc))], Proof: proof})
 		case tiles.LoadWindow:
-			data, err := verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, g.Challenge.Lo)
+			data, err := g.TrainingData()
 			if err != nil {
 				return nil, err
 			}

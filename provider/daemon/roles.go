@@ -79,7 +79,8 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	cfg := d.cfg
 	var rs roles
 	// Dataset-backed jobs train on pieces fetched from their holders: the
-	// bidder checks they can be had, the leases role fetches them.
+	// bidder checks they can be had, the leases role fetches them, and so does
+	// the disputes role, to re-execute and dispute their steps.
 	data, err := datasets.New(datasets.Options{
 		Registry: shardregistrytypes.NewQueryClient(d.conn), Providers: stakingexttypes.NewQueryClient(d.conn), Logger: d.log,
 	})
@@ -135,7 +136,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	priority := &rolekit.Priority{}
 	rs.disputes, err = disputes.New(disputes.Options{
 		Operator: d.operator, Submit: d.submit, Chain: d.queries, Height: d.chainHeight, DB: d.db,
-		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource, Authorize: d.signRequest,
+		Checkpoints: d.catalog, Verifier: cfg.Verifier, WorkDir: cfg.Storage.WorkDir, Custody: custodySource, Datasets: data, Authorize: d.signRequest,
 		Metrics: d.metrics, Logger: d.log, Hooks: hooks.Disputes, Priority: priority,
 	})
 	if err != nil {

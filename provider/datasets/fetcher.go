@@ -10,11 +10,14 @@
 //
 // The Fetcher is no role: it has no events to follow. The leases role calls
 // Prepare before it starts a trainer; the bidding role calls Fetchable, a
-// cheap chain check, before it bids.
+// cheap chain check, before it bids; the disputes role calls WorkerStream to
+// re-execute and dispute another provider's steps.
 package datasets
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +29,7 @@ import (
 
 	"github.com/cosmos/cosmos-sdk/types/query"
 
+	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/manifest"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
@@ -194,19 +198,103 @@ func (f *Fetcher) PrepareRound(ctx context.Context, job markettypes.Job, worker 
 	if err != nil {
 		return Result{}, fmt.Errorf("reading dataset %q: %w", id, err)
 	}
-	a, err := types.AssignRoundShards(job.Seed, round, dsRes.Dataset.ShardCount, job.Spec.Workers)
+	shards, err := roundShards(job, dsRes.Dataset, worker, round)
 	if err != nil {
 		return Result{}, err
 	}
-	if worker >= uint32(len(a)) || len(a[worker]) == 0 {
-		return Result{}, fmt.Errorf("%w: round %d of job %d, worker %d (%d shards of dataset %q over %d workers)",
-			ErrNoShardInRound, round, job.Id, worker, dsRes.Dataset.ShardCount, id, job.Spec.Workers)
-	}
-	files, err := f.planShards(ctx, dsRes.Dataset, a[worker])
+	files, err := f.planShards(ctx, dsRes.Dataset, shards)
 	if err != nil {
 		return Result{}, err
 	}
 	return f.fetchInto(ctx, files, dir, fmt.Sprintf("job %d worker %d round %d dataset %q", job.Id, worker, round, id))
+}
+
+// roundShards are the shards of ds that round `round` of a job that trains in rounds
+// assigns worker: types.AssignRoundShards, x/verify's referee's rule. None is
+// ErrNoShardInRound.
+func roundShards(job markettypes.Job, ds types.Dataset, worker uint32, round uint64) ([]uint32, error) {
+	a, err := types.AssignRoundShards(job.Seed, round, ds.ShardCount, job.Spec.Workers)
+	if err != nil {
+		return nil, err
+	}
+	if worker >= uint32(len(a)) || len(a[worker]) == 0 {
+		return nil, fmt.Errorf("%w: round %d of job %d, worker %d (%d shards of dataset %q over %d workers)",
+			ErrNoShardInRound, round, job.Id, worker, ds.ShardCount, ds.Id, job.Spec.Workers)
+	}
+	return a[worker], nil
+}
+
+// WorkerStream is the training stream of worker at step of a dataset-backed job, the
+// one x/verify's referee proves the worker's steps against: the data pieces of the
+// shards assigned to it in epoch AssignmentEpoch, or for a job that trains in rounds in
+// the step's round, each checked against its root. It is what a verifier re-executes
+// another provider's steps on. The pieces are fetched into a folder under cacheDir named
+// by the dataset and the shard set (shardSetDir), where every later stream over the same
+// shards finds them (checked against their roots again, not downloaded again). A shard
+// that cannot be had intact is an error that names the dataset and the shard.
+func (f *Fetcher) WorkerStream(ctx context.Context, job markettypes.Job, worker uint32, step uint64, cacheDir string) (traindata.Stream, error) {
+	id := job.Spec.DatasetId
+	if id == "" {
+		return traindata.Stream{}, fmt.Errorf("job %d names no dataset", job.Id)
+	}
+	dsRes, err := f.opts.Registry.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: id})
+	if err != nil {
+		return traindata.Stream{}, fmt.Errorf("reading dataset %q: %w", id, err)
+	}
+	ds := dsRes.Dataset
+	var shards []uint32
+	what := fmt.Sprintf("job %d worker %d dataset %q", job.Id, worker, id)
+	if job.Spec.Sync != nil {
+		sync, err := verifytypes.JobSync(job)
+		if err != nil {
+			return traindata.Stream{}, err
+		}
+		round := sync.RoundOf(step)
+		shards, err = roundShards(job, ds, worker, round)
+		what = fmt.Sprintf("job %d worker %d round %d dataset %q", job.Id, worker, round, id)
+		if err != nil {
+			return traindata.Stream{}, err
+		}
+	} else if shards, err = f.assignedShards(ctx, job, worker); err != nil {
+		return traindata.Stream{}, err
+	}
+	dir, err := shardSetDir(cacheDir, ds.Id, shards)
+	if err != nil {
+		return traindata.Stream{}, err
+	}
+	files, err := f.planShards(ctx, ds, shards)
+	if err != nil {
+		return traindata.Stream{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return traindata.Stream{}, err
+	}
+	if _, err := f.fetchInto(ctx, files, dir, what); err != nil {
+		return traindata.Stream{}, err
+	}
+	raw, err := exact.ReadStreamDir(dir)
+	if err != nil {
+		return traindata.Stream{}, err
+	}
+	segs := make([]traindata.Segment, len(files))
+	for i, fl := range files {
+		segs[i] = fl.seg
+	}
+	return traindata.NewStream(traindata.NewLayout(segs), raw)
+}
+
+// shardSetDir is the folder under cacheDir that WorkerStream keeps the data pieces of
+// shards of dataset id in: one per dataset, and in it one per shard set, named by a hash
+// of the set (a worker may be assigned thousands of shards).
+func shardSetDir(cacheDir, id string, shards []uint32) (string, error) {
+	if err := types.ValidateDatasetID(id); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, s := range shards {
+		h.Write(binary.BigEndian.AppendUint32(nil, s))
+	}
+	return filepath.Join(cacheDir, id, fmt.Sprintf("shards-%x", h.Sum(nil)[:12])), nil
 }
 
 // PrepareWhole writes every shard of a dataset into dir the way Prepare writes
@@ -255,7 +343,8 @@ func (f *Fetcher) fetchInto(ctx context.Context, files []file, dir, what string)
 			end++
 		}
 		if err := f.fetchShard(ctx, tmp, files[start:end], &res); err != nil {
-			return Result{}, err
+			sh := files[start].shard
+			return Result{}, fmt.Errorf("could not fetch dataset %q shard %d: %w", sh.DatasetID, sh.Shard.Index, err)
 		}
 		start = end
 	}
@@ -278,19 +367,29 @@ func (f *Fetcher) plan(ctx context.Context, job markettypes.Job, worker uint32) 
 	if id == "" {
 		return nil, fmt.Errorf("job %d names no dataset", job.Id)
 	}
+	shards, err := f.assignedShards(ctx, job, worker)
+	if err != nil {
+		return nil, err
+	}
+	dsRes, err := f.opts.Registry.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: id})
+	if err != nil {
+		return nil, fmt.Errorf("reading dataset %q: %w", id, err)
+	}
+	return f.planShards(ctx, dsRes.Dataset, shards)
+}
+
+// assignedShards are the shards of its dataset that x/shardregistry assigns worker of
+// job in epoch AssignmentEpoch.
+func (f *Fetcher) assignedShards(ctx context.Context, job markettypes.Job, worker uint32) ([]uint32, error) {
 	asg, err := f.opts.Registry.Assignment(ctx, &types.QueryAssignmentRequest{JobId: job.Id, Epoch: AssignmentEpoch})
 	if err != nil {
 		return nil, fmt.Errorf("reading the shard assignment of job %d: %w", job.Id, err)
 	}
 	i := slices.IndexFunc(asg.Workers, func(w types.WorkerAssignment) bool { return w.Worker == worker })
 	if i < 0 || len(asg.Workers[i].Shards) == 0 {
-		return nil, fmt.Errorf("%w: dataset %q assigns no shard to worker %d of job %d", ErrNotFetchable, id, worker, job.Id)
+		return nil, fmt.Errorf("%w: dataset %q assigns no shard to worker %d of job %d", ErrNotFetchable, job.Spec.DatasetId, worker, job.Id)
 	}
-	dsRes, err := f.opts.Registry.Dataset(ctx, &types.QueryDatasetRequest{DatasetId: id})
-	if err != nil {
-		return nil, fmt.Errorf("reading dataset %q: %w", id, err)
-	}
-	return f.planShards(ctx, dsRes.Dataset, asg.Workers[i].Shards)
+	return asg.Workers[i].Shards, nil
 }
 
 // planShards returns the data files of the given shards of ds in order, with

@@ -26,7 +26,7 @@ const (
 	// report it.
 	AuditUnavailable AuditOutcome = "unavailable"
 	// AuditUnverifiable: this auditor cannot re-execute the job (not a reference
-	// workload, or a dataset it does not hold).
+	// workload, or a dataset and no dataset fetcher).
 	AuditUnverifiable AuditOutcome = "unverifiable"
 )
 

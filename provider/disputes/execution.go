@@ -7,6 +7,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/trace"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
@@ -34,18 +35,15 @@ type StepExec func(step uint64, batch [][]byte) (exact.Executor, [][]byte)
 // Honest is the StepExec of an honest operator.
 func Honest(_ uint64, batch [][]byte) (exact.Executor, [][]byte) { return exact.Executor{}, batch }
 
-// Reexecute trains job's exact workload as worker from start (the state at
-// startStep) to endStep with the same package the chain's referee uses, on the
-// data the referee proves the worker's steps against (WorkerTrainingData: for a
-// job that trains in rounds, the worker's shards of the range's round, which is
-// one round), each step as exec runs it (nil: Honest).
-func Reexecute(job markettypes.Job, worker uint32, start *exact.State, startStep, endStep uint64, exec StepExec) (*Execution, error) {
+// Reexecute trains job's exact workload from start (the state at startStep) to
+// endStep with the same package the chain's referee uses, on data: the stream the
+// referee proves the worker's steps against (Role.trainingData: for a job that trains
+// in rounds, the worker's shards of the range's round, which is one round; for a
+// dataset-backed job, the data pieces of the worker's shards), each step as exec runs
+// it (nil: Honest).
+func Reexecute(job markettypes.Job, data traindata.Stream, start *exact.State, startStep, endStep uint64, exec StepExec) (*Execution, error) {
 	if endStep < startStep {
 		return nil, fmt.Errorf("dispute: range %d..%d is empty", startStep, endStep)
-	}
-	data, err := verifytypes.WorkerTrainingData(job, worker, startStep)
-	if err != nil {
-		return nil, err
 	}
 	if exec == nil {
 		exec = Honest

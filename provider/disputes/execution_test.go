@@ -7,6 +7,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/provider/disputes"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 func testJob() markettypes.Job {
@@ -22,13 +23,13 @@ func execution(t *testing.T, start, end uint64) *disputes.Execution {
 		t.Fatal(err)
 	}
 	if start > 0 {
-		pre, err := disputes.Reexecute(job, 0, s, 0, start, nil)
+		pre, err := disputes.Reexecute(job, verifytypes.BuiltinData(), s, 0, start, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s = pre.End
 	}
-	e, err := disputes.Reexecute(job, 0, s, start, end, nil)
+	e, err := disputes.Reexecute(job, verifytypes.BuiltinData(), s, start, end, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

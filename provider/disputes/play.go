@@ -10,6 +10,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/dispute"
 	"github.com/depinchain/depinchain/pkg/exact"
 	"github.com/depinchain/depinchain/pkg/tiles"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
@@ -53,6 +54,11 @@ func (r *Role) play(ctx context.Context, id uint64) error {
 		return err
 	}
 	g.Tile = res.TileGame
+	// The checkpoint's steps are of one round, so one stream is every step's; it is
+	// fetched only for the moves that read it.
+	g.Data = func() (traindata.Stream, error) {
+		return r.trainingData(ctx, g.Job, g.Checkpoint.Worker, g.Checkpoint.StartStep)
+	}
 	var ev dispute.Evidence
 	if side == dispute.Defender {
 		ev, err = r.defenderEvidence(ctx, g)

@@ -126,6 +126,10 @@ type Options struct {
 	// section), so a checkpoint that starts where a departed trainer's state ends can
 	// still be checked; nil fetches start states from their URIs only.
 	Custody *fetch.Source
+	// Datasets fetches the training data of dataset-backed jobs, which the verifier
+	// re-executes and both sides of a game on one prove steps with; nil skips those
+	// jobs' checkpoints.
+	Datasets Datasets
 	// Authorize signs requests to other providers' checkpoint servers (pkg/reqauth),
 	// which serve states only to the job's owner and the bonded; nil sends them unsigned.
 	Authorize func(*http.Request) error
@@ -154,6 +158,8 @@ type Role struct {
 	verified   map[uint64]*exact.State
 	// global is the last round global state a round checkpoint started from.
 	global roundGlobalCache
+	// stream is the last dataset training stream fetched (data.go).
+	stream streamCache
 	// parties are the operator's executions of disputed steps in phases
 	// 2–3, by challenge: built at the first phase 2–3 move, rebuilt after a
 	// restart (tiles.go).

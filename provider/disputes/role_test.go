@@ -10,6 +10,7 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/pkg/traindata"
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/config"
@@ -66,7 +67,7 @@ func honestCheckpoint(t *testing.T, provider string) (verifytypes.Checkpoint, *E
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := Reexecute(job, 0, start, 0, 8, nil)
+	exec, err := Reexecute(job, chainData(t, job, 0, 0), start, 0, 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +183,16 @@ func TestVerifierChallengesOnlyAWrongCheckpoint(t *testing.T) {
 	if err := h.role.verifyCheckpoint(context.Background(), checkpoint.Ref{LeaseID: 1, Index: 1}); err != nil || len(roletest.SentOf[*verifytypes.MsgChallenge](h.chain)) != 1 {
 		t.Fatalf("a second look: %v", err)
 	}
+}
+
+// chainData is the stream the chain gives worker's steps of job at step.
+func chainData(t *testing.T, job markettypes.Job, worker uint32, step uint64) traindata.Stream {
+	t.Helper()
+	data, err := verifytypes.WorkerTrainingData(job, worker, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func (h *harness) verification(t *testing.T, lease, index uint64) db.VerificationRecord {

@@ -18,7 +18,7 @@ import (
 
 // A job that trains in rounds checkpoints each round a worker commits, once: steps
 // [r·every, (r+1)·every) from the worker's round start state (its commit's start_root),
-// on its own shards of the round (verifytypes.WorkerTrainingData; Reexecute). The
+// on its own shards of the round (Role.trainingData; Reexecute). The
 // verifier re-executes such a checkpoint like any other, from that start state.
 
 // roundStartState is the state a sync worker's checkpoint of round r > 0 starts from:

@@ -39,7 +39,7 @@ func roundCheckpoint(t *testing.T, job markettypes.Job, lease uint64, worker, da
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := Reexecute(job, dataSlot, start, 0, 8, nil)
+	exec, err := Reexecute(job, chainData(t, job, dataSlot, 0), start, 0, 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestVerifierStartsARoundCheckpointFromTheGlobalAndTheCarry(t *testing.T) {
 	}
 	start := g1.WorkerStart(round0[1].End)
 	round1 := func(dataSlot uint32) verifytypes.Checkpoint {
-		exec, err := Reexecute(job, dataSlot, start, 8, 16, nil)
+		exec, err := Reexecute(job, chainData(t, job, dataSlot, 8), start, 8, 16, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

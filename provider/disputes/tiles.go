@@ -55,7 +55,7 @@ func (r *Role) tileParty(g dispute.Game, tr trace.Trace, stateAt func(uint64) (*
 	if root, agreed := pre.Root(), tr.Hashes[lo-tr.Start]; root != agreed {
 		return nil, fmt.Errorf("the rebuilt state at step %d has root %s, the trace has %s", lo, root, agreed)
 	}
-	data, err := verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, lo)
+	data, err := g.TrainingData()
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (r *Role) ownStateAt(ctx context.Context, g dispute.Game, step uint64) (*ex
 	if err != nil {
 		return nil, err
 	}
-	data, err := verifytypes.WorkerTrainingData(g.Job, g.Checkpoint.Worker, g.Checkpoint.StartStep)
+	data, err := g.TrainingData()
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (r *Role) check(ctx context.Context, ref checkpoint.Ref, sample bool) (*db.
 	if sample {
 		rec.Result, rec.Detail = r.skipReason(jobRes.Job, ref)
 	} else {
-		rec.Result, rec.Detail = unverifiable(jobRes.Job)
+		rec.Result, rec.Detail = r.unverifiable(jobRes.Job)
 	}
 	if rec.Result == "" {
 		if err := r.checkReexecution(ctx, cp, jobRes.Job, &rec); err != nil {
@@ -108,7 +108,7 @@ func (r *Role) check(ctx context.Context, ref checkpoint.Ref, sample bool) (*db.
 // skipReason says why the verifier does not check a checkpoint of job, or
 // returns "" when it does.
 func (r *Role) skipReason(job markettypes.Job, ref checkpoint.Ref) (db.VerificationResult, string) {
-	if result, detail := unverifiable(job); result != "" {
+	if result, detail := r.unverifiable(job); result != "" {
 		return result, detail
 	}
 	if !sampled(r.opts.Verifier, ref) {
@@ -122,12 +122,15 @@ func (r *Role) skipReason(job markettypes.Job, ref checkpoint.Ref) (db.Verificat
 const notSampled = "not in this verifier's sample"
 
 // unverifiable says why no checkpoint of job can be re-executed here, or "" when one can.
-func unverifiable(job markettypes.Job) (db.VerificationResult, string) {
+// A dataset-backed job is re-executed on its worker's data pieces fetched from their
+// holders (trainingData); one that cannot be fetched now fails the check, to be tried
+// again, with what could not be had.
+func (r *Role) unverifiable(job markettypes.Job) (db.VerificationResult, string) {
 	switch {
 	case !job.Spec.Workload.Kind.Adjudicable():
 		return db.VerificationSkipped, "not an exact transformer workload: it cannot be re-executed or adjudicated"
-	case job.Spec.DatasetId != "":
-		return db.VerificationSkipped, "trains on a dataset this verifier does not hold"
+	case job.Spec.DatasetId != "" && r.opts.Datasets == nil:
+		return db.VerificationSkipped, "trains on a dataset and this sidecar has no dataset fetcher"
 	}
 	return "", ""
 }
@@ -265,7 +268,11 @@ func (r *Role) reexecute(ctx context.Context, cp verifytypes.Checkpoint, job mar
 	if err != nil {
 		return nil, err
 	}
-	exec, err := Reexecute(job, cp.Worker, start, cp.StartStep, cp.EndStep, r.stepExec())
+	data, err := r.trainingData(ctx, job, cp.Worker, cp.StartStep)
+	if err != nil {
+		return nil, err
+	}
+	exec, err := Reexecute(job, data, start, cp.StartStep, cp.EndStep, r.stepExec())
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ bidding_window_blocks: 6
 // providers s1, s2 and s3 (real depinprovider sidecars with [storage_role]
 // and claim_local) that hold piece 0, 1 and 2 of every shard and have
 // claimed them; w.provider is a fourth sidecar, "operator", set up to train
-// but not started.
+// but not started. A funded "verifier" key is there for a verifier sidecar.
 type datasetWorld struct {
 	*world
 	registry shardtypes.QueryClient
@@ -83,6 +83,7 @@ func newDatasetWorld(t *testing.T, timeout time.Duration, trainer sidecar.Option
 		Accounts: map[string]int64{
 			"owner": 1_000_000_000_000, "operator": 1_000_000_000_000,
 			"s1": 1_000_000_000_000, "s2": 1_000_000_000_000, "s3": 1_000_000_000_000,
+			"verifier": 1_000_000_000_000,
 		},
 		Genesis: func(state map[string]any) error {
 			params := state["verify"].(map[string]any)["params"].(map[string]any)

@@ -51,7 +51,7 @@ func TestHonestProviderBeatsALyingChallenger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	honest, err := disputes.Reexecute(job, 0, start, 0, 32, nil)
+	honest, err := disputes.Reexecute(job, verifytypes.BuiltinData(), start, 0, 32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,9 +290,13 @@ func tamperedTrace(exec disputes.StepExec, bit persistentBit, step uint64) func(
 		if err != nil {
 			return trace.Trace{}, fmt.Errorf("the start state of steps %d..%d: %w", cp.StartStep(), cp.EndStep(), err)
 		}
-		// Slot 0: the leases role's checkpoints are of jobs without rounds, whose data
-		// does not depend on the worker.
-		e, err := disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec)
+		// The leases role's checkpoints are of jobs without rounds, whose data does not
+		// depend on the worker.
+		data, err := verifytypes.JobTrainingData(job)
+		if err != nil {
+			return trace.Trace{}, err
+		}
+		e, err := disputes.Reexecute(job, data, start, cp.StartStep(), cp.EndStep(), exec)
 		if err != nil {
 			return trace.Trace{}, err
 		}
@@ -304,7 +308,7 @@ func tamperedTrace(exec disputes.StepExec, bit persistentBit, step uint64) func(
 			if err := bit.next(); err != nil {
 				return trace.Trace{}, err
 			}
-			if e, err = disputes.Reexecute(job, 0, start, cp.StartStep(), cp.EndStep(), exec); err != nil {
+			if e, err = disputes.Reexecute(job, data, start, cp.StartStep(), cp.EndStep(), exec); err != nil {
 				return trace.Trace{}, err
 			}
 		}
