@@ -20,7 +20,8 @@ type BondQuerier interface {
 	Params(ctx context.Context, in *stakingexttypes.QueryParamsRequest, opts ...grpc.CallOption) (*stakingexttypes.QueryParamsResponse, error)
 }
 
-// watchBond exports the operator's bond every HealthInterval: a lease's
+// watchBond exports the operator's bond every HealthInterval (and so re-reads its
+// standing, whatever events were missed): a lease's
 // collateral is locked from the free bond when the auction closes, so a bid
 // with too little free bond loses, and below min_bond_per_gpu × GPUs no bid
 // is accepted at all. The operator's alerts watch these.
@@ -32,7 +33,12 @@ func (r *Role) watchBond(ctx context.Context) {
 	})
 }
 
+// refreshBond reads the operator's provider record and x/stakingext's params, exports the
+// bond and records the provider's standing (noteStanding).
 func (r *Role) refreshBond(ctx context.Context) error {
+	r.standing.mu.Lock()
+	gen := r.standing.gen
+	r.standing.mu.Unlock()
 	p, err := r.opts.Bond.Provider(ctx, &stakingexttypes.QueryProviderRequest{Operator: r.opts.Operator})
 	if err != nil {
 		return fmt.Errorf("reading provider %s: %w", r.opts.Operator, err)
@@ -43,6 +49,7 @@ func (r *Role) refreshBond(ctx context.Context) error {
 	}
 	required := params.Params.RequiredBond(p.Provider.TotalGPUs())
 	r.opts.Metrics.SetBond(coinFloat(p.Provider.Bond), coinFloat(p.Provider.Locked), coinFloat(required))
+	r.noteStanding(gen, p.Provider.CheckBidding(params.Params))
 	return nil
 }
 

@@ -17,9 +17,12 @@ import (
 type fakeBond struct {
 	provider stakingexttypes.Provider
 	err      error
+	// reads counts the Provider queries.
+	reads int
 }
 
 func (f *fakeBond) Provider(_ context.Context, in *stakingexttypes.QueryProviderRequest, _ ...grpc.CallOption) (*stakingexttypes.QueryProviderResponse, error) {
+	f.reads++
 	if f.err != nil {
 		return nil, f.err
 	}

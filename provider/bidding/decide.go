@@ -36,6 +36,10 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 	if r.opts.Passive {
 		return nil
 	}
+	// Logged once when it began (noteStanding), not for every job it blocks.
+	if refused, err := r.refusal(ctx); err != nil || refused != "" {
+		return err
+	}
 	res, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
 	if err != nil {
 		return fmt.Errorf("reading job: %w", err)

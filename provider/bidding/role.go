@@ -85,8 +85,10 @@ type Options struct {
 	// leaves it out get no bid (the chain would refuse it).
 	Region string
 	// Bond reads the operator's bond, which every bid's collateral comes
-	// from; it is exported as metrics every HealthInterval. Nil (and a
-	// passive role) reads none.
+	// from; it is exported as metrics every HealthInterval. It also says
+	// whether the chain refuses every bid of the provider (jailed,
+	// tombstoned, bond below the minimum), in which case none is placed.
+	// Nil (and a passive role) reads none.
 	Bond BondQuerier
 	// HealthInterval is how often the GPUs of open bids are checked
 	// (default 30s).
@@ -98,10 +100,11 @@ type Options struct {
 
 // Role is the bidding role. Create it with New.
 type Role struct {
-	opts    Options
-	log     *slog.Logger
-	queue   rolekit.Queue[uint64]
-	lastErr rolekit.LastError
+	opts     Options
+	log      *slog.Logger
+	queue    rolekit.Queue[uint64]
+	lastErr  rolekit.LastError
+	standing standing
 }
 
 // New checks opts and prepares a Role; nothing is sent until Run.
@@ -135,7 +138,10 @@ type Status struct {
 	// Bidding is false for a passive role.
 	Bidding bool
 	// Queued is how many jobs wait for a decision.
-	Queued    int
+	Queued int
+	// Refused says why the chain refuses every bid of this provider (jailed, tombstoned,
+	// bond below the minimum), so none is placed; "" when it may bid.
+	Refused   string
 	LastError string
 	ErrorAt   time.Time
 }
@@ -143,7 +149,10 @@ type Status struct {
 // Status reports the role's state.
 func (r *Role) Status() Status {
 	msg, at := r.lastErr.Get()
-	return Status{Bidding: !r.opts.Passive, Queued: r.queue.Len(), LastError: msg, ErrorAt: at}
+	r.standing.mu.Lock()
+	refused := r.standing.refused
+	r.standing.mu.Unlock()
+	return Status{Bidding: !r.opts.Passive, Queued: r.queue.Len(), Refused: refused, LastError: msg, ErrorAt: at}
 }
 
 // Resume records the jobs open for bids that the database does not know
@@ -202,6 +211,9 @@ func (r *Role) enqueue(jobID uint64) {
 // HandleEvent records what an event means for the operator's jobs and bids
 // and, for a job that takes bids, queues a decision once tx commits.
 func (r *Role) HandleEvent(_ context.Context, tx *db.Tx, ev chain.Event) (func(), error) {
+	if !r.opts.Passive && changesStanding(ev, r.opts.Operator) {
+		return r.standing.changed, nil
+	}
 	switch e := ev.Message.(type) {
 	case *markettypes.EventJobCreated:
 		r.opts.Metrics.JobSeen()

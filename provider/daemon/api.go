@@ -97,9 +97,15 @@ func countRecords(tx *db.Tx, res *statusv1.StatusResponse) error {
 	return nil
 }
 
-// lastRoleError is the most recent error any role met, "" when none did.
+// lastRoleError is the most recent error any role met, "" when none did. The chain
+// refusing every bid of the provider (jailed, tombstoned, bond below the minimum) comes
+// first whenever it happened: it holds until the operator acts, and no bid is placed
+// meanwhile.
 func (d *Daemon) lastRoleError() string {
 	b, l, p := d.roles.bidding.Status(), d.roles.leases.Status(), d.roles.disputes.Status()
+	if b.Refused != "" {
+		return "not bidding: " + b.Refused
+	}
 	msg, at := b.LastError, b.ErrorAt
 	if l.ErrorAt.After(at) {
 		msg, at = l.LastError, l.ErrorAt

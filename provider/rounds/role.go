@@ -126,6 +126,9 @@ type Role struct {
 	// noErrorHistory holds the other workers' leases whose compressed pseudo-gradients
 	// this sidecar cannot check (logged once: compressedFault).
 	noErrorHistory map[uint64]bool
+	// ended holds the jobs closed on chain: their round folder goes once no lease of
+	// theirs is served (jobEnded).
+	ended map[uint64]bool
 }
 
 // New checks opts and prepares a Role.
@@ -148,7 +151,7 @@ func New(opts Options) (*Role, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, noErrorHistory: map[uint64]bool{}}, nil
+	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, noErrorHistory: map[uint64]bool{}, ended: map[uint64]bool{}}, nil
 }
 
 // Name implements the daemon's Role.
@@ -162,10 +165,12 @@ func (*Role) Run(ctx context.Context) error {
 }
 
 // HandleEvent wakes the runs of a job whose round moved, so they need not wait for
-// their next poll.
+// their next poll, and removes the round files of a job that ended.
 func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(), error) {
 	var jobID uint64
 	switch e := ev.Message.(type) {
+	case *markettypes.EventJobClosed:
+		return func() { r.jobEnded(e.JobId) }, nil
 	case *markettypes.EventRoundOpened:
 		jobID = e.JobId
 	case *markettypes.EventRoundClosed:
@@ -297,7 +302,11 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 	defer func() {
 		r.mu.Lock()
 		delete(r.wake, l.ID)
+		remove := r.ended[l.Job.Id] && !r.servingLocked(l.Job.Id)
 		r.mu.Unlock()
+		if remove {
+			r.removeJobDir(l.Job.Id)
+		}
 	}()
 	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, LeaseID: l.ID, GPUs: l.GPUs, OutputDir: l.OutputDir, LogDir: l.LogDir,
 		Carry: r.readCarry(j, l.ID)}
@@ -311,6 +320,7 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		}
 		if rd.Round >= rounds {
 			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
+			r.pruneAllData(l, w)
 			return nil
 		}
 		if _, seen := carries[rd.Round]; !seen {
@@ -331,7 +341,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 		if redone {
 			continue
 		}
+		r.pruneRounds(ctx, l, &w, rd.Round, carries)
 		if rd.Round+1 >= rounds {
+			r.pruneAllData(l, w)
 			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
 			r.log.Info("every round of the lease is committed", "lease", l.ID, "job", l.Job.Id, "rounds", rounds)
 			return nil
@@ -362,7 +374,12 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 		}
 	}
 	return Job{ID: l.Job.Id, Seed: l.Job.Seed, Config: cfg, Sync: sync, Workers: l.Job.Spec.Workers,
-		Dir: filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(l.Job.Id, 10)), DataDir: l.DataDir, Data: data}, nil
+		Dir: r.jobDir(l.Job.Id), DataDir: l.DataDir, Data: data}, nil
+}
+
+// jobDir is the folder of a job's round files (Job.Dir).
+func (r *Role) jobDir(jobID uint64) string {
+	return filepath.Join(r.opts.WorkDir, "rounds", "job-"+strconv.FormatUint(jobID, 10))
 }
 
 // datasetData is the RoundData of a job on a dataset: the slot's shards of the round,

@@ -49,6 +49,9 @@ type fakeChain struct {
 	unheld map[uint64]bool
 	// proofLatency is how long an aggregation proof takes to be included (a slow block).
 	proofLatency time.Duration
+	// finalLag, when set, makes round q's global final once round q+finalLag's global is
+	// committed (its challenge window and custody wait over); unset, none is ever final.
+	finalLag uint64
 }
 
 // convict records provider as convicted and closes its leases, as x/verify's fraud path.
@@ -465,6 +468,11 @@ func (c *fakeChain) commitGlobal(custodyDir string, m *markettypes.MsgCommitGlob
 	}
 	root := slices.Clone(m.GlobalRoot)
 	rd.State, rd.NextGlobalRoot, rd.NextGlobalSize, rd.Aggregator = markettypes.ROUND_STATE_CHALLENGE, root, m.GlobalSize, m.Provider
+	if c.finalLag > 0 && m.Round >= c.finalLag {
+		if old := c.rounds[m.Round-c.finalLag]; old.State == markettypes.ROUND_STATE_CHALLENGE {
+			old.State = markettypes.ROUND_STATE_FINAL
+		}
+	}
 	c.net.register(custodyDir, Pieces{ObjectID: markettypes.GlobalCustodyID(c.job.Id, m.Round+1), Size: m.GlobalSize, Roots: rootsOf(m.PieceRoots)})
 	if m.Round+1 < c.job.Spec.TotalSteps/uint64(c.job.Spec.Sync.Every) {
 		c.open(m.Round+1, root)

@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"time"
 
 	"cosmossdk.io/collections"
 	errorsmod "cosmossdk.io/errors"
@@ -31,16 +30,8 @@ func (k Keeper) CheckCanBid(ctx context.Context, operator sdk.AccAddress, collat
 	if err != nil {
 		return types.Provider{}, err
 	}
-	switch provider.Status {
-	case types.PROVIDER_STATUS_JAILED:
-		return types.Provider{}, errorsmod.Wrapf(types.ErrJailed, "%s is jailed until %s and must unjail before bidding",
-			provider.Operator, provider.JailedUntil.UTC().Format(time.RFC3339))
-	case types.PROVIDER_STATUS_TOMBSTONED:
-		return types.Provider{}, errorsmod.Wrapf(types.ErrTombstoned, "%s is tombstoned and can never bid", provider.Operator)
-	}
-	if required := params.RequiredBond(provider.TotalGPUs()); provider.Bond.IsLT(required) {
-		return types.Provider{}, errorsmod.Wrapf(types.ErrBondBelowMinimum, "%s has bond %s but its %d GPUs need %s; bond %s more",
-			provider.Operator, provider.Bond, provider.TotalGPUs(), required, required.Sub(provider.Bond))
+	if err := provider.CheckBidding(params); err != nil {
+		return types.Provider{}, err
 	}
 	if free := provider.FreeBond(); free.IsLT(collateral) {
 		return types.Provider{}, errorsmod.Wrapf(types.ErrInsufficientFreeBond, "%s has free bond %s (bond %s, locked %s) but the collateral is %s",

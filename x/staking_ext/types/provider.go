@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -55,6 +56,26 @@ func (p Provider) FreeBond() sdk.Coin {
 		free = math.ZeroInt()
 	}
 	return sdk.NewCoin(p.Bond.Denom, free)
+}
+
+// CheckBidding returns why params refuse every bid of p, whatever the job's collateral:
+// it is jailed (until it unjails), tombstoned (for good), or its bond is below
+// min_bond_per_gpu × its GPUs. Nil: only the job's collateral against the free bond is
+// left to check. The keeper's CheckCanBid and the provider sidecar both use it, so the
+// sidecar stops bidding exactly when the chain would refuse.
+func (p Provider) CheckBidding(params Params) error {
+	switch p.Status {
+	case PROVIDER_STATUS_JAILED:
+		return errorsmod.Wrapf(ErrJailed, "%s is jailed until %s and must unjail before bidding",
+			p.Operator, p.JailedUntil.UTC().Format(time.RFC3339))
+	case PROVIDER_STATUS_TOMBSTONED:
+		return errorsmod.Wrapf(ErrTombstoned, "%s is tombstoned and can never bid", p.Operator)
+	}
+	if required := params.RequiredBond(p.TotalGPUs()); p.Bond.IsLT(required) {
+		return errorsmod.Wrapf(ErrBondBelowMinimum, "%s has bond %s but its %d GPUs need %s; bond %s more",
+			p.Operator, p.Bond, p.TotalGPUs(), required, required.Sub(p.Bond))
+	}
+	return nil
 }
 
 // Satisfies reports whether one GPU class of the provider can host a worker
