@@ -168,7 +168,7 @@ func (r *Role) replayErrorBuffers(ctx context.Context, j Job, c, prev markettype
 	last := kept
 	for i, q := range todo {
 		if i == r.opts.errorBufferReplay {
-			return nil, fmt.Errorf("rebuilt up to its round %d; its %d rounds up to %d are replayed at its next check", last.Round, len(todo)-i, prev.Round)
+			return nil, fmt.Errorf("rebuilt up to its round %d of %d: the rest is replayed at its next check", last.Round, prev.Round)
 		}
 		g, err := r.committedGlobal(ctx, j, c, q.Round)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,10 @@ type fakeChain struct {
 	holdGlobal map[uint64]bool
 	// unheld are leases whose checkpoints' custody pieces no holder ever holds.
 	unheld map[uint64]bool
+	// late are leases' checkpoints (lease → index) whose custody pieces are held only
+	// once the test calls holdLate; lateHeld registers them then.
+	late     map[uint64]uint64
+	lateHeld []func()
 	// proofLatency is how long an aggregation proof takes to be included (a slow block).
 	proofLatency time.Duration
 }
@@ -329,12 +334,24 @@ func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp train
 	if err != nil {
 		return err
 	}
-	if !c.unheld[leaseID] {
+	switch late, ok := c.late[leaseID]; {
+	case c.unheld[leaseID]:
+	case ok && late == index:
+		c.lateHeld = append(c.lateHeld, func() { c.net.register(custodyDir, p) })
+	default:
 		c.net.register(custodyDir, p)
 	}
 	final := cp.FinalHash()
 	c.checkpoints[leaseID] = append(c.checkpoints[leaseID], verifytypes.Checkpoint{LeaseId: leaseID, Index: index, StartStep: cp.StartStep(), EndStep: cp.EndStep(), FinalHash: final[:]})
 	return nil
+}
+
+// holdLate has the late checkpoints' custody pieces held from now on. The caller holds c.mu.
+func (c *fakeChain) holdLate() {
+	for _, register := range c.lateHeld {
+		register()
+	}
+	c.lateHeld = nil
 }
 
 func newFakeChain(t *testing.T, spec diloco.SyncSpec, workers int, rounds uint64) *fakeChain {
@@ -799,6 +816,164 @@ func TestRoleProvesAFabricatedCompressedPseudoGradient(t *testing.T) {
 					faulty, p.Header != nil, p.ErrorIn != nil, p.ErrorOut != nil, len(p.Claimed), p.PreviousHeader != nil)
 			}
 		})
+	}
+}
+
+// A checker that joins at round join (slot 1's lease; slot 0 trained the rounds before
+// alone) has none of slot 0's error buffers: it replays slot 0's rounds from its first,
+// each G_q and end state fetched from custody, at most replay rounds per check, and so
+// proves the record slot 0 fabricates in round faulty; nobody else is accused. Joining
+// at round 2, its round-2 check replays rounds 0 and 1 and its round-3 check proves;
+// joining at round 3 with two rounds per check, its round-3 check replays rounds 0 and
+// 1 and leaves round 3 unchecked, its round-4 check replays rounds 2 and 3 and proves.
+// Joining at round 2 while slot 0's round-0 end state is held by nobody until round 3
+// closes, its round-2 replay fails and its round-3 check replays rounds 0 to 2 and proves.
+// Either way it keeps two of slot 0's error buffers and end states at most.
+func TestRoleJoinerRebuildsErrorBuffersToProveACompressedFault(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		join, faulty uint64
+		replay       int
+		lateRound0   bool
+	}{
+		{"join at 2", 2, 3, 0, false},
+		{"join at 3, two rounds replayed per check", 3, 4, 2, false},
+		{"join at 2, round 0 held late", 2, 3, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+			c := newFakeChain(t, spec, 2, tc.faulty+1)
+			dropouts := map[uint64][]int{tc.faulty: {0}}
+			for q := range tc.join {
+				c.expect[q] = []uint32{0}
+				dropouts[q] = []int{1}
+			}
+			cheater, joiner := c.newWorker(t, 100, 0), c.newWorker(t, 101, 1)
+			cheater.role.opts.CheatPseudoGradient, cheater.role.opts.cheatPseudoGradientFrom = true, tc.faulty
+			if tc.replay > 0 {
+				joiner.role.opts.errorBufferReplay = tc.replay
+			}
+			var logs bytes.Buffer // read once the joiner's Serve returned
+			joiner.role.log = slog.New(slog.NewTextHandler(&logs, nil))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if tc.lateRound0 {
+				c.late = map[uint64]uint64{100: 0}
+				joiner.role.opts.CheckWait = 300 * time.Millisecond
+				// Round join+1 closes once the joiner committed it, after its check of
+				// round join: its check of round join+1 may fetch them.
+				go func() {
+					for ctx.Err() == nil {
+						c.mu.Lock()
+						if rd := c.rounds[tc.join+1]; rd != nil && rd.State != markettypes.ROUND_STATE_OPEN {
+							c.holdLate()
+							c.mu.Unlock()
+							return
+						}
+						c.mu.Unlock()
+						time.Sleep(10 * time.Millisecond)
+					}
+				}()
+			}
+			cheaterCtx, stopCheater := context.WithCancel(ctx)
+			cheaterDone := make(chan struct{})
+			go func() {
+				defer close(cheaterDone)
+				_ = cheater.role.Serve(cheaterCtx, cheater.lease) // convicted: its end is not the test's
+			}()
+			for joined := false; !joined; time.Sleep(10 * time.Millisecond) {
+				if ctx.Err() != nil {
+					t.Fatalf("round %d never opened", tc.join)
+				}
+				c.mu.Lock()
+				joined = c.job.Round == tc.join
+				c.mu.Unlock()
+			}
+			requireServed(t, ctx, []*worker{joiner})
+			stopCheater()
+			<-cheaterDone
+
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !slices.Equal(c.convicted, []string{"provider-0"}) || len(c.proofs) != 1 {
+				t.Fatalf("convicted %v with %d proofs, want provider-0 with one", c.convicted, len(c.proofs))
+			}
+			if p := c.proofs[0]; p.Round != tc.faulty || p.Worker != 0 || p.Prover != "provider-1" || p.ErrorIn == nil {
+				t.Fatalf("proof of round %d worker %d by %s (error_in opened: %v), want a record of round %d worker 0 by provider-1",
+					p.Round, p.Worker, p.Prover, p.ErrorIn != nil, tc.faulty)
+			}
+			c.requireSimulated(t, spec, tc.faulty+1, dropouts)
+			unchecked := strings.Contains(logs.String(), "rebuilt up to its round 1 of 2")
+			if unchecked != (tc.replay > 0) {
+				t.Fatalf("the joiner's round-%d check stopped its replay at round 1: %v, want %v; its logs:\n%s", tc.join, unchecked, tc.replay > 0, logs.String())
+			}
+			failed := strings.Contains(logs.String(), "the end state of its round 0")
+			if failed != tc.lateRound0 {
+				t.Fatalf("the joiner's replay failed to fetch slot 0's round-0 end state: %v, want %v; its logs:\n%s", failed, tc.lateRound0, logs.String())
+			}
+			j, err := joiner.role.jobOf(joiner.lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buffers, _ := filepath.Glob(filepath.Join(j.Dir, "checked-errbuf-w0-*"))
+			ends, _ := filepath.Glob(filepath.Join(j.Dir, "end-*-0"))
+			if len(buffers) > 2 || len(ends) > 2 {
+				t.Fatalf("the joiner keeps %v and %v of slot 0, want two of each at most", buffers, ends)
+			}
+		})
+	}
+}
+
+// A checker that could not fetch a worker's round-1 end state in time (its checkpoint's
+// custody pieces are held only once round 2 opens) aggregates round 1 unchecked; in round
+// 2 it replays the worker's round 1 from the error buffer it kept of its round 0, and
+// proves the record the worker fabricates in round 2; nobody else is accused.
+func TestRoleReplaysARoundItCouldNotCheckToProveACompressedFault(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+	c := newFakeChain(t, spec, 2, 3)
+	c.late = map[uint64]uint64{101: 1}
+	// The checker is slot 0, the first aggregator: round 2 opens once it gave up on
+	// checking round 1.
+	checker, cheater := c.newWorker(t, 100, 0), c.newWorker(t, 101, 1)
+	checker.role.opts.CheckWait = 300 * time.Millisecond
+	cheater.role.opts.CheatPseudoGradient, cheater.role.opts.cheatPseudoGradientFrom = true, 2
+	var logs bytes.Buffer // read once the checker's Serve returned
+	checker.role.log = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			c.mu.Lock()
+			if c.job.Round == 2 {
+				c.holdLate()
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	cheaterCtx, stopCheater := context.WithCancel(ctx)
+	cheaterDone := make(chan struct{})
+	go func() {
+		defer close(cheaterDone)
+		_ = cheater.role.Serve(cheaterCtx, cheater.lease) // convicted: its end is not the test's
+	}()
+	requireServed(t, ctx, []*worker{checker})
+	stopCheater()
+	<-cheaterDone
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.convicted, []string{"provider-1"}) || len(c.proofs) != 1 {
+		t.Fatalf("convicted %v with %d proofs, want provider-1 with one", c.convicted, len(c.proofs))
+	}
+	if p := c.proofs[0]; p.Round != 2 || p.Worker != 1 || p.Prover != "provider-0" || p.ErrorIn == nil {
+		t.Fatalf("proof of round %d worker %d by %s (error_in opened: %v), want a record of round 2 worker 1 by provider-0", p.Round, p.Worker, p.Prover, p.ErrorIn != nil)
+	}
+	c.requireSimulated(t, spec, 3, map[uint64][]int{2: {1}})
+	if !strings.Contains(logs.String(), `msg="cannot check a worker's round commitment: aggregating with it" job=7 round=1 worker=1`) {
+		t.Fatalf("the checker checked round 1 after all, its logs:\n%s", logs.String())
 	}
 }
 
