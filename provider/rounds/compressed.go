@@ -39,9 +39,10 @@ import (
 const maxErrorBufferReplay = 4
 
 // checkedErrorBufferPath is the error buffer worker leaves after round under lease, as
-// this sidecar rebuilt it when it checked or replayed that round: the e_in of the worker's next
-// entered round. A worker keeps at most two on disk (its last entered round's and the
-// current one's, so a round checked again after an exclusion still has its e_in).
+// this sidecar rebuilt it when it checked or replayed that round: the e_in of the
+// worker's next entered round. A worker keeps at most two on disk (its last entered
+// round's and the current one's, so a round checked again after an exclusion still has
+// its e_in).
 func (j Job) checkedErrorBufferPath(worker uint32, lease, round uint64) string {
 	return filepath.Join(j.Dir, fmt.Sprintf("checked-errbuf-w%d-l%d-r%d", worker, lease, round))
 }
