@@ -49,7 +49,7 @@ type fakeChain struct {
 	// unheld are leases whose checkpoints' custody pieces no holder ever holds.
 	unheld map[uint64]bool
 	// late are leases' checkpoints (lease → index) whose custody pieces are held only
-	// once the test calls holdLate; lateHeld registers them then.
+	// from when the test says (holdLateWhen); lateHeld registers them then.
 	late     map[uint64]uint64
 	lateHeld []func()
 	// proofLatency is how long an aggregation proof takes to be included (a slow block).
@@ -346,14 +346,6 @@ func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp train
 	return nil
 }
 
-// holdLate has the late checkpoints' custody pieces held from now on. The caller holds c.mu.
-func (c *fakeChain) holdLate() {
-	for _, register := range c.lateHeld {
-		register()
-	}
-	c.lateHeld = nil
-}
-
 func newFakeChain(t *testing.T, spec diloco.SyncSpec, workers int, rounds uint64) *fakeChain {
 	t.Helper()
 	s, err := spec.Sync()
@@ -594,6 +586,54 @@ func serveAll(t *testing.T, ctx context.Context, ws []*worker) []error {
 	return errs
 }
 
+// serveInBackground runs w's Serve (a cheater's, which loses its place: how it ends is
+// not the test's) until stop, which waits for it to return.
+func serveInBackground(ctx context.Context, w *worker) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.role.Serve(ctx, w.lease)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// await blocks until cond, called holding c.mu, holds, or ctx ends.
+func (c *fakeChain) await(ctx context.Context, cond func() bool) error {
+	for {
+		c.mu.Lock()
+		ok := cond()
+		c.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// holdLateWhen has the late checkpoints' custody pieces held once cond (called holding
+// c.mu) holds; it returns at once.
+func (c *fakeChain) holdLateWhen(ctx context.Context, cond func() bool) {
+	go func() {
+		if c.await(ctx, cond) != nil {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, register := range c.lateHeld {
+			register()
+		}
+		c.lateHeld = nil
+	}()
+}
+
 // Three rounds roles on a chain's round state machine give diloco.Simulate's global
 // roots: the lowest slot commits each global, the others agree with it; a slot that
 // is left out of a round (round 1: slot 2 never commits in time) is left out of the
@@ -725,19 +765,13 @@ func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.D
 	ws[0].role.opts.CheatAggregate = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cheaterCtx, stopCheater := context.WithCancel(ctx)
-	cheaterDone := make(chan struct{})
-	go func() {
-		defer close(cheaterDone)
-		_ = ws[0].role.Serve(cheaterCtx, ws[0].lease) // it loses its place: its end is not the test's
-	}()
+	stopCheater := serveInBackground(ctx, ws[0])
 	for i, err := range serveAll(t, ctx, ws[1:]) {
 		if err != nil {
 			t.Fatalf("worker %d: %v", i+1, err)
 		}
 	}
 	stopCheater()
-	<-cheaterDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -862,36 +896,17 @@ func TestRoleJoinerRebuildsErrorBuffersToProveACompressedFault(t *testing.T) {
 				joiner.role.opts.CheckWait = 300 * time.Millisecond
 				// Round join+1 closes once the joiner committed it, after its check of
 				// round join: its check of round join+1 may fetch them.
-				go func() {
-					for ctx.Err() == nil {
-						c.mu.Lock()
-						if rd := c.rounds[tc.join+1]; rd != nil && rd.State != markettypes.ROUND_STATE_OPEN {
-							c.holdLate()
-							c.mu.Unlock()
-							return
-						}
-						c.mu.Unlock()
-						time.Sleep(10 * time.Millisecond)
-					}
-				}()
+				c.holdLateWhen(ctx, func() bool {
+					rd := c.rounds[tc.join+1]
+					return rd != nil && rd.State != markettypes.ROUND_STATE_OPEN
+				})
 			}
-			cheaterCtx, stopCheater := context.WithCancel(ctx)
-			cheaterDone := make(chan struct{})
-			go func() {
-				defer close(cheaterDone)
-				_ = cheater.role.Serve(cheaterCtx, cheater.lease) // convicted: its end is not the test's
-			}()
-			for joined := false; !joined; time.Sleep(10 * time.Millisecond) {
-				if ctx.Err() != nil {
-					t.Fatalf("round %d never opened", tc.join)
-				}
-				c.mu.Lock()
-				joined = c.job.Round == tc.join
-				c.mu.Unlock()
+			stopCheater := serveInBackground(ctx, cheater)
+			if err := c.await(ctx, func() bool { return c.job.Round == tc.join }); err != nil {
+				t.Fatalf("round %d never opened: %v", tc.join, err)
 			}
 			requireServed(t, ctx, []*worker{joiner})
 			stopCheater()
-			<-cheaterDone
 
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -941,27 +956,10 @@ func TestRoleReplaysARoundItCouldNotCheckToProveACompressedFault(t *testing.T) {
 	checker.role.log = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			c.mu.Lock()
-			if c.job.Round == 2 {
-				c.holdLate()
-				c.mu.Unlock()
-				return
-			}
-			c.mu.Unlock()
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	cheaterCtx, stopCheater := context.WithCancel(ctx)
-	cheaterDone := make(chan struct{})
-	go func() {
-		defer close(cheaterDone)
-		_ = cheater.role.Serve(cheaterCtx, cheater.lease) // convicted: its end is not the test's
-	}()
+	c.holdLateWhen(ctx, func() bool { return c.job.Round == 2 })
+	stopCheater := serveInBackground(ctx, cheater)
 	requireServed(t, ctx, []*worker{checker})
 	stopCheater()
-	<-cheaterDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1002,15 +1000,9 @@ func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Optio
 	cheat(&ws[2].role.opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cheaterCtx, stopCheater := context.WithCancel(ctx)
-	cheaterDone := make(chan struct{})
-	go func() {
-		defer close(cheaterDone)
-		_ = ws[2].role.Serve(cheaterCtx, ws[2].lease) // convicted: its end is not the test's
-	}()
+	stopCheater := serveInBackground(ctx, ws[2])
 	requireServed(t, ctx, ws[:2])
 	stopCheater()
-	<-cheaterDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
