@@ -106,6 +106,9 @@ type Options struct {
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
+	// errorBufferReplay (this package's tests only) is how many rounds one check
+	// replays to rebuild a worker's error buffer (default maxErrorBufferReplay).
+	errorBufferReplay int
 }
 
 // Datasets fetches and checks the data pieces of a worker's shards of a round of a
@@ -123,9 +126,6 @@ type Role struct {
 	mu     sync.Mutex
 	status map[uint64]JobStatus     // by lease
 	wake   map[uint64]chan struct{} // by lease
-	// noErrorHistory holds the other workers' leases whose compressed pseudo-gradients
-	// this sidecar cannot check (logged once: compressedFault).
-	noErrorHistory map[uint64]bool
 	// ended holds the jobs closed on chain: their round folder goes once no lease of
 	// theirs is served (jobEnded).
 	ended map[uint64]bool
@@ -151,7 +151,10 @@ func New(opts Options) (*Role, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, noErrorHistory: map[uint64]bool{}, ended: map[uint64]bool{}}, nil
+	if opts.errorBufferReplay <= 0 {
+		opts.errorBufferReplay = maxErrorBufferReplay
+	}
+	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, ended: map[uint64]bool{}}, nil
 }
 
 // Name implements the daemon's Role.
@@ -529,10 +532,31 @@ func (r *Role) committed(ctx context.Context, l Lease, round uint64) (bool, erro
 	return slices.ContainsFunc(res.Commits, func(c markettypes.RoundCommit) bool { return c.Worker == l.Worker && c.LeaseId == l.ID }), nil
 }
 
-// ensureGlobal puts G_r at its path: the local file when its root is the chain's,
-// round 0's from the job seed, else from custody (a joiner, or an aggregate that was
-// not the committed one).
+// errGlobalUnheld is wrapped when a global state could not be had from custody (yet).
+var errGlobalUnheld = errors.New("rounds: the global state is not held in custody")
+
+// ensureGlobal puts G_r at its path (putGlobal), waiting for its custody as long as it
+// takes: a worker cannot train the round without it.
 func (r *Role) ensureGlobal(ctx context.Context, j Job, rd markettypes.Round) error {
+	for {
+		err := r.putGlobal(ctx, j, rd)
+		if !errors.Is(err, errGlobalUnheld) {
+			return err
+		}
+		r.log.Info("waiting for the global state's custody", "job", j.ID, "round", rd.Round, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.opts.PollInterval):
+		}
+	}
+}
+
+// putGlobal puts G_r at its path: the local file when its root is the chain's, round 0's
+// from the job seed, else from custody (a joiner, an aggregate that was not the committed
+// one, or a checker replaying a worker's earlier rounds); one try, a failed fetch is
+// errGlobalUnheld.
+func (r *Role) putGlobal(ctx context.Context, j Job, rd markettypes.Round) error {
 	want, err := merkle.HashFromBytes(rd.GlobalRoot)
 	if err != nil {
 		return fmt.Errorf("round %d of job %d: global root: %w", rd.Round, j.ID, err)
@@ -553,23 +577,14 @@ func (r *Role) ensureGlobal(ctx context.Context, j Job, rd markettypes.Round) er
 	if r.opts.Custody == nil {
 		return fmt.Errorf("the global state of round %d of job %d is in custody and this sidecar cannot fetch from custody", rd.Round, j.ID)
 	}
-	for {
-		err := FetchGlobal(ctx, r.opts.Custody, j.ID, rd.Round, j.GlobalPath(rd.Round))
-		if err == nil {
-			g, gerr := j.Global(rd.Round)
-			if gerr == nil && g.Root() == want {
-				r.log.Info("global state fetched from custody", "job", j.ID, "round", rd.Round, "root", want.String())
-				return nil
-			}
-			err = errors.Join(gerr, fmt.Errorf("custody object %s is not the global with root %s", markettypes.GlobalCustodyID(j.ID, rd.Round), want))
-		}
-		r.log.Info("waiting for the global state's custody", "job", j.ID, "round", rd.Round, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(r.opts.PollInterval):
-		}
+	if err := FetchGlobal(ctx, r.opts.Custody, j.ID, rd.Round, j.GlobalPath(rd.Round)); err != nil {
+		return fmt.Errorf("%w: %w", errGlobalUnheld, err)
 	}
+	if g, err := j.Global(rd.Round); err != nil || g.Root() != want {
+		return errors.Join(errGlobalUnheld, err, fmt.Errorf("custody object %s is not the global with root %s", markettypes.GlobalCustodyID(j.ID, rd.Round), want))
+	}
+	r.log.Info("global state fetched from custody", "job", j.ID, "round", rd.Round, "root", want.String())
+	return nil
 }
 
 // aggregate waits for round to close, aggregates its entered pseudo-gradients, commits

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,10 @@ type fakeChain struct {
 	holdGlobal map[uint64]bool
 	// unheld are leases whose checkpoints' custody pieces no holder ever holds.
 	unheld map[uint64]bool
+	// late are leases' checkpoints (lease → index) whose custody pieces are held only
+	// from when the test says (holdLateWhen); lateHeld registers them then.
+	late     map[uint64]uint64
+	lateHeld []func()
 	// proofLatency is how long an aggregation proof takes to be included (a slow block).
 	proofLatency time.Duration
 	// finalLag, when set, makes round q's global final once round q+finalLag's global is
@@ -332,7 +337,11 @@ func (c *fakeChain) submitCheckpoint(custodyDir string, leaseID uint64, cp train
 	if err != nil {
 		return err
 	}
-	if !c.unheld[leaseID] {
+	switch late, ok := c.late[leaseID]; {
+	case c.unheld[leaseID]:
+	case ok && late == index:
+		c.lateHeld = append(c.lateHeld, func() { c.net.register(custodyDir, p) })
+	default:
 		c.net.register(custodyDir, p)
 	}
 	final := cp.FinalHash()
@@ -585,13 +594,62 @@ func serveAll(t *testing.T, ctx context.Context, ws []*worker) []error {
 	return errs
 }
 
+// serveInBackground runs w's Serve (a cheater's, which loses its place: how it ends is
+// not the test's) until stop, which waits for it to return.
+func serveInBackground(ctx context.Context, w *worker) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.role.Serve(ctx, w.lease)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// await blocks until cond, called holding c.mu, holds, or ctx ends.
+func (c *fakeChain) await(ctx context.Context, cond func() bool) error {
+	for {
+		c.mu.Lock()
+		ok := cond()
+		c.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// holdLateWhen has the late checkpoints' custody pieces held once cond (called holding
+// c.mu) holds; it returns at once.
+func (c *fakeChain) holdLateWhen(ctx context.Context, cond func() bool) {
+	go func() {
+		if c.await(ctx, cond) != nil {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, register := range c.lateHeld {
+			register()
+		}
+		c.lateHeld = nil
+	}()
+}
+
 // Three rounds roles on a chain's round state machine give diloco.Simulate's global
 // roots: the lowest slot commits each global, the others agree with it; a slot that
 // is left out of a round (round 1: slot 2 never commits in time) is left out of the
 // average and keeps its carry, as Simulate's dropout.
 // With top_k no honest worker is accused: every checker rebuilt each other worker's error
-// buffers (slot 2's round 2 from its round 0, the round it last entered) as the worker
-// kept them.
+// buffers (slot 2's round 2 from its round 0, the round it last entered; slot 2, out of
+// round 1, the others' round 1 by replaying it when it checks their round 2) as the
+// worker kept them.
 func TestRoleServesRoundsAsSimulate(t *testing.T) {
 	for _, topK := range []int{0, 32} {
 		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleServesRoundsAsSimulate(t, topK) })
@@ -646,13 +704,10 @@ func testRoleServesRoundsAsSimulate(t *testing.T, topK int) {
 	}
 	// Each checker keeps, per other worker, the error buffers it rebuilt of the worker's
 	// last two entered rounds: slot 2 entered rounds 0 and 2, the others all three. Slot
-	// 2, out of round 1, did not check it: it has the others' round 0 only (their round 2
-	// went unchecked by it, for want of their round-1 error buffers).
+	// 2, out of round 1, did not check it: it replayed the others' round 1 to check their
+	// round 2.
+	entered := map[uint32][]uint64{0: {1, 2}, 1: {1, 2}, 2: {0, 2}}
 	for _, checker := range ws {
-		entered := map[uint32][]uint64{0: {1, 2}, 1: {1, 2}, 2: {0, 2}}
-		if checker.lease.Worker == 2 {
-			entered = map[uint32][]uint64{0: {0}, 1: {0}}
-		}
 		j, err := checker.role.jobOf(checker.lease)
 		if err != nil {
 			t.Fatal(err)
@@ -718,19 +773,13 @@ func testRoleProvesAWrongAggregation(t *testing.T, topK int, proofLatency time.D
 	ws[0].role.opts.CheatAggregate = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cheaterCtx, stopCheater := context.WithCancel(ctx)
-	cheaterDone := make(chan struct{})
-	go func() {
-		defer close(cheaterDone)
-		_ = ws[0].role.Serve(cheaterCtx, ws[0].lease) // it loses its place: its end is not the test's
-	}()
+	stopCheater := serveInBackground(ctx, ws[0])
 	for i, err := range serveAll(t, ctx, ws[1:]) {
 		if err != nil {
 			t.Fatalf("worker %d: %v", i+1, err)
 		}
 	}
 	stopCheater()
-	<-cheaterDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -812,6 +861,128 @@ func TestRoleProvesAFabricatedCompressedPseudoGradient(t *testing.T) {
 	}
 }
 
+// A checker that joins at round join (slot 1's lease; slot 0 trained the rounds before
+// alone) has none of slot 0's error buffers: it replays slot 0's rounds from its first,
+// each G_q and end state fetched from custody, at most replay rounds per check, and so
+// proves the record slot 0 fabricates in round faulty; nobody else is accused. Joining
+// at round 2, its round-2 check replays rounds 0 and 1 and its round-3 check proves;
+// joining at round 3 with two rounds per check, its round-3 check replays rounds 0 and
+// 1 and leaves round 3 unchecked, its round-4 check replays rounds 2 and 3 and proves.
+// Joining at round 2 while slot 0's round-0 end state is held by nobody until round 3
+// closes, its round-2 replay fails and its round-3 check replays rounds 0 to 2 and proves.
+// Either way it keeps two of slot 0's error buffers and end states at most.
+func TestRoleJoinerRebuildsErrorBuffersToProveACompressedFault(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		join, faulty uint64
+		replay       int
+		lateRound0   bool
+	}{
+		{"join at 2", 2, 3, 0, false},
+		{"join at 3, two rounds replayed per check", 3, 4, 2, false},
+		{"join at 2, round 0 held late", 2, 3, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+			c := newFakeChain(t, spec, 2, tc.faulty+1)
+			dropouts := map[uint64][]int{tc.faulty: {0}}
+			for q := range tc.join {
+				c.expect[q] = []uint32{0}
+				dropouts[q] = []int{1}
+			}
+			cheater, joiner := c.newWorker(t, 100, 0), c.newWorker(t, 101, 1)
+			cheater.role.opts.CheatPseudoGradient, cheater.role.opts.cheatPseudoGradientFrom = true, tc.faulty
+			if tc.replay > 0 {
+				joiner.role.opts.errorBufferReplay = tc.replay
+			}
+			var logs bytes.Buffer // read once the joiner's Serve returned
+			joiner.role.log = slog.New(slog.NewTextHandler(&logs, nil))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if tc.lateRound0 {
+				c.late = map[uint64]uint64{100: 0}
+				joiner.role.opts.CheckWait = 300 * time.Millisecond
+				// Round join+1 closes once the joiner committed it, after its check of
+				// round join: its check of round join+1 may fetch them.
+				c.holdLateWhen(ctx, func() bool {
+					rd := c.rounds[tc.join+1]
+					return rd != nil && rd.State != markettypes.ROUND_STATE_OPEN
+				})
+			}
+			stopCheater := serveInBackground(ctx, cheater)
+			if err := c.await(ctx, func() bool { return c.job.Round == tc.join }); err != nil {
+				t.Fatalf("round %d never opened: %v", tc.join, err)
+			}
+			requireServed(t, ctx, []*worker{joiner})
+			stopCheater()
+
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !slices.Equal(c.convicted, []string{"provider-0"}) || len(c.proofs) != 1 {
+				t.Fatalf("convicted %v with %d proofs, want provider-0 with one", c.convicted, len(c.proofs))
+			}
+			if p := c.proofs[0]; p.Round != tc.faulty || p.Worker != 0 || p.Prover != "provider-1" || p.ErrorIn == nil {
+				t.Fatalf("proof of round %d worker %d by %s (error_in opened: %v), want a record of round %d worker 0 by provider-1",
+					p.Round, p.Worker, p.Prover, p.ErrorIn != nil, tc.faulty)
+			}
+			c.requireSimulated(t, spec, tc.faulty+1, dropouts)
+			unchecked := strings.Contains(logs.String(), "rebuilt up to its round 1 of 2")
+			if unchecked != (tc.replay > 0) {
+				t.Fatalf("the joiner's round-%d check stopped its replay at round 1: %v, want %v; its logs:\n%s", tc.join, unchecked, tc.replay > 0, logs.String())
+			}
+			failed := strings.Contains(logs.String(), "the end state of its round 0")
+			if failed != tc.lateRound0 {
+				t.Fatalf("the joiner's replay failed to fetch slot 0's round-0 end state: %v, want %v; its logs:\n%s", failed, tc.lateRound0, logs.String())
+			}
+			j, err := joiner.role.jobOf(joiner.lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buffers, _ := filepath.Glob(filepath.Join(j.Dir, "checked-errbuf-w0-*"))
+			ends, _ := filepath.Glob(filepath.Join(j.Dir, "end-*-0"))
+			if len(buffers) > 2 || len(ends) > 2 {
+				t.Fatalf("the joiner keeps %v and %v of slot 0, want two of each at most", buffers, ends)
+			}
+		})
+	}
+}
+
+// A checker that could not fetch a worker's round-1 end state in time (its checkpoint's
+// custody pieces are held only once round 2 opens) aggregates round 1 unchecked; in round
+// 2 it replays the worker's round 1 from the error buffer it kept of its round 0, and
+// proves the record the worker fabricates in round 2; nobody else is accused.
+func TestRoleReplaysARoundItCouldNotCheckToProveACompressedFault(t *testing.T) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
+	c := newFakeChain(t, spec, 2, 3)
+	c.late = map[uint64]uint64{101: 1}
+	// The checker is slot 0, the first aggregator: round 2 opens once it gave up on
+	// checking round 1.
+	checker, cheater := c.newWorker(t, 100, 0), c.newWorker(t, 101, 1)
+	checker.role.opts.CheckWait = 300 * time.Millisecond
+	cheater.role.opts.CheatPseudoGradient, cheater.role.opts.cheatPseudoGradientFrom = true, 2
+	var logs bytes.Buffer // read once the checker's Serve returned
+	checker.role.log = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c.holdLateWhen(ctx, func() bool { return c.job.Round == 2 })
+	stopCheater := serveInBackground(ctx, cheater)
+	requireServed(t, ctx, []*worker{checker})
+	stopCheater()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.convicted, []string{"provider-1"}) || len(c.proofs) != 1 {
+		t.Fatalf("convicted %v with %d proofs, want provider-1 with one", c.convicted, len(c.proofs))
+	}
+	if p := c.proofs[0]; p.Round != 2 || p.Worker != 1 || p.Prover != "provider-0" || p.ErrorIn == nil {
+		t.Fatalf("proof of round %d worker %d by %s (error_in opened: %v), want a record of round 2 worker 1 by provider-0", p.Round, p.Worker, p.Prover, p.ErrorIn != nil)
+	}
+	c.requireSimulated(t, spec, 3, map[uint64][]int{2: {1}})
+	if !strings.Contains(logs.String(), `msg="cannot check a worker's round commitment: aggregating with it" job=7 round=1 worker=1`) {
+		t.Fatalf("the checker checked round 1 after all, its logs:\n%s", logs.String())
+	}
+}
+
 // A worker that starts round 1 from G_1 without its carry (zero Adam moments, as a
 // joiner's start, though it entered round 0) is caught: its start root is not G_1's
 // WorkerStart of its round-0 end state, the others rebuild the start it used and prove
@@ -837,15 +1008,9 @@ func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Optio
 	cheat(&ws[2].role.opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cheaterCtx, stopCheater := context.WithCancel(ctx)
-	cheaterDone := make(chan struct{})
-	go func() {
-		defer close(cheaterDone)
-		_ = ws[2].role.Serve(cheaterCtx, ws[2].lease) // convicted: its end is not the test's
-	}()
+	stopCheater := serveInBackground(ctx, ws[2])
 	requireServed(t, ctx, ws[:2])
 	stopCheater()
-	<-cheaterDone
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
