@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/depinchain/depinchain/provider/gpu"
 	"slices"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/depinchain/depinchain/pkg/custody/fetch"
 	"github.com/depinchain/depinchain/provider/checkpoint"
 	"github.com/depinchain/depinchain/provider/db"
+	"github.com/depinchain/depinchain/provider/gpu"
 	"github.com/depinchain/depinchain/provider/metrics"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -48,6 +48,12 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 	if job.State != markettypes.JOB_STATE_OPEN {
 		return nil
 	}
+	// A job reopened for one of its slots (a training-together worker convicted or
+	// dropped) while this operator serves another: the chain refuses a provider a
+	// second slot of a job, and a bid would fail on every reopening.
+	if serving, err := r.servesJob(ctx, job.Id); err != nil || serving {
+		return err
+	}
 	o, skip := r.decide(ctx, job)
 	var reserved []string
 	err = r.opts.DB.Update(func(tx *db.Tx) (err error) {
@@ -65,6 +71,18 @@ func (r *Role) considerJob(ctx context.Context, jobID uint64) error {
 		return nil
 	}
 	return r.placeBid(ctx, job, o, reserved)
+}
+
+// servesJob reports whether the operator holds an active lease of job: x/market's
+// PlaceBid refuses it then ("already serves worker N of job J").
+func (r *Role) servesJob(ctx context.Context, jobID uint64) (bool, error) {
+	res, err := r.opts.Chain.Leases(ctx, &markettypes.QueryLeasesRequest{JobId: jobID})
+	if err != nil {
+		return false, fmt.Errorf("reading job %d's leases: %w", jobID, err)
+	}
+	return slices.ContainsFunc(res.Leases, func(l markettypes.Lease) bool {
+		return l.State == markettypes.LEASE_STATE_ACTIVE && l.Provider == r.opts.Operator
+	}), nil
 }
 
 // decide returns the bid to place on job, or why there is none.

@@ -37,6 +37,7 @@ const queueSize = 4096
 // Chain is what the role reads from the chain; chain.Queries satisfies it.
 type Chain interface {
 	chain.JobQuerier
+	chain.LeasesQuerier
 }
 
 // Metrics counts what the role does; *metrics.Metrics satisfies it.

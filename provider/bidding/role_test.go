@@ -255,6 +255,25 @@ func TestHandleEventRecordsTheOperatorsBids(t *testing.T) {
 	}
 }
 
+// A training-together job reopened for another slot while the operator serves one of
+// its slots gets no bid (the chain would refuse it on every reopening); once that lease
+// has closed, the operator bids again.
+func TestNoBidOnAJobTheOperatorServes(t *testing.T) {
+	h := newHarness(t, false)
+	h.openJob(1, 1)
+	h.chain.LeaseByID[7] = markettypes.Lease{Id: 7, JobId: 1, Worker: 0, Provider: operator, State: markettypes.LEASE_STATE_ACTIVE}
+	h.chain.LeaseByID[8] = markettypes.Lease{Id: 8, JobId: 2, Worker: 0, Provider: "depin1other", State: markettypes.LEASE_STATE_ACTIVE}
+	if err := h.role.considerJob(context.Background(), 1); err != nil || len(h.chain.Sent()) != 0 {
+		t.Fatalf("serving worker 0 of job 1: %v, sent %v", err, h.chain.Sent())
+	}
+	l := h.chain.LeaseByID[7]
+	l.State = markettypes.LEASE_STATE_CLOSED
+	h.chain.LeaseByID[7] = l
+	if err := h.role.considerJob(context.Background(), 1); err != nil || len(h.chain.Sent()) != 1 {
+		t.Fatalf("after its lease closed: %v, sent %v", err, h.chain.Sent())
+	}
+}
+
 // A GPU an open bid reserved fails: the bid is withdrawn on chain and the
 // job's decision says why.
 func TestFailedGPUWithdrawsTheBid(t *testing.T) {

@@ -94,13 +94,13 @@ func (c *Chain) Lease(_ context.Context, in *markettypes.QueryLeaseRequest, _ ..
 	return &markettypes.QueryLeaseResponse{Lease: l}, nil
 }
 
-// Leases implements the x/market query (by provider, one page).
+// Leases implements the x/market query (by provider and job, one page).
 func (c *Chain) Leases(_ context.Context, in *markettypes.QueryLeasesRequest, _ ...grpc.CallOption) (*markettypes.QueryLeasesResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := &markettypes.QueryLeasesResponse{Pagination: &query.PageResponse{}}
 	for _, l := range c.LeaseByID {
-		if in.Provider == "" || l.Provider == in.Provider {
+		if (in.Provider == "" || l.Provider == in.Provider) && (in.JobId == 0 || l.JobId == in.JobId) {
 			res.Leases = append(res.Leases, l)
 		}
 	}
