@@ -143,14 +143,7 @@ func TestVerifierChallengesADatasetCheckpointOnItsWorkersPieces(t *testing.T) {
 	if err := h.role.play(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	g := dispute.Game{Challenge: h.chain.ChallengeBy[1], Job: job, Data: func() (traindata.Stream, error) { return data.stream, nil }}
-	want, err := dispute.StepParty(g, exec.StateAt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if commits := roletest.SentOf[*verifytypes.MsgCommitRecords](h.chain); len(commits) != 1 || !bytes.Equal(commits[0].RecordRoot, want.C.Root[:]) {
-		t.Fatalf("phase 2 commitments %+v, want the record root %s", commits, want.C.Root)
-	}
+	h.requireDatasetRecords(t, 1, job, data.stream, exec)
 
 	// Another job whose pieces cannot be had: the check fails and says why.
 	h.chain.Jobs[2] = datasetJob(2)
@@ -195,12 +188,19 @@ func TestDefenderCommitsRecordsOfADatasetStep(t *testing.T) {
 	if err := h.role.play(context.Background(), 4); err != nil {
 		t.Fatal(err)
 	}
-	g := dispute.Game{Challenge: h.chain.ChallengeBy[4], Job: job, Data: func() (traindata.Stream, error) { return data.stream, nil }}
+	h.requireDatasetRecords(t, 4, job, data.stream, exec)
+}
+
+// requireDatasetRecords checks that the role sent one phase 2 commitment, the record root
+// of challenge id's disputed step executed on the dataset's stream from exec's states.
+func (h *harness) requireDatasetRecords(t *testing.T, id uint64, job markettypes.Job, stream traindata.Stream, exec *Execution) {
+	t.Helper()
+	g := dispute.Game{Challenge: h.chain.ChallengeBy[id], Job: job, Data: func() (traindata.Stream, error) { return stream, nil }}
 	want, err := dispute.StepParty(g, exec.StateAt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if commits := roletest.SentOf[*verifytypes.MsgCommitRecords](h.chain); len(commits) != 1 || !bytes.Equal(commits[0].RecordRoot, want.C.Root[:]) {
-		t.Fatalf("commitments %+v, want the record root %s", commits, want.C.Root)
+		t.Fatalf("phase 2 commitments %+v, want the record root %s of step %d on the dataset", commits, want.C.Root, h.chain.ChallengeBy[id].Lo)
 	}
 }
