@@ -33,7 +33,7 @@ func jobCommand() *cobra.Command {
 func jobStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status <job-id>",
-		Short: "Show a job's workers, money, checkpoints (with verified or self-reported loss), disputes and leases",
+		Short: "Show a job's workers, money, checkpoints (with verified or self-reported loss), disputes, rounds and leases",
 		Long: `Reads the chain's public gRPC endpoint and the providers' public checkpoint ports.
 A loss is "verified" when it was read from chunk 0 of the checkpoint's state,
 Merkle-proven against the state_root on chain (transformer and reference jobs),
