@@ -33,7 +33,7 @@ func jobCommand() *cobra.Command {
 func jobStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status <job-id>",
-		Short: "Show a job's workers, money, checkpoints (with verified or self-reported loss), disputes and leases",
+		Short: "Show a job's workers, money, checkpoints (with verified or self-reported loss), disputes, rounds and leases",
 		Long: `Reads the chain's public gRPC endpoint and the providers' public checkpoint ports.
 A loss is "verified" when it was read from chunk 0 of the checkpoint's state,
 Merkle-proven against the state_root on chain (transformer and reference jobs),
@@ -205,6 +205,7 @@ func writeStatus(out io.Writer, v *jobview.View) error {
 		}
 	}
 	writeCustody(tw, v.Custody)
+	writeRounds(tw, v.Sync, v.Rounds)
 	if v.BiddingDeadline != 0 {
 		fmt.Fprintf(tw, "\nauction open until the end of height %d\n", v.BiddingDeadline)
 	}
@@ -257,4 +258,49 @@ func writeCustody(tw io.Writer, custody []jobview.Custody) {
 		fmt.Fprintf(tw, "%d/%d\t%s\t%d of %d\t%s\t%s\n", c.LeaseID, c.Index, c.Object, c.Proven, c.Pieces, rebuildable,
 			orDash(strings.Join(c.Holders, " ")))
 	}
+}
+
+// writeRounds lists a sync job's rounds (who entered, missed, was excluded; the next
+// global and when it may be final), then every round's commits and what became of
+// their claims.
+func writeRounds(tw io.Writer, y *jobview.Sync, rounds []jobview.Round) {
+	if y == nil {
+		return
+	}
+	fmt.Fprintf(tw, "\nsync: every %d steps, outer lr %g, outer momentum %g, top_k %d; round %d of %d\n",
+		y.Every, y.OuterLR, y.OuterMomentum, y.TopK, y.Round, y.TotalRounds)
+	fmt.Fprintln(tw, "ROUND\tSTATE\tOPENED\tDEADLINE\tENTERED\tMISSED\tEXCLUDED\tAGGREGATOR\tNEXT GLOBAL\tFINAL AFTER")
+	for _, r := range rounds {
+		excluded := make([]string, 0, len(r.Excluded))
+		for _, c := range r.Commits {
+			if c.Excluded {
+				excluded = append(excluded, fmt.Sprintf("%d (%s)", c.Worker, c.ExcludedReason))
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\theight %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Round, r.State, r.OpenedHeight, heightOrDash(r.Deadline),
+			slots(r.Entered), slots(r.Missed), orDash(strings.Join(excluded, " ")), orDash(r.Aggregator), orDash(r.NextGlobalRoot),
+			heightOrDash(r.ChallengeDeadline))
+	}
+	fmt.Fprintln(tw, "\nROUND COMMIT\tWORKER\tLEASE\tPROVIDER\tCOMMITTED AT\tCLAIM\tPAY")
+	for _, r := range rounds {
+		for _, c := range r.Commits {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\theight %d\t%s\t%s\n", r.Round, c.Worker, c.LeaseID, c.Provider, c.CommittedHeight, c.Claim, c.Pay)
+		}
+	}
+}
+
+func heightOrDash(h int64) string {
+	if h == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("height %d", h)
+}
+
+// slots writes worker slots as "0,2", or "-" for none.
+func slots(ws []uint32) string {
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = strconv.FormatUint(uint64(w), 10)
+	}
+	return orDash(strings.Join(s, ","))
 }

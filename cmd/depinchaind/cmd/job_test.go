@@ -64,6 +64,30 @@ func TestJobStatusTableShowsBids(t *testing.T) {
 	require.Regexp(t, `(?m)^won: lease 2 \(worker 0\) +prov1 +300udpin +1 +200 steps/h +1\.5udpin +- +leased at height 12$`, out)
 }
 
+func TestJobStatusTableShowsRounds(t *testing.T) {
+	v := sampleView()
+	var b strings.Builder
+	require.NoError(t, writeStatus(&b, v))
+	require.NotContains(t, b.String(), "ROUND COMMIT")
+
+	v.Sync = &jobview.Sync{Every: 10, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 64, Round: 1, TotalRounds: 8}
+	v.Rounds = []jobview.Round{
+		{Round: 0, State: "FINAL", OpenedHeight: 3, Entered: []uint32{0}, Missed: []uint32{2}, Excluded: []uint32{1},
+			Aggregator: "prov1", NextGlobalRoot: "abcdef012345", ChallengeDeadline: 20, Commits: []jobview.RoundCommit{
+				{Worker: 0, LeaseID: 2, Provider: "prov1", CommittedHeight: 9, Claim: "50udpin", Pay: jobview.PayPaid},
+				{Worker: 1, LeaseID: 4, Provider: "prov2", CommittedHeight: 10, Claim: "0udpin", Excluded: true, ExcludedReason: "wrong pseudo-gradient", Pay: jobview.PayReturned}}},
+		{Round: 1, State: "OPEN", OpenedHeight: 15, Deadline: 25, Commits: []jobview.RoundCommit{}},
+	}
+	b.Reset()
+	require.NoError(t, writeStatus(&b, v))
+	out := b.String()
+	require.Contains(t, out, "sync: every 10 steps, outer lr 0.7, outer momentum 0.9, top_k 64; round 1 of 8")
+	require.Regexp(t, `(?m)^0 +FINAL +height 3 +- +0 +2 +1 \(wrong pseudo-gradient\) +prov1 +abcdef012345 +height 20$`, out)
+	require.Regexp(t, `(?m)^1 +OPEN +height 15 +height 25 +- +- +- +- +- +-$`, out)
+	require.Regexp(t, `(?m)^0 +0 +2 +prov1 +height 9 +50udpin +paid$`, out)
+	require.Regexp(t, `(?m)^0 +1 +4 +prov2 +height 10 +0udpin +returned$`, out)
+}
+
 func TestJobStatusWatchFrame(t *testing.T) {
 	f := watchFrame(sampleView())
 	lines := strings.Split(strings.TrimSpace(f), "\n")

@@ -2,7 +2,8 @@
 // the chain's public gRPC queries and the providers' public checkpoint
 // ports: the job, its leases across reopenings, progress per worker, its
 // checkpoints with their finality, its disputes, its money and its loss
-// curve, verified where the workload lets the chain vouch for the loss.
+// curve, verified where the workload lets the chain vouch for the loss, and
+// a training-together job's rounds.
 // `depinchaind dashboard` and `depinchaind job status` both show a View.
 package jobview
 
@@ -119,6 +120,10 @@ type View struct {
 	Loss        []LossPoint  `json:"loss"`
 	// Custody is who holds each checkpoint's state pieces (jobs with a custody section).
 	Custody []Custody `json:"custody,omitempty"`
+	// Sync and Rounds are a training-together job's sync section and its rounds, oldest
+	// first (sync jobs only).
+	Sync   *Sync   `json:"sync,omitempty"`
+	Rounds []Round `json:"rounds,omitempty"`
 	// Bids are the auction's open bids while the job is OPEN (x/market deletes a job's
 	// bids when its auction closes), cheapest per step first, then the bids that won,
 	// one per lease, read from the leases: a lease keeps its winning bid's terms.
@@ -406,6 +411,11 @@ func (s *Source) Job(ctx context.Context, id uint64) (*View, error) {
 	}
 	if v.Custody, err = s.custody(ctx, job, v.Checkpoints); err != nil {
 		return nil, err
+	}
+	if v.Sync = syncOf(job); v.Sync != nil {
+		if v.Rounds, err = s.rounds(ctx, job, v.Checkpoints); err != nil {
+			return nil, err
+		}
 	}
 	return v, nil
 }

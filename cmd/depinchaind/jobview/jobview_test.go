@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	sdkmath "cosmossdk.io/math"
 	sdk "github.com/cosmos/cosmos-sdk/types"
+	"github.com/cosmos/cosmos-sdk/types/query"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
@@ -30,6 +32,26 @@ type fakeChain struct {
 	challenges  map[uint64][]verifytypes.Challenge
 	bids        []markettypes.Bid
 	bidQueries  int
+	// rounds are served two a page; commits by round.
+	rounds  []markettypes.Round
+	commits map[uint64][]markettypes.RoundCommit
+}
+
+func (f market) Rounds(_ context.Context, r *markettypes.QueryRoundsRequest, _ ...grpc.CallOption) (*markettypes.QueryRoundsResponse, error) {
+	from := 0
+	if len(r.Pagination.GetKey()) > 0 {
+		from = int(r.Pagination.Key[0])
+	}
+	to := min(from+2, len(f.rounds))
+	resp := &markettypes.QueryRoundsResponse{Rounds: f.rounds[from:to], Pagination: &query.PageResponse{}}
+	if to < len(f.rounds) {
+		resp.Pagination.NextKey = []byte{byte(to)}
+	}
+	return resp, nil
+}
+
+func (f market) RoundCommits(_ context.Context, r *markettypes.QueryRoundCommitsRequest, _ ...grpc.CallOption) (*markettypes.QueryRoundCommitsResponse, error) {
+	return &markettypes.QueryRoundCommitsResponse{Commits: f.commits[r.Round]}, nil
 }
 
 func (f market) Bids(_ context.Context, r *markettypes.QueryBidsRequest, _ ...grpc.CallOption) (*markettypes.QueryBidsResponse, error) {
@@ -242,4 +264,79 @@ func TestJobViewShowsOpenBidsAndTheBidsThatWon(t *testing.T) {
 	require.Equal(t, BidWon, v.Bids[1].Status)
 	require.Equal(t, uint64(6), v.Bids[1].LeaseID)
 	require.Equal(t, "2.5udpin", v.Bids[1].PricePerStep)
+}
+
+// A sync job's rounds, read over several pages: who entered, missed and was excluded,
+// and what became of each commit's claim — paid in a final round (the claim the chain
+// zeroed when it paid is read from the round-end checkpoint), returned for a worker
+// convicted or left out, pending while the global is not final.
+func TestJobViewShowsASyncJobsRounds(t *testing.T) {
+	commit := func(round uint64, worker uint32, lease uint64, claim int64) markettypes.RoundCommit {
+		return markettypes.RoundCommit{JobId: 11, Round: round, Worker: worker, LeaseId: lease, Provider: fmt.Sprintf("p%d", worker),
+			CommittedHeight: int64(10*round) + int64(worker) + 5, Claim: coin(claim)}
+	}
+	excluded := commit(1, 2, 23, 0)
+	excluded.Excluded, excluded.ExcludedReason = true, "pseudo-gradient proven wrong"
+	f := &fakeChain{
+		job: markettypes.Job{Id: 11, State: markettypes.JOB_STATE_LEASED, Round: 2, Deposited: coin(1000),
+			Spec: markettypes.JobSpec{Workers: 3, TotalSteps: 40, CheckpointInterval: 10,
+				Workload: markettypes.Workload{Kind: markettypes.WORKLOAD_KIND_CONTAINER},
+				Sync:     &markettypes.SyncSpec{Every: 10, OuterLrQ30: 7 << 27, OuterMomentumQ30: 9 << 27, TopK: 64}}},
+		escrow: markettypes.QueryEscrowResponse{Deposited: coin(1000)},
+		leases: []markettypes.Lease{{Id: 21, JobId: 11, Worker: 0, Provider: "p0", State: markettypes.LEASE_STATE_ACTIVE}},
+		// Lease 21's round-0 checkpoint ends at step 10 and keeps the claim it made.
+		checkpoints: map[uint64][]verifytypes.Checkpoint{21: {{LeaseId: 21, Index: 0, EndStep: 10, Claim: coin(50)}}},
+		rounds: []markettypes.Round{
+			{JobId: 11, Round: 0, State: markettypes.ROUND_STATE_FINAL, OpenedHeight: 1, Workers: []uint32{0, 1, 2}, Entered: []uint32{0, 2},
+				Missed: []uint32{1}, Aggregator: "p2", NextGlobalRoot: []byte{0xab, 0xcd, 0xef, 1, 2, 3, 4, 5}, ChallengeDeadline: 18},
+			{JobId: 11, Round: 1, State: markettypes.ROUND_STATE_CHALLENGE, OpenedHeight: 12, Workers: []uint32{0, 1, 2},
+				Entered: []uint32{0, 1}, Aggregator: "p0", NextGlobalRoot: []byte{1, 2}, ChallengeDeadline: 30},
+			{JobId: 11, Round: 2, State: markettypes.ROUND_STATE_OPEN, OpenedHeight: 22, Deadline: 32, Workers: []uint32{0, 1, 2}},
+		},
+		commits: map[uint64][]markettypes.RoundCommit{
+			0: {commit(0, 0, 21, 0), commit(0, 2, 23, 0)},
+			1: {commit(1, 0, 21, 50), commit(1, 1, 22, 50), excluded},
+			2: {commit(2, 0, 21, 50)},
+		},
+	}
+	v, err := newSource(f).Job(context.Background(), 11)
+	require.NoError(t, err)
+	require.Equal(t, &Sync{Every: 10, OuterLR: 0.875, OuterMomentum: 1.125, TopK: 64, Round: 2, TotalRounds: 4}, v.Sync)
+	require.Len(t, v.Rounds, 3)
+
+	r0 := v.Rounds[0]
+	require.Equal(t, "FINAL", r0.State)
+	require.Equal(t, []uint32{0, 2}, r0.Entered)
+	require.Equal(t, []uint32{1}, r0.Missed)
+	require.Equal(t, []uint32{}, r0.Excluded)
+	require.Equal(t, "abcdef010203", r0.NextGlobalRoot)
+	require.Equal(t, RoundCommit{Worker: 0, LeaseID: 21, Provider: "p0", CommittedHeight: 5, Claim: "50udpin", Pay: PayPaid}, r0.Commits[0])
+	require.Equal(t, PayPaid, r0.Commits[1].Pay)
+	require.Equal(t, "0udpin", r0.Commits[1].Claim) // no checkpoint of lease 23 in view
+
+	r1 := v.Rounds[1]
+	require.Equal(t, "CHALLENGE", r1.State)
+	require.Equal(t, []uint32{2}, r1.Excluded)
+	require.Equal(t, []string{PayPending, PayPending, PayReturned}, []string{r1.Commits[0].Pay, r1.Commits[1].Pay, r1.Commits[2].Pay})
+	require.Equal(t, "pseudo-gradient proven wrong", r1.Commits[2].ExcludedReason)
+
+	r2 := v.Rounds[2]
+	require.Equal(t, "OPEN", r2.State)
+	require.Equal(t, int64(32), r2.Deadline)
+	require.Equal(t, []uint32{}, r2.Entered)
+	require.Equal(t, PayPending, r2.Commits[0].Pay)
+
+	// A job that closed before round 2's global was committed returns its claims.
+	f.job.State = markettypes.JOB_STATE_FAILED
+	v, err = newSource(f).Job(context.Background(), 11)
+	require.NoError(t, err)
+	require.Equal(t, PayReturned, v.Rounds[2].Commits[0].Pay)
+	require.Equal(t, PayPending, v.Rounds[1].Commits[0].Pay)
+
+	// A job without sync has no rounds and asks for none.
+	f.job.Spec.Sync, f.rounds = nil, nil
+	v, err = newSource(f).Job(context.Background(), 11)
+	require.NoError(t, err)
+	require.Nil(t, v.Sync)
+	require.Nil(t, v.Rounds)
 }

@@ -128,6 +128,7 @@ async function jobPage(id) {
         <td>${c.loss ? `<span class="${c.loss.source === "verified" ? "verified" : "self"}">${c.loss.source}</span>` : "-"}${c.loss_error ? ` <span title="${esc(c.loss_error)}">(why not verified?)</span>` : ""}</td>
         <td>${provLink(c.provider)}</td></tr>`), "No checkpoint yet.") +
     (v.custody ? custodyTable(v.custody) : "") +
+    (v.sync ? roundsTable(v.sync, v.rounds || []) : "") +
     `<h2>Disputes</h2>` + table("disputes", ["Challenge", "Checkpoint", "Phase", "To move", "Rounds", "Range", "Deadline", "Challenger", "Reason"],
       v.disputes.map((d) => `<tr data-dispute="${d.id}"><td>${d.id}</td><td>${d.lease_id}/${d.checkpoint}</td><td>${esc(strip(d.phase, /^(GAME_TURN_|CHALLENGE_OUTCOME_)/))}</td>
         <td class="to-move">${d.to_move ? `${esc(d.to_move)} ${esc(short(d.to_move === "provider" ? d.provider : d.challenger))}` : "-"}</td><td>${d.rounds}</td><td>${d.lo}–${d.hi}</td><td>${d.outcome ? "-" : "height " + d.deadline}</td><td>${esc(short(d.challenger))}</td><td>${esc(d.reason)}</td></tr>`), "No disputes.") +
@@ -150,6 +151,23 @@ function custodyTable(custody) {
       <td class="${c.proven >= c.needed ? "verified" : "bad"}">${c.proven >= c.needed ? "yes" : `no (needs ${c.needed})`}</td>
       <td class="custody-finality">${finality(c)}</td>
       <td class="holders">${c.holders.length ? c.holders.map(provLink).join(" ") : "-"}</td></tr>`), "No checkpoint in custody yet.");
+}
+
+// roundsTable: a sync job's rounds (who entered, missed, was excluded; the next global
+// and when it may be final), then every round's commits and what became of their claims.
+function roundsTable(y, rounds) {
+  const slots = (ws) => (ws.length ? ws.join(",") : "-");
+  const height = (h) => (h ? "height " + h : "-");
+  const excluded = (r) => r.commits.filter((c) => c.excluded).map((c) => `${c.worker} <span class="bad">(${esc(c.excluded_reason)})</span>`).join(" ") || "-";
+  const pay = { paid: "verified", returned: "bad", pending: "" };
+  return `<h2>Rounds</h2><div id="sync">every ${y.every} steps · outer lr ${y.outer_lr} · outer momentum ${y.outer_momentum} · top_k ${y.top_k} · round ${y.round} of ${y.total_rounds}</div>` +
+    table("rounds", ["Round", "State", "Opened", "Deadline", "Entered", "Missed", "Excluded", "Aggregator", "Next global", "Final after"],
+      rounds.map((r) => `<tr data-round="${r.round}" data-state="${esc(r.state)}"><td>${r.round}</td><td class="${r.state === "FINAL" ? "verified" : ""}">${esc(r.state)}</td>
+        <td>height ${r.opened_height}</td><td>${height(r.deadline)}</td><td class="entered">${slots(r.entered)}</td><td class="missed">${slots(r.missed)}</td>
+        <td class="excluded">${excluded(r)}</td><td>${provLink(r.aggregator)}</td><td><code>${esc(r.next_global_root) || "-"}</code></td><td>${height(r.challenge_deadline)}</td></tr>`), "No round yet.") +
+    table("round-commits", ["Round", "Worker", "Lease", "Provider", "Committed at", "Claim", "Pay"],
+      rounds.flatMap((r) => r.commits.map((c) => `<tr data-round-commit="${r.round}/${c.worker}"><td>${r.round}</td><td>${c.worker}</td><td>${c.lease_id}</td>
+        <td>${provLink(c.provider)}</td><td>height ${c.committed_height}</td><td>${esc(c.claim)}</td><td class="pay ${pay[c.pay] || ""}">${esc(c.pay)}</td></tr>`)), "No commit yet.");
 }
 
 async function providerPage(op) {
