@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depinchain/depinchain/cmd/depinchaind/jobview"
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/merkle"
 	"github.com/depinchain/depinchain/pkg/traindata"
@@ -106,6 +108,7 @@ func TestThreeSidecarsTrainInRounds(t *testing.T) {
 	if _, err := fetchRound("0"); err == nil || !strings.Contains(err.Error(), "G_0 is the job's initial state") {
 		t.Fatalf("job fetch --round 0: %v, want the refusal naming G_0", err)
 	}
+	r.checkOwnersView(ctx, t, 2)
 	train, wait := r.roundTimes(ctx, t, "w1", "w2", "w3")
 	t.Logf("2 rounds of 3 workers in %s: training %.1fs, waiting on the round barrier %.1fs (%.0f%% of the workers' time)",
 		trainedFor.Round(time.Second), train, wait, 100*wait/(train+wait))
@@ -348,6 +351,35 @@ func (r *roundsRun) checkHeldOutLossFell(ctx context.Context, t testing.TB, want
 	if after >= before {
 		t.Fatalf("held-out loss did not fall: %.3f → %.3f", before, after)
 	}
+}
+
+// checkOwnersView reads the job as its owner does (`depinchaind job status -o json`): every
+// one of the job's rounds is FINAL with all three slots entered, and each worker paid.
+func (r *roundsRun) checkOwnersView(ctx context.Context, t testing.TB, rounds int) {
+	t.Helper()
+	node := r.c.node
+	out, err := node.Exec(ctx, "job", "status", fmt.Sprint(r.jobID), "-o", "json", "--grpc-addr", node.GRPC)
+	if err != nil {
+		t.Fatalf("job status: %v", err)
+	}
+	var v jobview.View
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("job status -o json: %v\n%s", err, out)
+	}
+	if v.Sync == nil || v.Sync.TotalRounds != uint64(rounds) || len(v.Rounds) != rounds {
+		t.Fatalf("job status shows sync %+v and %d rounds, want %d", v.Sync, len(v.Rounds), rounds)
+	}
+	for _, rd := range v.Rounds {
+		if rd.State != "FINAL" || !slices.Equal(rd.Entered, []uint32{0, 1, 2}) || len(rd.Commits) != 3 {
+			t.Fatalf("job status shows round %d %s, entered %v, %d commits; want FINAL with all three", rd.Round, rd.State, rd.Entered, len(rd.Commits))
+		}
+		for _, c := range rd.Commits {
+			if c.Pay != jobview.PayPaid {
+				t.Fatalf("job status shows round %d slot %d's pay %q, want %q", rd.Round, c.Worker, c.Pay, jobview.PayPaid)
+			}
+		}
+	}
+	t.Logf("job status: %d rounds FINAL, every slot entered and paid", rounds)
 }
 
 // roundTimes adds up the seconds the named trainers' sync leases trained and waited on
