@@ -163,11 +163,10 @@ func tellTogether(ctx context.Context, s *story, n *localnet.Node, demoDir strin
 	if err != nil {
 		return sidecars, err
 	}
-	syncSpec := job.Spec.Sync.Diloco()
+	jobSync := job.Spec.Sync.Diloco()
 	rounds := int(job.Spec.Rounds())
 	s.say("While they train, the demo runs the whole job in one process (diloco.Simulate), to check the chain's roots:")
-	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(syncSpec.Every),
-		OuterLR: float64(syncSpec.OuterLR) / (1 << 30), OuterMomentum: float64(syncSpec.OuterMomentum) / (1 << 30), TopK: int(syncSpec.TopK)},
+	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: jobSync.Spec(),
 		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds})
 	if err != nil {
 		return sidecars, err
@@ -297,7 +296,7 @@ func tellTogether(ctx context.Context, s *story, n *localnet.Node, demoDir strin
 	}
 	s.block(wrap(text, 96))
 	s.demoJob = jobID
-	s.detail("After %d steps the tiny model has learnt which bytes are common (spaces, e, t), not yet words;", rounds*int(syncSpec.Every))
+	s.detail("After %d steps the tiny model has learnt which bytes are common (spaces, e, t), not yet words;", rounds*int(jobSync.Every))
 	s.detail("`make demo` trains one provider's model for 800 steps.")
 	return sidecars, nil
 }
