@@ -47,7 +47,7 @@ FUZZ_TARGETS := \
 	./pkg/exact:FuzzDecode:600000x
 FUZZ_TIME ?=
 
-.PHONY: all build build-prev install deps test test-unit test-e2e test-fuzz test-long lint bench demo \
+.PHONY: all build build-prev install deps test test-unit test-e2e test-fuzz test-long lint bench demo demo-fraud demo-together \
         proto-tools proto-deps proto-gen proto-check clean
 
 all: build
@@ -181,6 +181,10 @@ demo: deps build
 ## demo-fraud: an honest provider, a cheating one and a verifier; the cheat is caught, slashed and the job resumes
 demo-fraud: deps build
 	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo -fraud $(if $(KEEP),-keep)
+
+## demo-together: three GPU providers train one model together in rounds, three storage providers hold its files
+demo-together: deps build
+	DEPINCHAIND_BINARY=$(BUILD_DIR)/depinchaind DEPINPROVIDER_BINARY=$(BUILD_DIR)/depinprovider $(GO) run ./tools/demo -together $(if $(KEEP),-keep)
 
 ## localnet: four validators as separate processes (homes in .localnet/, fixed ports from 26600,
 ##           Prometheus on) and a provider sidecar, left running; see docs/localnet.md.

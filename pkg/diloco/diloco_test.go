@@ -34,6 +34,25 @@ func testSync(t testing.TB, spec SyncSpec) Sync {
 	return s
 }
 
+// TestSyncSpecRoundTrips: a job's stored integer Sync turns back into the SyncSpec
+// that gives it, so Simulate reproduces the job.
+func TestSyncSpecRoundTrips(t *testing.T) {
+	for _, spec := range []SyncSpec{
+		{Every: 8, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 64},
+		{Every: 1, OuterLR: 1, OuterMomentum: 0},
+		{Every: MaxEvery, OuterLR: 0x1p-30, OuterMomentum: MaxOuterMomentum, TopK: ChunkElems},
+	} {
+		s, err := spec.Sync()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := s.Spec().Sync()
+		if err != nil || back != s {
+			t.Fatalf("%+v: Sync %+v, Spec().Sync() %+v (%v)", spec, s, back, err)
+		}
+	}
+}
+
 func TestSyncSpecValidateNamesEveryField(t *testing.T) {
 	good := SyncSpec{Every: 100, OuterLR: 0.7, OuterMomentum: 0.9}
 	s, err := good.Sync()

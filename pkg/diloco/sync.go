@@ -96,6 +96,13 @@ func (s SyncSpec) Sync() (Sync, error) {
 	return Sync{Every: int64(s.Every), OuterLR: fixed(s.OuterLR, QOuter), OuterMomentum: fixed(s.OuterMomentum, QOuter), TopK: int64(s.TopK)}, nil
 }
 
+// Spec is the SyncSpec whose integer form is s (for Simulate from a job's stored
+// Sync): Q30 values are exact in a float64, so Spec().Sync() returns s.
+func (s Sync) Spec() SyncSpec {
+	return SyncSpec{Every: int(s.Every), OuterLR: math.Ldexp(float64(s.OuterLR), -QOuter),
+		OuterMomentum: math.Ldexp(float64(s.OuterMomentum), -QOuter), TopK: int(s.TopK)}
+}
+
 // SyncEncodedSize is the length of Sync.Encode.
 const SyncEncodedSize = 32
 

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -91,10 +92,17 @@ bidding_window_blocks: 6
 func main() {
 	keep := flag.Bool("keep", false, "leave the chain running after the story, until Ctrl-C")
 	fraud := flag.Bool("fraud", false, "tell the fraud story (`make demo-fraud`) instead of the training job's")
+	together := flag.Bool("together", false, "tell three providers training one job together, in rounds (`make demo-together`)")
 	flag.Parse()
 	sc := trainingStory
-	if *fraud {
+	switch {
+	case *fraud && *together:
+		fmt.Fprintln(os.Stderr, "demo: -fraud and -together are two stories; pick one")
+		os.Exit(2)
+	case *fraud:
 		sc = fraudStory
+	case *together:
+		sc = togetherStory
 	}
 	os.Exit(run(*keep, sc))
 }
@@ -129,8 +137,11 @@ var trainingStory = scenario{
 
 // sidecarHolds describes what a sidecar's home holds beside its config and store.
 func (sc scenario) sidecarHolds(p *sidecar.Provider) string {
-	if filepath.Base(p.Home) == storageLabel {
+	switch name := filepath.Base(p.Home); {
+	case name == storageLabel:
 		return "the dataset's pieces"
+	case slices.Contains(togetherHolders, name):
+		return "custody pieces of the rounds' files"
 	}
 	return "lease folders and checkpoints"
 }

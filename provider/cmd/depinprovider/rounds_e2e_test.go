@@ -250,8 +250,7 @@ func (r *roundsRun) checkSimulate(ctx context.Context, t testing.TB, dropouts, j
 	}
 	sync := job.Spec.Sync.Diloco()
 	rounds := int(job.Spec.Rounds())
-	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: diloco.SyncSpec{Every: int(sync.Every),
-		OuterLR: float64(sync.OuterLR) / (1 << 30), OuterMomentum: float64(sync.OuterMomentum) / (1 << 30), TopK: int(sync.TopK)},
+	want, err := diloco.Simulate(diloco.SimOptions{Config: cfg, Sync: sync.Spec(),
 		Seed: job.Seed, Workers: int(job.Spec.Workers), Rounds: rounds, Dropouts: dropouts, Joiners: joiners, Stream: r.stream, Shards: r.shards})
 	if err != nil {
 		t.Fatal(err)
