@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"net/http"
@@ -244,7 +245,7 @@ func run(keep bool, sc scenario) int {
 	}
 
 	if keep {
-		s.keepRunning(ctx, node, sidecars[0])
+		s.keepRunning(ctx, node, sidecars[0], slices.Sorted(maps.Keys(sc.accounts)))
 	}
 	s.say("Stopping the sidecars...")
 	stopSidecars()
@@ -702,8 +703,9 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }
 
-// keepRunning prints how to reach the chain and waits for Ctrl-C or the node's end.
-func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Provider) {
+// keepRunning prints how to reach the chain (keys: the story's accounts, in the node's
+// test keyring) and waits for Ctrl-C or the node's end.
+func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Provider, keys []string) {
 	bin := n.Binary
 	if rel, err := filepath.Rel(s.root, bin); err == nil && !strings.HasPrefix(rel, "..") {
 		bin = rel
@@ -713,11 +715,12 @@ func (s *story) keepRunning(ctx context.Context, n *localnet.Node, p *sidecar.Pr
 	s.detail("RPC    %s", n.RPC)
 	s.detail("REST   %s", n.API)
 	s.detail("gRPC   %s", n.GRPC)
-	s.detail("home   %s (keys owner, provider, sidecar and validator in its test keyring)", home)
+	s.detail("home   %s (keys %s and validator in its test keyring)", home, strings.Join(keys, ", "))
 	s.detail("sidecar status API  http://%s/v1/status (also gRPC), metrics at /metrics", p.API)
 	s.say("Try, from the repository root:")
 	s.detail("%s status --home %s", bin, home)
 	s.detail("%s query market jobs --home %s", bin, home)
+	s.detail("%s job status %d --grpc-addr %s", bin, s.demoJob, n.GRPC)
 	s.detail("%s query market lease 1 --home %s", bin, home)
 	s.detail("%s query stakingext providers --home %s", bin, home)
 	s.detail("%s tx market submit-job --spec .demo/job.yaml --deposit %s --from owner --gas auto --home %s -y", bin, deposit, home)
