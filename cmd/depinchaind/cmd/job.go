@@ -110,12 +110,17 @@ func watchStatus(ctx context.Context, out io.Writer, src *jobview.Source, id uin
 	}
 }
 
-// watchFrame is one redraw of --watch: a header line and a progress bar
-// per worker with its steps, rate, ETA and latest loss.
+// watchFrame is one redraw of --watch: a header line, for a sync job its latest
+// round, and a progress bar per worker with its steps, rate, ETA and latest loss.
 func watchFrame(v *jobview.View) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %d %q  %s  paid %s  pending %s  escrowed %s %s\n", v.ID, v.Name, v.State,
 		v.Money.Paid, v.Money.Pending, v.Money.Escrowed, v.Money.Denom)
+	if v.Sync != nil && len(v.Rounds) > 0 {
+		r := v.Rounds[len(v.Rounds)-1]
+		fmt.Fprintf(&b, "round %d of %d  %s  entered %s  missed %s  next global %s\n", r.Round, v.Sync.TotalRounds, r.State,
+			slots(r.Entered), slots(r.Missed), orDash(r.NextGlobalRoot))
+	}
 	for _, w := range v.Workers {
 		var sink strings.Builder
 		bar := progressbar.NewOptions64(int64(max(w.Total, 1)),

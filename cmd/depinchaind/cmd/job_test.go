@@ -99,4 +99,13 @@ func TestJobStatusWatchFrame(t *testing.T) {
 	require.Contains(t, lines[1], "loss 2.5000 nats @40 (verified)")
 	require.Contains(t, lines[2], "100%")
 	require.Contains(t, lines[2], "ETA done")
+
+	// A sync job's frame names its latest round under the header.
+	v := sampleView()
+	v.Sync = &jobview.Sync{Every: 10, Round: 1, TotalRounds: 8}
+	v.Rounds = []jobview.Round{{Round: 0, State: "FINAL", Entered: []uint32{0, 1}, NextGlobalRoot: "abcdef012345"},
+		{Round: 1, State: "AGGREGATING", Entered: []uint32{0}, Missed: []uint32{1}}}
+	lines = strings.Split(strings.TrimSpace(watchFrame(v)), "\n")
+	require.Len(t, lines, 4)
+	require.Equal(t, "round 1 of 8  AGGREGATING  entered 0  missed 1  next global -", lines[1])
 }
