@@ -244,6 +244,9 @@ type Verifier struct {
 	SampleRate float64 `toml:"sample_rate"`
 	// Seed makes sampling reproducible; verifiers with different seeds check different checkpoints.
 	Seed uint64 `toml:"seed"`
+	// DatasetCacheGiB bounds the dataset pieces kept to re-execute dataset-backed jobs
+	// (<work_dir>/datasets); the least recently used shard sets beyond it are removed.
+	DatasetCacheGiB int64 `toml:"dataset_cache_gib"`
 }
 
 // Audits configures the audits role (package provider/audits): the operator as a bonded
@@ -335,8 +338,9 @@ func Default() *Config {
 			Metrics: true,
 		},
 		Verifier: Verifier{
-			Policy:     PolicySample,
-			SampleRate: 0.1,
+			Policy:          PolicySample,
+			SampleRate:      0.1,
+			DatasetCacheGiB: 20,
 		},
 		Audits: Audits{
 			Reactivate:        true,

@@ -87,7 +87,7 @@ func TestRenderRoundTripsEverySetting(t *testing.T) {
 	c.GPUs = GPUs{Source: GPUSourceMockDGXH100, Catalogue: "/etc/depin/gpus.yaml", ModelNames: map[string]string{"NVIDIA H100 80GB HBM3": "H100-SXM5-80GB"}, RefreshInterval: Duration{3 * time.Second}}
 	c.Checkpoints = Checkpoints{Listen: "0.0.0.0:9001", PublicURL: "https://gpu1.example.com:9001", Retention: Duration{90 * time.Minute}}
 	c.API = API{Listen: "0.0.0.0:9000", Metrics: false}
-	c.Verifier = Verifier{Enabled: true, Policy: PolicyAll, SampleRate: 0.25, Seed: 42}
+	c.Verifier = Verifier{Enabled: true, Policy: PolicyAll, SampleRate: 0.25, Seed: 42, DatasetCacheGiB: 5}
 	c.StorageRole = StorageRole{Enabled: true, PiecesDir: "/srv/pieces", ClaimLocal: false, Repair: true,
 		RepairDatasets: []string{"wiki-en-2026", "code-v2"}, CheckInterval: Duration{20 * time.Minute}}
 
@@ -237,6 +237,7 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"verifier.policy", func(c *Config) { c.Verifier.Policy = "some" }},
 		{"verifier.sample_rate", func(c *Config) { c.Verifier.SampleRate = 1.5 }},
 		{"verifier.sample_rate", func(c *Config) { c.Verifier.SampleRate = 0 }},
+		{"verifier.dataset_cache_gib", func(c *Config) { c.Verifier.DatasetCacheGiB = 0 }},
 		{"storage_role.pieces_dir", func(c *Config) { c.StorageRole.Enabled, c.StorageRole.PiecesDir = true, "" }},
 		{"storage_role.repair_datasets", func(c *Config) { c.StorageRole.RepairDatasets = []string{"Wiki_EN"} }},
 		{"storage_role.repair_datasets", func(c *Config) { c.StorageRole.RepairDatasets = []string{"wiki", "wiki"} }},

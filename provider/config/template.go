@@ -211,6 +211,10 @@ sample_rate = {{f .Verifier.SampleRate}}
 # Seed of the sampling: verifiers with different seeds check different
 # checkpoints.
 seed = {{.Verifier.Seed}}
+# GiB of dataset pieces kept under <storage.work_dir>/datasets to re-execute
+# dataset-backed jobs; the least recently used shard sets beyond it are removed
+# (and fetched again when a later check needs them).
+dataset_cache_gib = {{.Verifier.DatasetCacheGiB}}
 
 [audits]
 # Audit checkpoints as a bonded verifier: x/verify draws auditors for every

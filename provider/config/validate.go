@@ -206,6 +206,9 @@ func (v Verifier) validate(p *problems) {
 	default:
 		p.bad("verifier.policy", "must be %q or %q, got %q", PolicyAll, PolicySample, v.Policy)
 	}
+	if v.DatasetCacheGiB <= 0 {
+		p.bad("verifier.dataset_cache_gib", "must be positive, got %d", v.DatasetCacheGiB)
+	}
 }
 
 func (a Audits) validate(p *problems) {

@@ -83,6 +83,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	// the disputes role, to re-execute and dispute their steps.
 	data, err := datasets.New(datasets.Options{
 		Registry: shardregistrytypes.NewQueryClient(d.conn), Providers: stakingexttypes.NewQueryClient(d.conn), Logger: d.log,
+		StreamCacheBytes: cfg.Verifier.DatasetCacheGiB << 30,
 	})
 	if err != nil {
 		return rs, err

@@ -24,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -64,6 +66,10 @@ type Options struct {
 	Fetch pieces.Fetcher
 	// Logger receives the fetcher's logs; nil discards them.
 	Logger *slog.Logger
+	// StreamCacheBytes bounds what the shard-set folders WorkerStream keeps under its
+	// cacheDir hold together: beyond it the least recently used are removed. 0 keeps
+	// them all.
+	StreamCacheBytes int64
 }
 
 // Fetcher assembles workers' training data. Create it with New; it is safe
@@ -72,6 +78,10 @@ type Fetcher struct {
 	opts     Options
 	log      *slog.Logger
 	download pieces.Downloader
+	// inUse counts, per shard-set folder, the WorkerStream calls reading it: eviction
+	// leaves them alone.
+	mu    sync.Mutex
+	inUse map[string]int
 }
 
 // New checks opts and returns a Fetcher.
@@ -88,6 +98,7 @@ func New(opts Options) (*Fetcher, error) {
 	return &Fetcher{
 		opts: opts, log: opts.Logger.With("component", "datasets"),
 		download: pieces.Downloader{Endpoints: pieces.NewEndpoints(opts.Providers), Fetch: opts.Fetch},
+		inUse:    map[string]int{},
 	}, nil
 }
 
@@ -269,12 +280,23 @@ func (f *Fetcher) WorkerStream(ctx context.Context, job markettypes.Job, worker 
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return traindata.Stream{}, err
 	}
+	f.use(dir, 1)
+	defer f.use(dir, -1)
 	if _, err := f.fetchInto(ctx, files, dir, what); err != nil {
+		return traindata.Stream{}, err
+	}
+	// The folder's time is when it was last used: the least recently used go first.
+	now := time.Now()
+	if err := os.Chtimes(dir, now, now); err != nil {
 		return traindata.Stream{}, err
 	}
 	raw, err := exact.ReadStreamDir(dir)
 	if err != nil {
 		return traindata.Stream{}, err
+	}
+	if err := f.evictStreams(cacheDir); err != nil {
+		// The stream is in hand; the cache is trimmed again on the next call.
+		f.log.Warn("could not trim the dataset cache", "dir", cacheDir, "err", err)
 	}
 	segs := make([]traindata.Segment, len(files))
 	for i, fl := range files {
@@ -295,6 +317,86 @@ func shardSetDir(cacheDir, id string, shards []uint32) (string, error) {
 		h.Write(binary.BigEndian.AppendUint32(nil, s))
 	}
 	return filepath.Join(cacheDir, id, fmt.Sprintf("shards-%x", h.Sum(nil)[:12])), nil
+}
+
+// use adds delta to the count of WorkerStream calls reading the shard-set folder dir.
+func (f *Fetcher) use(dir string, delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inUse[dir] += delta; f.inUse[dir] == 0 {
+		delete(f.inUse, dir)
+	}
+}
+
+// evictStreams removes the least recently used shard-set folders under cacheDir (of
+// every dataset) until what they hold together is at most Options.StreamCacheBytes,
+// never one a WorkerStream call is reading. Folders being assembled (hidden, see
+// fetchInto) are neither counted nor removed.
+func (f *Fetcher) evictStreams(cacheDir string) error {
+	if f.opts.StreamCacheBytes <= 0 {
+		return nil
+	}
+	type shardSet struct {
+		dir  string
+		used time.Time
+		size int64
+	}
+	var sets []shardSet
+	var total int64
+	dirs, err := filepath.Glob(filepath.Join(cacheDir, "*", "shards-*"))
+	if err != nil {
+		return err
+	}
+	for _, dir := range dirs {
+		info, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		size, err := dirSize(dir)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, shardSet{dir: dir, used: info.ModTime(), size: size})
+		total += size
+	}
+	slices.SortFunc(sets, func(a, b shardSet) int { return a.used.Compare(b.used) })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range sets {
+		if total <= f.opts.StreamCacheBytes {
+			break
+		}
+		if f.inUse[s.dir] > 0 {
+			continue
+		}
+		if err := os.RemoveAll(s.dir); err != nil {
+			return err
+		}
+		total -= s.size
+		f.log.Info("dataset cache: least recently used shard set removed", "dir", s.dir, "bytes", s.size,
+			"cache_bytes", total, "bound", f.opts.StreamCacheBytes)
+	}
+	return nil
+}
+
+// dirSize is the size of the regular files directly in dir.
+func dirSize(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return 0, err
+		}
+		size += info.Size()
+	}
+	return size, nil
 }
 
 // PrepareWhole writes every shard of a dataset into dir the way Prepare writes

@@ -105,3 +105,46 @@ func TestWorkerStreamOfARound(t *testing.T) {
 		}
 	}
 }
+
+// The verifier's dataset cache is bounded: past Options.StreamCacheBytes the least
+// recently used shard sets go, and the one just returned stays even when it alone is
+// over the bound.
+func TestWorkerStreamEvictsTheLeastRecentlyUsedShardSet(t *testing.T) {
+	w := newWorld(t, rs21)
+	w.assigned = []types.WorkerAssignment{{Worker: 0, Shards: []uint32{0}}, {Worker: 1, Shards: []uint32{1}}, {Worker: 2, Shards: []uint32{2}}}
+	f, ctx, cache := w.fetcher(), context.Background(), t.TempDir()
+	setDir := func(shard uint32) string {
+		dir, err := shardSetDir(cache, testDataset, []uint32{shard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	kept := func() []uint32 {
+		var have []uint32
+		for shard := range uint32(3) {
+			if _, err := os.Stat(setDir(shard)); err == nil {
+				have = append(have, shard)
+			}
+		}
+		return have
+	}
+	setBytes := int64(2 * len(w.piece(0, 0))) // every shard is two data pieces of one size
+	f.opts.StreamCacheBytes = 2 * setBytes
+	for _, worker := range []uint32{0, 1, 0, 2} { // worker 0's set used again after 1's
+		if _, err := f.WorkerStream(ctx, w.job(), worker, 0, cache); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := kept(); !slices.Equal(got, []uint32{0, 2}) {
+		t.Fatalf("shard sets kept under a bound of two: %v, want [0 2] (1 the least recently used)", got)
+	}
+	f.opts.StreamCacheBytes = 1
+	s, err := f.WorkerStream(ctx, w.job(), 0, 0, cache)
+	if err != nil || len(s.Bytes) != int(setBytes) {
+		t.Fatalf("worker 0's stream under a bound smaller than it: %d bytes, %v", len(s.Bytes), err)
+	}
+	if got := kept(); !slices.Equal(got, []uint32{0}) {
+		t.Fatalf("shard sets kept under a bound of one byte: %v, want [0], the one in use", got)
+	}
+}

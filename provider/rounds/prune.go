@@ -35,7 +35,8 @@ import (
 // error buffers per worker (carryOf, keepErrorBuffer), and a carry file per lease. The
 // round-end checkpoints, which x/verify's games read, are the leases role's output folder,
 // not this role's. When the job has ended and no lease of it is served, its whole folder
-// goes (jobEnded).
+// goes (jobEnded), and so at start does the folder of a job that ended while the sidecar
+// was stopped, which never sees its EventJobClosed (sweepEndedJobs).
 
 // pruneRounds deletes what no later move of l can read, served being the round l just
 // finished with (its global committed). A failure is logged: the files only wait for the
@@ -176,6 +177,36 @@ func (r *Role) jobEnded(jobID uint64) {
 	r.mu.Unlock()
 	if !serving {
 		r.removeJobDir(jobID)
+	}
+}
+
+// sweepEndedJobs treats every job with a round folder that is closed on chain as one
+// that just ended (jobEnded). A job whose state cannot be read keeps its folder until the
+// next start.
+func (r *Role) sweepEndedJobs(ctx context.Context) {
+	entries, err := os.ReadDir(filepath.Join(r.opts.WorkDir, "rounds"))
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("listing the jobs' round folders failed", "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		var jobID uint64
+		if !e.IsDir() || !scanned(e.Name(), "job-%d", &jobID) || e.Name() != filepath.Base(r.jobDir(jobID)) {
+			continue
+		}
+		res, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: jobID})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("reading a job with a round folder failed; the folder stays until the next start", "job", jobID, "err", err)
+			continue
+		}
+		if res.Job.State.IsTerminal() {
+			r.jobEnded(jobID)
+		}
 	}
 }
 

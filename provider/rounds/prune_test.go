@@ -188,3 +188,49 @@ func TestPruneKeepsTheCarriesErrorBuffer(t *testing.T) {
 		t.Fatalf("kept round data %v, want round-3's", got)
 	}
 }
+
+// A job that closed while the sidecar was stopped never sends it EventJobClosed: at start
+// the role removes the round folder of every job closed on chain that no lease served
+// here trains, and keeps those of running jobs, of a served lease's job (until its run
+// returns) and of a job it cannot read.
+func TestStartRemovesTheRoundFoldersOfJobsThatEndedMeanwhile(t *testing.T) {
+	c := newFakeChain(t, diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}, 1, 1)
+	c.job.State = markettypes.JOB_STATE_LEASED
+	c.otherJobs = map[uint64]markettypes.Job{
+		8:  {Id: 8, State: markettypes.JOB_STATE_COMPLETED},
+		9:  {Id: 9, State: markettypes.JOB_STATE_FAILED},
+		10: {Id: 10, State: markettypes.JOB_STATE_OPEN},
+	}
+	r := c.newWorker(t, 100, 0).role
+	roundsDir := filepath.Join(r.opts.WorkDir, "rounds")
+	// job-11 is on no chain (a read error); job-8.tmp is no job's folder.
+	for _, name := range []string{"job-7", "job-8", "job-9", "job-10", "job-11", "job-8.tmp"} {
+		if err := os.MkdirAll(filepath.Join(roundsDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A lease of job 9 is being served.
+	r.wake[200], r.status[200] = make(chan struct{}, 1), JobStatus{JobID: 9, LeaseID: 200}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	want := []string{"job-10", "job-11", "job-7", "job-8.tmp", "job-9"}
+	deadline := time.Now().Add(5 * time.Second)
+	for !sameSet(names(t, roundsDir), want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, roundsDir); !sameSet(got, want) {
+		t.Fatalf("round folders after start: %v, want %v (job 8 closed, no lease of it served)", got, want)
+	}
+	r.mu.Lock()
+	ended := r.ended[9]
+	r.mu.Unlock()
+	if !ended {
+		t.Fatal("job 9 closed while its lease is served: its folder should go when the run returns")
+	}
+}

@@ -161,8 +161,10 @@ func New(opts Options) (*Role, error) {
 func (*Role) Name() string { return "rounds" }
 
 // Run implements the daemon's Role: the rounds are served by the leases role's runs
-// (Serve); nothing runs on its own.
-func (*Role) Run(ctx context.Context) error {
+// (Serve); on its own it only removes, at start, the round folders of the jobs that
+// ended while the sidecar was stopped (sweepEndedJobs).
+func (r *Role) Run(ctx context.Context) error {
+	r.sweepEndedJobs(ctx)
 	<-ctx.Done()
 	return nil
 }

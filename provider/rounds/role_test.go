@@ -57,6 +57,8 @@ type fakeChain struct {
 	// finalLag, when set, makes round q's global final once round q+finalLag's global is
 	// committed (its challenge window and custody wait over); unset, none is ever final.
 	finalLag uint64
+	// otherJobs are jobs on chain besides job; one that is neither is not found.
+	otherJobs map[uint64]markettypes.Job
 }
 
 // convict records provider as convicted and closes its leases, as x/verify's fraud path.
@@ -382,10 +384,16 @@ func (c *fakeChain) open(round uint64, root []byte) {
 	c.job.Round = round
 }
 
-func (c *fakeChain) Job(context.Context, *markettypes.QueryJobRequest, ...grpc.CallOption) (*markettypes.QueryJobResponse, error) {
+func (c *fakeChain) Job(_ context.Context, in *markettypes.QueryJobRequest, _ ...grpc.CallOption) (*markettypes.QueryJobResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &markettypes.QueryJobResponse{Job: c.job}, nil
+	if in.JobId == c.job.Id {
+		return &markettypes.QueryJobResponse{Job: c.job}, nil
+	}
+	if j, ok := c.otherJobs[in.JobId]; ok {
+		return &markettypes.QueryJobResponse{Job: j}, nil
+	}
+	return nil, fmt.Errorf("job %d not found", in.JobId)
 }
 
 func (c *fakeChain) Lease(_ context.Context, in *markettypes.QueryLeaseRequest, _ ...grpc.CallOption) (*markettypes.QueryLeaseResponse, error) {
