@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -411,7 +412,8 @@ func (r *Role) datasetData(job markettypes.Job) RoundData {
 			return fmt.Errorf("%w: %v", ErrNoData, err)
 		}
 		if err == nil {
-			r.log.Info("round data ready", "job", job.Id, "round", round, "slot", worker, "files", len(res.Files), "bytes", res.Size, "reused", res.Reused)
+			r.log.Info("round data ready", "job", job.Id, "round", round, "slot", worker, "files", len(res.Files), "bytes", res.Size, "reused", res.Reused,
+				"pieces", strings.Join(res.Files, ","))
 		}
 		return err
 	}

@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,26 +115,27 @@ func TestSidecarsTrainInRoundsOnADataset(t *testing.T) {
 	r.roundTimes(ctx, t, roundsTrainers...)
 }
 
-// roundDataFiles names the files of the trainer's data folder of round rn of the run's
-// job (a lease folder's data/round-<rn>).
+// roundDataFiles are the data pieces trainer fetched for round rn, in stream order, as
+// its rounds role logged them ("round data ready"): the folder itself is pruned once the
+// round's global is final.
 func (r *roundsRun) roundDataFiles(t testing.TB, trainer string, rn uint64) []string {
 	t.Helper()
-	var found []string
-	want := filepath.Join("data", fmt.Sprintf("round-%d", rn))
-	err := filepath.WalkDir(filepath.Join(r.dir, trainer), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || !strings.HasSuffix(path, string(filepath.Separator)+want) {
-			return err
-		}
-		entries, err := os.ReadDir(path)
-		for _, e := range entries {
-			found = append(found, e.Name())
-		}
-		return err
-	})
+	raw, err := os.ReadFile(r.c.sidecars[trainer].LogPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return found
+	round := fmt.Sprintf(" round=%d ", rn)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.Contains(line, `msg="round data ready"`) || !strings.Contains(line, round) {
+			continue
+		}
+		_, list, ok := strings.Cut(line, " pieces=")
+		if !ok {
+			t.Fatalf("%s's round data line names no pieces: %s", trainer, line)
+		}
+		return strings.Split(strings.TrimSpace(list), ",")
+	}
+	return nil
 }
 
 // dataFiles are the names datasets.FileName gives the data pieces of shards (two each).
