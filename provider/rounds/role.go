@@ -89,8 +89,10 @@ type Options struct {
 	CheckWait time.Duration
 	Metrics   Metrics
 	Logger    *slog.Logger
-	// CheatAggregate (tests only) makes this sidecar a lying aggregator: the global state
-	// it commits has its first weight off by one.
+	// CheatAggregate (tests only) makes this sidecar a lying aggregator while it serves
+	// slot 0, the first aggregator of every round: the global state it commits has its
+	// first weight off by one. (Bound to the slot so that a test can start every trainer
+	// with it, before the auction says who gets slot 0, instead of restarting one.)
 	CheatAggregate bool
 	// CheatPseudoGradient (tests only) makes this sidecar a worker that fabricates its
 	// pseudo-gradient: the committed one has one element off by one (dense: the first;
@@ -665,7 +667,7 @@ func (r *Role) aggregateEntered(ctx context.Context, l Lease, w *Worker, rd mark
 			}
 		}
 	}
-	if r.opts.CheatAggregate {
+	if r.opts.CheatAggregate && l.Worker == 0 {
 		g.Weights[0]++
 		if _, _, err := w.Job.PutGlobal(g); err != nil {
 			return nil, err

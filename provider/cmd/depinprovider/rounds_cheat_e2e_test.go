@@ -15,21 +15,23 @@ import (
 )
 
 // runLyingAggregator runs jobYAML (its commit window shortened to 60 blocks) with slot
-// 0's trainer restarted as a lying aggregator and checks what
-// TestSidecarsProveAWrongAggregation says, up to round 1's global; it returns the run
-// and Simulate's globals (slot 0 out of round 1).
+// 0's trainer a lying aggregator and checks what TestSidecarsProveAWrongAggregation says,
+// up to round 1's global; it returns the run and Simulate's globals (slot 0 out of round
+// 1). Every trainer starts with --cheat-aggregate, which lies only for slot 0: which
+// trainer gets slot 0 is the auction's, and restarting the winner after the auction raced
+// its first round's commit.
 func runLyingAggregator(ctx context.Context, t *testing.T, jobYAML string) (*roundsRun, []*diloco.GlobalState) {
 	t.Helper()
 	// 60 blocks (30 s) of challenge window: the provers fetch the committed global from
 	// its holders first. Round 1 closes 30 blocks after it opens without the cheater.
 	job := strings.Replace(jobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
-	r := startRoundsJob(ctx, t, job, nil, map[string]string{"round_challenge_blocks": "60"})
+	lie := map[string][]string{}
+	for _, name := range roundsTrainers {
+		lie[name] = []string{"--cheat-aggregate"}
+	}
+	r := startRoundsJob(ctx, t, job, lie, map[string]string{"round_challenge_blocks": "60"})
 	c := r.c
 	cheater := r.slots[0]
-	c.sidecars[cheater].Stop()
-	if err := c.sidecars[cheater].StartWith(ctx, "--cheat-aggregate"); err != nil {
-		t.Fatal(err)
-	}
 	proof, ev := r.waitForRoundFaultProof(ctx, t, "an honest trainer proves the aggregation wrong", 8*time.Minute,
 		cheater, verifytypes.ROUND_FAULT_AGGREGATION, 0)
 	if rejected := proof.event(t, "depinchain.market.v1.EventGlobalRejected"); rejected["aggregator"] != c.sidecars[cheater].Operator || rejected["round"] != "0" {

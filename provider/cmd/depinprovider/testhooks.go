@@ -68,7 +68,7 @@ const (
 	// parity of its state and commits (and serves) their roots.
 	flagGarbageParity = "cheat-garbage-parity"
 	// flagCheatAggregate makes the provider a lying aggregator of training-together
-	// rounds: the global state it commits has one weight off.
+	// rounds while it serves slot 0: the global state it commits has one weight off.
 	flagCheatAggregate = "cheat-aggregate"
 	// flagCheatPseudoGradient makes the provider a training-together worker that
 	// fabricates its pseudo-gradients: the committed one has one element off while its
@@ -91,7 +91,7 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Duration(flagSlowRounds, 0, "TESTS ONLY: sleep this long after every step of a training-together lease")
 	f.Bool(flagWithholdPieces, false, "TESTS ONLY: commit custody roots but serve no custody piece")
 	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
-	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off")
+	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off (when serving slot 0)")
 	f.Bool(flagCheatPseudoGradient, false, "TESTS ONLY: commit training-together pseudo-gradients with one element off")
 	f.Uint32(flagCheatTrainOnSlot, 0, "TESTS ONLY: train training-together rounds on this worker slot's data instead of the leased slot's")
 	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds,
