@@ -4,7 +4,7 @@ import "fmt"
 
 // DefaultGenesis has default params and no checkpoints.
 func DefaultGenesis() *GenesisState {
-	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1}
+	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1, NextFileQueryId: 1}
 }
 
 type cpKey struct{ lease, index uint64 }
