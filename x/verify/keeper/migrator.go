@@ -106,3 +106,26 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	}
 	return m.keeper.Params.Set(ctx, params)
 }
+
+// Migrate4to5 adds file queries: file_query_deposit gets its default (stored params from
+// version 4 have it zero, which Validate refuses), and the file query id sequence starts
+// at 1 like the challenge ids (id 0 is never a query's). The file query collections
+// (prefixes 14–17) start empty; no stored value changes.
+func (m Migrator) Migrate4to5(ctx sdk.Context) error {
+	params, err := m.keeper.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	params.FileQueryDeposit = types.DefaultParams().FileQueryDeposit
+	if params.ChallengerBond.Denom != params.FileQueryDeposit.Denom {
+		// Governance moved the bonds to another denomination: the deposit follows.
+		params.FileQueryDeposit.Denom = params.ChallengerBond.Denom
+	}
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("x/verify params after the file query migration: %w", err)
+	}
+	if err := m.keeper.Params.Set(ctx, params); err != nil {
+		return err
+	}
+	return m.keeper.FileQuerySeq.Set(ctx, 1)
+}
