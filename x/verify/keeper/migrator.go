@@ -101,7 +101,10 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	defaults := types.DefaultParams()
 	params.CustodyGraceBlocks = defaults.CustodyGraceBlocks
 	params.CustodyRecheckBlocks = defaults.CustodyRecheckBlocks
-	if err := params.Validate(); err != nil {
+	// The file query deposit (version 5) is still zero here; Migrate4to5 fills it in.
+	check := params
+	check.FileQueryDeposit = sdk.NewCoin(params.ChallengerBond.Denom, defaults.FileQueryDeposit.Amount)
+	if err := check.Validate(); err != nil {
 		return fmt.Errorf("x/verify params after the custody migration: %w", err)
 	}
 	return m.keeper.Params.Set(ctx, params)
@@ -116,11 +119,8 @@ func (m Migrator) Migrate4to5(ctx sdk.Context) error {
 	if err != nil {
 		return err
 	}
-	params.FileQueryDeposit = types.DefaultParams().FileQueryDeposit
-	if params.ChallengerBond.Denom != params.FileQueryDeposit.Denom {
-		// Governance moved the bonds to another denomination: the deposit follows.
-		params.FileQueryDeposit.Denom = params.ChallengerBond.Denom
-	}
+	// In the bonds' denomination, should governance have moved them to another one.
+	params.FileQueryDeposit = sdk.NewCoin(params.ChallengerBond.Denom, types.DefaultParams().FileQueryDeposit.Amount)
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("x/verify params after the file query migration: %w", err)
 	}
