@@ -9,6 +9,8 @@ import (
 	sdk "github.com/cosmos/cosmos-sdk/types"
 	sdkerrors "github.com/cosmos/cosmos-sdk/types/errors"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/merkle"
@@ -254,8 +256,15 @@ func TestFileQueryAbandonedPaysTheWorker(t *testing.T) {
 	before, provBefore := s.Balance(challenger), s.Balance(s.provs[1])
 	q := s.openQuery(challenger, 1, 1, types.ROUND_FILE_START, nil, s.files["start/1/1"], s.files["start/1/1"], 0)
 	q.answer()
+	queries := keeper.NewQueryServerImpl(s.Verify)
+	res, err := queries.FileQuery(s.Ctx, &types.QueryFileQueryRequest{QueryId: q.id})
+	require.NoError(t, err)
+	require.Equal(t, q.state(), res.FileQuery)
+	require.Len(t, res.FileQuery.Left, 32, "the query shows the worker's children while the challenger chooses")
 	s.advanceTo(q.state().Deadline)
 	s.nextBlock()
+	_, err = queries.FileQuery(s.Ctx, &types.QueryFileQueryRequest{QueryId: q.id})
+	require.Equal(t, codes.NotFound, status.Code(err), "an ended query is gone")
 	deposit := s.verifyParams().FileQueryDeposit.Amount
 	require.Equal(t, before.Sub(deposit), s.Balance(challenger))
 	require.Equal(t, provBefore.Add(deposit), s.Balance(s.provs[1]))
