@@ -130,6 +130,9 @@ func (k Keeper) queriedFile(ctx sdk.Context, params types.Params, l diloco.Layou
 		if sync.TopK == 0 {
 			return nil, 0, errorsmod.Wrapf(types.ErrInvalidFileQuery, "job %d sends dense pseudo-gradients: they leave no error buffer", msg.JobId)
 		}
+		if msg.Header != nil {
+			ctx.GasMeter().ConsumeGas(params.GasPerByte*uint64(len(msg.Header.Data)+merkle.HashSize*len(msg.Header.Proof)), "file query header")
+		}
 		header, err := openChunk(ctx, params, "header", commit.PseudoGradientRoot, l.CompressedFileChunks(int(sync.TopK)), 0, msg.Header)
 		if err != nil {
 			return nil, 0, keeperutil.WrapCause(types.ErrInvalidFileQuery, err, "")

@@ -460,3 +460,42 @@ func TestMigrate4to5SetsFileQueryDeposit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), next)
 }
+
+// A file query's moves are cheap and metered: the chunk answer pays gas_per_byte for its
+// bytes, every move stays far below a dispute move's bound.
+func TestFileQueryGas(t *testing.T) {
+	s := newRoundScenario(t, 700)
+	challenger := s.account("challenger")
+	params := s.verifyParams()
+	gas := map[string]uint64{}
+	var id uint64
+	used, err := s.deliver(func(ctx sdk.Context) error {
+		res, err := s.msg.OpenFileQuery(ctx, s.openMsg(challenger, 0, 0, types.ROUND_FILE_ERROR_OUT, s.open1("pg/0/0", 0)))
+		if err == nil {
+			id = res.QueryId
+		}
+		return err
+	})
+	require.NoError(t, err)
+	gas["open (error_out)"] = used
+	p, err := diloco.DecodeCompressed(s.files["pg/0/0"])
+	require.NoError(t, err)
+	buf := s.files["err/"+p.ErrOut.Hex()]
+	q := &fileQuery{s: s, id: id, challenger: challenger, worker: buf, truth: merkle.LeafHashesOfBytes(buf, diloco.ChunkSize)}
+	for q.state().Hi-q.state().Lo > 1 {
+		msg := q.answerMsg()
+		gas["answer (node)"], err = s.deliver(func(ctx sdk.Context) error { _, err := s.msg.AnswerFileQuery(ctx, msg); return err })
+		require.NoError(t, err)
+		d := q.descendMsg()
+		gas["descend"], err = s.deliver(func(ctx sdk.Context) error { _, err := s.msg.DescendFileQuery(ctx, d); return err })
+		require.NoError(t, err)
+	}
+	leaf := q.answerMsg()
+	gas["answer (chunk)"], err = s.deliver(func(ctx sdk.Context) error { _, err := s.msg.AnswerFileQuery(ctx, leaf); return err })
+	require.NoError(t, err)
+	for name, g := range gas {
+		t.Logf("%-18s %d gas", name, g)
+		require.Less(t, g, types.MaxMoveGas/10, name)
+	}
+	require.Greater(t, gas["answer (chunk)"], params.GasPerByte*uint64(len(leaf.Chunk)), "the chunk's bytes are paid for")
+}

@@ -78,7 +78,8 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			return err
 		}
 	}
-	if err := k.FileQuerySeq.Set(ctx, gs.NextFileQueryId); err != nil {
+	// A genesis from before file queries has no next_file_query_id: ids start at 1.
+	if err := k.FileQuerySeq.Set(ctx, max(gs.NextFileQueryId, 1)); err != nil {
 		return err
 	}
 	return k.NextChallengeID.Set(ctx, gs.NextChallengeId)
