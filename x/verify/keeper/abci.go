@@ -13,10 +13,11 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// EndBlocker times out games and file queries whose party to move missed its deadline, draws the auditors
-// of checkpoints submitted in the previous block, and closes the challenge windows that
-// end (missed audits, then finalization). All three walk height-ordered indexes up to the
-// current height, at most max_deadlines_per_block entries per block in all.
+// EndBlocker times out games and file queries whose party to move missed its deadline,
+// draws the auditors of checkpoints submitted in the previous block, and closes the
+// challenge windows that end (missed audits, then finalization). Each walks a
+// height-ordered index up to the current height, at most max_deadlines_per_block entries
+// per block in all.
 func (k Keeper) EndBlocker(ctx context.Context) error {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	params, err := k.Params.Get(ctx)
