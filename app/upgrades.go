@@ -37,7 +37,9 @@ var Upgrades = []Upgrade{
 	{
 		// v5 runs the modules' in-place store migrations: x/market goes from consensus
 		// version 4 to 5 (rounds of sync jobs: the round params' defaults, new empty
-		// collections in its existing store; keeper.Migrator.Migrate4to5). It runs every
+		// collections in its existing store; keeper.Migrator.Migrate4to5), and so does
+		// x/verify (file queries: the file_query_deposit default, new empty collections
+		// in its existing store; its keeper.Migrator.Migrate4to5). It runs every
 		// module's due migration, so other modules' version steps of the same release
 		// join it without changing the handler. No store is added or removed.
 		Name: UpgradeV5,

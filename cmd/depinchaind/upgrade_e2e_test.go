@@ -20,8 +20,8 @@ import (
 // started on the same home, applies it and carries on with the state intact.
 //
 // The previous release is this source built with `-tags prev_release`
-// (internal/release): no "v5" handler, x/market at consensus version 4 (before
-// rounds of sync jobs). The test switches binaries itself, as cosmovisor would
+// (internal/release): no "v5" handler, x/market and x/verify at consensus version 4
+// (before rounds of sync jobs and file queries). The test switches binaries itself, as cosmovisor would
 // (docs/upgrades.md).
 func TestSoftwareUpgradeV5(t *testing.T) {
 	if testing.Short() {
@@ -161,7 +161,7 @@ func TestSoftwareUpgradeV5(t *testing.T) {
 	if err != nil || !strings.Contains(string(applied), fmt.Sprintf(`"height":"%d"`, upgradeHeight)) {
 		t.Fatalf("applied plan: %s (%v)", applied, err)
 	}
-	for module, want := range map[string]int{"market": 5, "verify": 4, "stakingext": 2, "shardregistry": 2} {
+	for module, want := range map[string]int{"market": 5, "verify": 5, "stakingext": 2, "shardregistry": 2} {
 		if v := moduleVersion(t, ctx, n, module); v != want {
 			t.Fatalf("x/%s is at consensus version %d after the upgrade, want %d", module, v, want)
 		}
@@ -177,6 +177,11 @@ func TestSoftwareUpgradeV5(t *testing.T) {
 	if err != nil || !strings.Contains(string(marketParams), `"round_quorum":"0.500000000000000000"`) ||
 		!strings.Contains(string(marketParams), `"max_sync_workers":32`) || !strings.Contains(string(marketParams), `"max_missed_rounds":2`) {
 		t.Fatalf("market params after the upgrade: %s (%v)", marketParams, err)
+	}
+	// x/verify's migration filled in the file query deposit.
+	verifyParams, err := n.REST(ctx, "/depinchain/verify/v1/params")
+	if err != nil || !strings.Contains(string(verifyParams), `"file_query_deposit":{"denom":"udepin","amount":"100000"}`) {
+		t.Fatalf("verify params after the upgrade: %s (%v)", verifyParams, err)
 	}
 
 	// Blocks advance and transactions run on the migrated state: a sync job is taken,

@@ -2,8 +2,8 @@
 //
 // A plain build is the current release (v5). A build with `-tags prev_release`
 // is the previous release (v4) as far as the chain is concerned: it knows no
-// upgrade handler for "v5" and x/market reports consensus version 4 (before rounds
-// of sync jobs). Nothing else differs.
+// upgrade handler for "v5", and x/market and x/verify report consensus version 4
+// (before rounds of sync jobs and file queries). Nothing else differs.
 //
 // That binary exists for one purpose: the upgrade end-to-end test
 // (cmd/depinchaind/upgrade_e2e_test.go) runs a real v4 → v5 software upgrade

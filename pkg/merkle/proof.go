@@ -75,7 +75,7 @@ func inclusionPath(index, size uint64, subtreeRoot func(begin, end uint64) (Hash
 	next := len(proof)
 	begin, end := uint64(0), size
 	for end-begin > 1 {
-		mid := begin + splitPoint(end-begin)
+		mid := begin + SplitPoint(end-begin)
 		var sibling Hash
 		var err error
 		if index < mid {

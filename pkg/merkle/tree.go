@@ -22,10 +22,11 @@ func RootFromLeafHashes(leafHashes []Hash) Hash {
 	return b.Root()
 }
 
-// splitPoint returns the number of leaves in the left subtree of a tree of
-// size leaves: the largest power of two strictly below size. size must be at
-// least 2.
-func splitPoint(size uint64) uint64 {
+// SplitPoint returns the number of leaves in the left subtree of a tree of
+// size leaves: the largest power of two strictly below size (RFC 6962's k).
+// size must be at least 2. The subtree over leaves [lo, hi) splits at
+// lo + SplitPoint(hi-lo), as a bisection over a file's tree descends.
+func SplitPoint(size uint64) uint64 {
 	return 1 << (bits.Len64(size-1) - 1)
 }
 

@@ -400,6 +400,7 @@ func (f *Fixture) VerifyDeadlines() []Part {
 	return []Part{
 		KeySetPart("verify finalization queue", f.context, f.Verify.FinalizationQueue),
 		KeySetPart("verify move deadlines", f.context, f.Verify.MoveDeadlines),
+		KeySetPart("verify file query deadlines", f.context, f.Verify.FileQueryDeadlines),
 	}
 }
 

@@ -35,6 +35,11 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 					RpcMethod: "Audits", Use: "audits",
 					Short: "List audit assignments: --auditor addr, or --lease-id with --checkpoint-index (--open-only)",
 				},
+				{
+					RpcMethod: "FileQuery", Use: "file-query [query-id]",
+					Short:          "Show an open file query: range, node, turn, deadline and the sibling path revealed so far",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "query_id"}},
+				},
 			},
 		},
 		Tx: &autocliv1.ServiceCommandDescriptor{
@@ -55,6 +60,22 @@ func (AppModule) AutoCLIOptions() *autocliv1.ModuleOptions {
 				{RpcMethod: "ProveTile", Skip: true},
 				{RpcMethod: "ProveParityFault", Skip: true}, // reads the state and the piece (client/cli)
 				{RpcMethod: "ProveRoundFault", Skip: true},  // built from the round's files (pkg/diloco openings)
+				{
+					RpcMethod: "OpenFileQuery", Use: "open-file-query [job-id] [round] [worker] [file]",
+					Short: "Make a worker reveal a chunk of its round file (ROUND_FILE_START, or ROUND_FILE_ERROR_OUT with --header " +
+						"its pseudo-gradient's chunk 0 opening as JSON), escrowing file_query_deposit",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "job_id"}, {ProtoField: "round"}, {ProtoField: "worker"}, {ProtoField: "file"}},
+				},
+				{
+					RpcMethod: "AnswerFileQuery", Use: "answer-file-query [query-id]",
+					Short:          "As the worker's provider, answer a file query: --left and --right (the node's children), or --chunk at a leaf",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "query_id"}},
+				},
+				{
+					RpcMethod: "DescendFileQuery", Use: "descend-file-query [query-id]",
+					Short:          "As the challenger, descend a file query into the left child, or the right one with --right",
+					PositionalArgs: []*autocliv1.PositionalArgDescriptor{{ProtoField: "query_id"}},
+				},
 				{
 					RpcMethod: "ClaimTimeout", Use: "claim-timeout [challenge-id]",
 					Short:          "End a game whose party to move missed its deadline (anyone may), without waiting for the end blocker",

@@ -19,6 +19,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/types/module"
 	simtypes "github.com/cosmos/cosmos-sdk/types/simulation"
 
+	"github.com/depinchain/depinchain/internal/release"
 	"github.com/depinchain/depinchain/x/internal/simutil"
 	"github.com/depinchain/depinchain/x/verify/client/cli"
 	"github.com/depinchain/depinchain/x/verify/keeper"
@@ -30,8 +31,9 @@ import (
 // registered. Version 2 (the v3 upgrade) removed the challenge cap and added audits;
 // version 3 (the same v3 upgrade, which runs 1 → 2 → 3) retired the MLP workload and
 // added phases 2–3 of a game.
-// Version 4 added custody of checkpoint states (params, the custody queue).
-const ConsensusVersion = 4
+// Version 4 added custody of checkpoint states (params, the custody queue). Version 5 (the
+// v5 upgrade) added file queries (a param, four collections).
+const ConsensusVersion = 5
 
 var (
 	_ module.AppModuleBasic      = AppModule{}
@@ -108,10 +110,19 @@ func (am AppModule) RegisterServices(cfg module.Configurator) {
 	if err := cfg.RegisterMigration(types.ModuleName, 3, m.Migrate3to4); err != nil {
 		panic(fmt.Errorf("registering the %s migration from version 3: %w", types.ModuleName, err))
 	}
+	if err := cfg.RegisterMigration(types.ModuleName, 4, m.Migrate4to5); err != nil {
+		panic(fmt.Errorf("registering the %s migration from version 4: %w", types.ModuleName, err))
+	}
 }
 
-// ConsensusVersion implements module.HasConsensusVersion.
-func (AppModule) ConsensusVersion() uint64 { return ConsensusVersion }
+// ConsensusVersion implements module.HasConsensusVersion: the state layout this binary
+// writes, 4 in the upgrade test's stand-in for the previous release (internal/release).
+func (AppModule) ConsensusVersion() uint64 {
+	if release.Previous {
+		return 4
+	}
+	return ConsensusVersion
+}
 
 // DefaultGenesis returns the default genesis state.
 func (am AppModule) DefaultGenesis(cdc codec.JSONCodec) json.RawMessage {

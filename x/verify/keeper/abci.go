@@ -13,10 +13,11 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// EndBlocker times out games whose party to move missed its deadline, draws the auditors
-// of checkpoints submitted in the previous block, and closes the challenge windows that
-// end (missed audits, then finalization). All three walk height-ordered indexes up to the
-// current height, at most max_deadlines_per_block entries per block in all.
+// EndBlocker times out games and file queries whose party to move missed its deadline,
+// draws the auditors of checkpoints submitted in the previous block, and closes the
+// challenge windows that end (missed audits, then finalization). Each walks a
+// height-ordered index up to the current height, at most max_deadlines_per_block entries
+// per block in all.
 func (k Keeper) EndBlocker(ctx context.Context) error {
 	sdkCtx := sdk.UnwrapSDKContext(ctx)
 	params, err := k.Params.Get(ctx)
@@ -40,6 +41,17 @@ func (k Keeper) EndBlocker(ctx context.Context) error {
 			return err
 		}
 		k.runIsolated(sdkCtx, "move timeout", func(c sdk.Context) error { return k.timeOut(c, key.K2()) })
+	}
+	queries, err := deadline.Due(ctx, k.FileQueryDeadlines, collections.Join(height, uint64(math.MaxUint64)), budget)
+	if err != nil {
+		return err
+	}
+	budget -= len(queries)
+	for _, key := range queries {
+		if err := k.FileQueryDeadlines.Remove(ctx, key); err != nil {
+			return err
+		}
+		k.runIsolated(sdkCtx, "file query timeout", func(c sdk.Context) error { return k.fileQueryTimeout(c, key.K2()) })
 	}
 	draws, err := deadline.Due(ctx, k.AuditDrawQueue, collections.Join3(height, uint64(math.MaxUint64), uint64(math.MaxUint64)), budget)
 	if err != nil {

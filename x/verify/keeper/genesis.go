@@ -11,7 +11,7 @@ import (
 
 // InitGenesis loads the state and rebuilds the deadline indexes from it: the
 // finalization queue and the audit draws of pending checkpoints, the move deadlines of
-// open games. It also holds the params to the rule that spans x/verify and x/stakingext
+// open games, the deadlines and the by-commit index of open file queries. It also holds the params to the rule that spans x/verify and x/stakingext
 // (whose genesis runs first): unbonding_blocks must cover the challenge window and the
 // longest dispute.
 func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
@@ -67,6 +67,21 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 			return err
 		}
 	}
+	for _, q := range gs.FileQueries {
+		if err := k.FileQueries.Set(ctx, q.Id, q); err != nil {
+			return err
+		}
+		if err := k.FileQueryDeadlines.Set(ctx, collections.Join(q.Deadline, q.Id)); err != nil {
+			return err
+		}
+		if err := k.FileQueriesByCommit.Set(ctx, fileQueryKey(q), q.Id); err != nil {
+			return err
+		}
+	}
+	// A genesis from before file queries has no next_file_query_id: ids start at 1.
+	if err := k.FileQuerySeq.Set(ctx, max(gs.NextFileQueryId, 1)); err != nil {
+		return err
+	}
 	return k.NextChallengeID.Set(ctx, gs.NextChallengeId)
 }
 
@@ -109,6 +124,15 @@ func (k Keeper) ExportGenesis(ctx context.Context) (*types.GenesisState, error) 
 		gs.TileGames = append(gs.TileGames, tg)
 		return false, nil
 	}); err != nil {
+		return nil, err
+	}
+	if err := k.FileQueries.Walk(ctx, nil, func(_ uint64, q types.FileQuery) (bool, error) {
+		gs.FileQueries = append(gs.FileQueries, q)
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if gs.NextFileQueryId, err = k.FileQuerySeq.Peek(ctx); err != nil {
 		return nil, err
 	}
 	gs.NextChallengeId, err = k.NextChallengeID.Peek(ctx)

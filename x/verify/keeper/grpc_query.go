@@ -187,3 +187,14 @@ func (q queryServer) DataRoot(ctx context.Context, req *types.QueryDataRootReque
 		Root: seg.Root[:], DataSize: seg.Size, ChunkSize: seg.ChunkSize, Chunks: seg.Chunks(),
 	}, nil
 }
+
+func (q queryServer) FileQuery(ctx context.Context, req *types.QueryFileQueryRequest) (*types.QueryFileQueryResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty request")
+	}
+	fq, err := q.GetFileQuery(ctx, req.QueryId)
+	if err != nil {
+		return nil, keeperutil.LookupStatus(err)
+	}
+	return &types.QueryFileQueryResponse{FileQuery: fq}, nil
+}

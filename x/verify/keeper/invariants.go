@@ -25,8 +25,9 @@ func AllInvariants(k Keeper) Invariant {
 	}
 }
 
-// BondsInvariant: the module account holds exactly the bonds of unresolved challenges and
-// the fees of audits not yet settled (reserved from escrows at the draw). Slashes a
+// BondsInvariant: the module account holds exactly the bonds of unresolved challenges,
+// the fees of audits not yet settled (reserved from escrows at the draw) and the
+// deposits of open file queries. Slashes a
 // conviction moves through the account leave it within the same transaction.
 func BondsInvariant(k Keeper) Invariant {
 	return func(ctx context.Context) (string, bool) {
@@ -52,9 +53,19 @@ func BondsInvariant(k Keeper) Invariant {
 		}); err != nil {
 			return err.Error(), true
 		}
+		deposits := math.ZeroInt()
+		if err := k.FileQueries.Walk(ctx, nil, func(_ uint64, q types.FileQuery) (bool, error) {
+			if q.Deposit.Denom == params.ChallengerBond.Denom {
+				deposits = deposits.Add(q.Deposit.Amount)
+			}
+			return false, nil
+		}); err != nil {
+			return err.Error(), true
+		}
 		balance := k.bankKeeper.GetBalance(ctx, k.moduleAddress(), params.ChallengerBond.Denom)
-		if !balance.Amount.Equal(held.Add(fees)) {
-			return fmt.Sprintf("verify: module balance %s != open challenge bonds %s + unsettled audit fees %s", balance, held, fees), true
+		if !balance.Amount.Equal(held.Add(fees).Add(deposits)) {
+			return fmt.Sprintf("verify: module balance %s != open challenge bonds %s + unsettled audit fees %s + open file query deposits %s",
+				balance, held, fees, deposits), true
 		}
 		return "", false
 	}

@@ -89,6 +89,14 @@ type Keeper struct {
 	NextChallengeID collections.Sequence
 	// TileGames holds the phase 2–3 state of challenges past phase 1 (tiles.go).
 	TileGames collections.Map[uint64, types.TileGame]
+	// FileQueries are the open file queries (filequery.go), by id; an ended one is deleted.
+	FileQueries collections.Map[uint64, types.FileQuery]
+	// FileQueryDeadlines: (height, query) by which the party whose turn it is must move.
+	FileQueryDeadlines collections.KeySet[collections.Pair[int64, uint64]]
+	// FileQuerySeq is the id the next file query gets.
+	FileQuerySeq collections.Sequence
+	// FileQueriesByCommit: the open query on each (job, round, worker, file), one at most.
+	FileQueriesByCommit collections.Map[FileQueryKey, uint64]
 
 	// challengesByLease reads the Challenges.Checkpoint index, (lease, index, challenge),
 	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
@@ -146,6 +154,12 @@ func NewKeeper(
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		NextChallengeID: collections.NewSequence(sb, types.NextChallengeIDKey, "next_challenge_id"),
 		TileGames:       collections.NewMap(sb, types.TileGamesKey, "tile_games", collections.Uint64Key, codec.CollValue[types.TileGame](cdc)),
+		FileQueries:     collections.NewMap(sb, types.FileQueriesKey, "file_queries", collections.Uint64Key, codec.CollValue[types.FileQuery](cdc)),
+		FileQueryDeadlines: collections.NewKeySet(sb, types.FileQueryDeadlinesKey, "file_query_deadlines",
+			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
+		FileQuerySeq: collections.NewSequence(sb, types.FileQuerySeqKey, "file_query_seq"),
+		FileQueriesByCommit: collections.NewMap(sb, types.FileQueriesByCommitKey, "file_queries_by_commit",
+			collections.QuadKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint32Key, collections.Uint32Key), collections.Uint64Value),
 		OpeningHeights: collections.NewMap(sb, types.OpeningHeightsKey, "opening_heights",
 			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.Int64Value),
 		Assignments: collections.NewIndexedMap(sb, types.AuditsKey, "audits",

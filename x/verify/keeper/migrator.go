@@ -101,8 +101,31 @@ func (m Migrator) Migrate3to4(ctx sdk.Context) error {
 	defaults := types.DefaultParams()
 	params.CustodyGraceBlocks = defaults.CustodyGraceBlocks
 	params.CustodyRecheckBlocks = defaults.CustodyRecheckBlocks
-	if err := params.Validate(); err != nil {
+	// The file query deposit (version 5) is still zero here; Migrate4to5 fills it in.
+	check := params
+	check.FileQueryDeposit = sdk.NewCoin(params.ChallengerBond.Denom, defaults.FileQueryDeposit.Amount)
+	if err := check.Validate(); err != nil {
 		return fmt.Errorf("x/verify params after the custody migration: %w", err)
 	}
 	return m.keeper.Params.Set(ctx, params)
+}
+
+// Migrate4to5 adds file queries: file_query_deposit gets its default (stored params from
+// version 4 have it zero, which Validate refuses), and the file query id sequence starts
+// at 1 like the challenge ids (id 0 is never a query's). The file query collections
+// (prefixes 14–17) start empty; no stored value changes.
+func (m Migrator) Migrate4to5(ctx sdk.Context) error {
+	params, err := m.keeper.Params.Get(ctx)
+	if err != nil {
+		return err
+	}
+	// In the bonds' denomination, should governance have moved them to another one.
+	params.FileQueryDeposit = sdk.NewCoin(params.ChallengerBond.Denom, types.DefaultParams().FileQueryDeposit.Amount)
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("x/verify params after the file query migration: %w", err)
+	}
+	if err := m.keeper.Params.Set(ctx, params); err != nil {
+		return err
+	}
+	return m.keeper.FileQuerySeq.Set(ctx, 1)
 }

@@ -204,3 +204,37 @@ func (s msgServer) ProveRoundFault(ctx context.Context, msg *types.MsgProveRound
 	}
 	return &types.MsgProveRoundFaultResponse{}, nil
 }
+
+func (s msgServer) OpenFileQuery(ctx context.Context, msg *types.MsgOpenFileQuery) (*types.MsgOpenFileQueryResponse, error) {
+	challenger, challengerText, err := keeperutil.ParseAddressCanonical(s.k.addressCodec, "challenger", msg.Challenger)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.k.openFileQuery(sdk.UnwrapSDKContext(ctx), challenger, challengerText, msg)
+	if err != nil {
+		return nil, err
+	}
+	return &types.MsgOpenFileQueryResponse{QueryId: id}, nil
+}
+
+func (s msgServer) AnswerFileQuery(ctx context.Context, msg *types.MsgAnswerFileQuery) (*types.MsgAnswerFileQueryResponse, error) {
+	sender, err := keeperutil.ParseAddress(s.k.addressCodec, "sender", msg.Sender)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.k.answerFileQuery(sdk.UnwrapSDKContext(ctx), sender, msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgAnswerFileQueryResponse{}, nil
+}
+
+func (s msgServer) DescendFileQuery(ctx context.Context, msg *types.MsgDescendFileQuery) (*types.MsgDescendFileQueryResponse, error) {
+	challenger, err := keeperutil.ParseAddress(s.k.addressCodec, "challenger", msg.Challenger)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.k.descendFileQuery(sdk.UnwrapSDKContext(ctx), challenger, msg); err != nil {
+		return nil, err
+	}
+	return &types.MsgDescendFileQueryResponse{}, nil
+}

@@ -20,8 +20,9 @@ import (
 
 // parityProofGas is the gas TestParityFaultOnFinalCheckpointConvicts pins (206,666 before
 // the storage escrow fields made the job x/market reads longer; 207,944 before x/market
-// version 5's custody_held and the worker progress's custody id made it longer again).
-const parityProofGas = 208_451
+// version 5's custody_held and the worker progress's custody id made it longer again;
+// 208,451 before x/verify version 5's file_query_deposit made its params longer).
+const parityProofGas = 208_508
 
 // garbageParity makes the scenario's trainer register (and hold) a parity piece that is
 // not the parity of its data: made-up bytes of the right length under their own root.

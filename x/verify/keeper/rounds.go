@@ -19,9 +19,16 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// roundFault is what a checked MsgProveRoundFault convicts: a lease (its provider is
-// slashed through punishFraud), at the height its wrong commitment was made.
+// roundFault is what a round fault convicts — a checked MsgProveRoundFault, or a worker
+// that withheld a file query's answer: the part of round `round` of job jobID it accuses
+// (kind, chunk; worker unless an aggregation), and a lease (its provider is slashed
+// through punishFraud) at the height its wrong commitment was made.
 type roundFault struct {
+	jobID    uint64
+	round    uint64
+	worker   uint32
+	kind     types.RoundFault
+	chunk    uint64
 	leaseID  uint64
 	provider string
 	height   int64
@@ -63,7 +70,7 @@ func (k Keeper) proveRoundFault(ctx sdk.Context, prover sdk.AccAddress, msg *typ
 		return err
 	}
 	l := diloco.NewLayout(cfg)
-	var fault roundFault
+	fault := roundFault{jobID: msg.JobId, round: msg.Round, worker: msg.Worker, kind: msg.Kind, chunk: msg.Chunk}
 	switch msg.Kind {
 	case types.ROUND_FAULT_START, types.ROUND_FAULT_PSEUDO_GRADIENT:
 		commit, err := k.marketKeeper.GetRoundCommit(ctx, msg.JobId, msg.Round, msg.Worker)
@@ -81,47 +88,48 @@ func (k Keeper) proveRoundFault(ctx sdk.Context, prover sdk.AccAddress, msg *typ
 		if err != nil {
 			return err
 		}
-		fault = roundFault{leaseID: commit.LeaseId, provider: commit.Provider, height: commit.CommittedHeight, reason: reason}
+		fault.leaseID, fault.provider, fault.height, fault.reason = commit.LeaseId, commit.Provider, commit.CommittedHeight, reason
 	case types.ROUND_FAULT_AGGREGATION:
 		reason, err := k.checkAggregationChunk(ctx, params, l, sync, round, msg)
 		if err != nil {
 			return err
 		}
-		fault = roundFault{leaseID: round.AggregatorLeaseId, provider: round.Aggregator, height: round.OpenedHeight, reason: reason}
+		fault.leaseID, fault.provider, fault.height, fault.reason = round.AggregatorLeaseId, round.Aggregator, round.OpenedHeight, reason
 	default:
 		return errorsmod.Wrapf(types.ErrInvalidRoundProof, "kind: %s is not a round fault", msg.Kind)
 	}
-	return k.convictRoundFault(ctx, params, prover, msg, fault)
+	return k.convictRoundFault(ctx, params, prover, msg.Prover, fault)
 }
 
 // convictRoundFault applies a proven round fault: x/market leaves the worker out of the
-// round (or voids the aggregation), then the fraud path punishes the lease.
-func (k Keeper) convictRoundFault(ctx sdk.Context, params types.Params, prover sdk.AccAddress, msg *types.MsgProveRoundFault, f roundFault) error {
+// round (or voids the aggregation), then the fraud path punishes the lease and rewards
+// prover (proverText is its address as the event names it).
+func (k Keeper) convictRoundFault(ctx sdk.Context, params types.Params, prover sdk.AccAddress, proverText string, f roundFault) error {
 	convicted, err := k.addressCodec.StringToBytes(f.provider)
 	if err != nil {
 		return err
 	}
 	if sdk.AccAddress(convicted).Equals(prover) {
-		return errorsmod.Wrapf(types.ErrSelfChallenge, "%s made the commitment of job %d round %d", f.provider, msg.JobId, msg.Round)
+		return errorsmod.Wrapf(types.ErrSelfChallenge, "%s made the commitment of job %d round %d", f.provider, f.jobID, f.round)
 	}
-	fraud := fmt.Sprintf("job %d round %d: %s (proven by %s)", msg.JobId, msg.Round, f.reason, msg.Prover)
-	if msg.Kind == types.ROUND_FAULT_AGGREGATION {
-		if _, err := k.marketKeeper.RejectGlobal(ctx, msg.JobId, msg.Round); err != nil {
+	fraud := fmt.Sprintf("job %d round %d: %s (proven by %s)", f.jobID, f.round, f.reason, proverText)
+	if f.kind == types.ROUND_FAULT_AGGREGATION {
+		if _, err := k.marketKeeper.RejectGlobal(ctx, f.jobID, f.round); err != nil {
 			return err
 		}
-	} else if err := k.marketKeeper.ExcludeRoundWorker(ctx, msg.JobId, msg.Round, msg.Worker, fraud); err != nil {
+	} else if err := k.marketKeeper.ExcludeRoundWorker(ctx, f.jobID, f.round, f.worker, fraud); err != nil {
 		return err
 	}
 	// The fraud path works on a checkpoint: the lease's, at the commitment's height. No
 	// checkpoint has this index, so no audit is settled as this one's.
-	cp := types.Checkpoint{LeaseId: f.leaseID, JobId: msg.JobId, Index: math.MaxUint64, Provider: f.provider, SubmittedHeight: f.height}
+	cp := types.Checkpoint{LeaseId: f.leaseID, JobId: f.jobID, Index: math.MaxUint64, Provider: f.provider, SubmittedHeight: f.height}
 	p, err := k.punishFraud(ctx, params, cp, prover, convicted, fraud, false)
 	if err != nil {
 		return err
 	}
 	return keeperutil.Emit(ctx, &types.EventRoundFaultProven{
-		JobId: msg.JobId, Round: msg.Round, Worker: msg.Worker, Kind: msg.Kind, Chunk: msg.Chunk, LeaseId: f.leaseID,
-		Convicted: f.provider, Prover: msg.Prover, Reason: f.reason,
+		JobId: f.jobID, Round: f.round, Worker: f.worker, Kind: f.kind, Chunk: f.chunk, LeaseId: f.leaseID,
+		Convicted: f.provider, Prover: proverText, Reason: f.reason,
 		Slashed: p.slashed, Reward: p.reward, OwnerCompensation: p.compensation, CommunityPool: p.communityPool,
 	})
 }

@@ -44,7 +44,8 @@ const (
 	maxMoveTimeout     = 8
 )
 
-// RandomParams draws valid params whose challenger bond and audit fee are in denom.
+// RandomParams draws valid params whose challenger bond, audit fee and file query
+// deposit are in denom.
 // Windows and move timeouts are a few blocks, so that a short run finalizes checkpoints
 // and plays games to their end (by moves or by timeouts). The referee's cost cap always
 // admits the reference workload, so honest challengers can win.
@@ -72,6 +73,7 @@ func RandomParams(r *rand.Rand, denom string) types.Params {
 		WithheldThreshold:       math.LegacyNewDecWithPrec(r.Int63n(100), 2),
 		CustodyGraceBlocks:      grace,
 		CustodyRecheckBlocks:    uint64(1 + r.Int63n(int64(grace))),
+		FileQueryDeposit:        sdk.NewInt64Coin(denom, 1+r.Int63n(1_000_000)),
 	}
 }
 

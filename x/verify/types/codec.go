@@ -26,6 +26,9 @@ func RegisterLegacyAminoCodec(cdc *codec.LegacyAmino) {
 	legacy.RegisterAminoMsg(cdc, &MsgProveTile{}, "depinchain/x/verify/MsgProveTile")
 	legacy.RegisterAminoMsg(cdc, &MsgProveParityFault{}, "depinchain/x/verify/MsgProveParityFault")
 	legacy.RegisterAminoMsg(cdc, &MsgProveRoundFault{}, "depinchain/x/verify/MsgProveRoundFault")
+	legacy.RegisterAminoMsg(cdc, &MsgOpenFileQuery{}, "depinchain/x/verify/MsgOpenFileQuery")
+	legacy.RegisterAminoMsg(cdc, &MsgAnswerFileQuery{}, "depinchain/x/verify/MsgAnswerFileQuery")
+	legacy.RegisterAminoMsg(cdc, &MsgDescendFileQuery{}, "depinchain/x/verify/MsgDescendFileQuery")
 	cdc.RegisterConcrete(&Params{}, "depinchain/x/verify/Params", nil)
 }
 
@@ -35,6 +38,7 @@ func RegisterInterfaces(registry codectypes.InterfaceRegistry) {
 		&MsgSubmitCheckpoint{}, &MsgChallenge{}, &MsgRevealHash{}, &MsgRespond{}, &MsgStep{}, &MsgUpdateParams{},
 		&MsgClaimTimeout{}, &MsgAttest{}, &MsgReportUnavailable{},
 		&MsgCommitRecords{}, &MsgRevealNode{}, &MsgOpenRecord{}, &MsgRevealChunk{}, &MsgProveTile{}, &MsgProveParityFault{}, &MsgProveRoundFault{},
+		&MsgOpenFileQuery{}, &MsgAnswerFileQuery{}, &MsgDescendFileQuery{},
 	)
 	msgservice.RegisterMsgServiceDesc(registry, &_Msg_serviceDesc)
 }

@@ -58,3 +58,18 @@ var (
 	// chunks: that part of the round is right.
 	ErrRoundConsistent = errors.Register(ModuleName, 36, "the round's chunk is consistent with its inputs")
 )
+
+// File queries (MsgOpenFileQuery, MsgAnswerFileQuery, MsgDescendFileQuery).
+var (
+	// ErrInvalidFileQuery: a file query that cannot be opened (no such commit, an excluded
+	// one, a file the job does not have, a header that does not open).
+	ErrInvalidFileQuery = errors.Register(ModuleName, 37, "invalid file query")
+	// ErrFileQueryNotFound: no open file query has this id (it never existed or it ended).
+	ErrFileQueryNotFound = errors.Register(ModuleName, 38, "file query not found")
+	// ErrFileQueryOpen: the same file of the same commit already has an open query.
+	ErrFileQueryOpen = errors.Register(ModuleName, 39, "a file query on this file is already open")
+	// ErrInvalidFileAnswer: an answer that does not check out (children that do not hash
+	// to the node, a chunk whose leaf hash is not the node, children at a leaf or a chunk
+	// above one).
+	ErrInvalidFileAnswer = errors.Register(ModuleName, 40, "invalid file query answer")
+)

@@ -1745,6 +1745,474 @@ func (m *EventRoundFaultProven) GetCommunityPool() types.Coin {
 	return types.Coin{}
 }
 
+// EventFileQueryOpened: a challenger opened a file query (FileQuery) on a worker's round
+// file of `size` chunks and Merkle root `root`; the worker's provider answers by `deadline`.
+type EventFileQueryOpened struct {
+	QueryId    uint64     `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	JobId      uint64     `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round      uint64     `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Worker     uint32     `protobuf:"varint,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	File       RoundFile  `protobuf:"varint,5,opt,name=file,proto3,enum=depinchain.verify.v1.RoundFile" json:"file,omitempty"`
+	Challenger string     `protobuf:"bytes,6,opt,name=challenger,proto3" json:"challenger,omitempty"`
+	Provider   string     `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
+	LeaseId    uint64     `protobuf:"varint,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Root       []byte     `protobuf:"bytes,9,opt,name=root,proto3" json:"root,omitempty"`
+	Size_      uint64     `protobuf:"varint,10,opt,name=size,proto3" json:"size,omitempty"`
+	Deposit    types.Coin `protobuf:"bytes,11,opt,name=deposit,proto3" json:"deposit"`
+	Deadline   int64      `protobuf:"varint,12,opt,name=deadline,proto3" json:"deadline,omitempty"`
+}
+
+func (m *EventFileQueryOpened) Reset()         { *m = EventFileQueryOpened{} }
+func (m *EventFileQueryOpened) String() string { return proto.CompactTextString(m) }
+func (*EventFileQueryOpened) ProtoMessage()    {}
+func (*EventFileQueryOpened) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{18}
+}
+func (m *EventFileQueryOpened) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventFileQueryOpened) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventFileQueryOpened.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventFileQueryOpened) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventFileQueryOpened.Merge(m, src)
+}
+func (m *EventFileQueryOpened) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventFileQueryOpened) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventFileQueryOpened.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventFileQueryOpened proto.InternalMessageInfo
+
+func (m *EventFileQueryOpened) GetQueryId() uint64 {
+	if m != nil {
+		return m.QueryId
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetFile() RoundFile {
+	if m != nil {
+		return m.File
+	}
+	return ROUND_FILE_UNSPECIFIED
+}
+
+func (m *EventFileQueryOpened) GetChallenger() string {
+	if m != nil {
+		return m.Challenger
+	}
+	return ""
+}
+
+func (m *EventFileQueryOpened) GetProvider() string {
+	if m != nil {
+		return m.Provider
+	}
+	return ""
+}
+
+func (m *EventFileQueryOpened) GetLeaseId() uint64 {
+	if m != nil {
+		return m.LeaseId
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetRoot() []byte {
+	if m != nil {
+		return m.Root
+	}
+	return nil
+}
+
+func (m *EventFileQueryOpened) GetSize_() uint64 {
+	if m != nil {
+		return m.Size_
+	}
+	return 0
+}
+
+func (m *EventFileQueryOpened) GetDeposit() types.Coin {
+	if m != nil {
+		return m.Deposit
+	}
+	return types.Coin{}
+}
+
+func (m *EventFileQueryOpened) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+// EventFileQueryAnswered: the worker answered the node over chunks [lo, hi). Inner node:
+// `left` and `right` are its children (split at lo + merkle.SplitPoint(hi-lo)); the
+// challenger descends by `deadline`. Leaf (hi = lo+1): `data` is chunk `lo` and `proof`
+// its inclusion proof against the file's root, siblings nearest the leaf first (as
+// merkle.VerifyInclusion and FileChunk.proof read it): FileChunk{index: lo, data, proof}
+// is the opening a MsgProveRoundFault takes; the query then ends ANSWERED.
+type EventFileQueryAnswered struct {
+	QueryId  uint64    `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	JobId    uint64    `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round    uint64    `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Worker   uint32    `protobuf:"varint,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	File     RoundFile `protobuf:"varint,5,opt,name=file,proto3,enum=depinchain.verify.v1.RoundFile" json:"file,omitempty"`
+	Lo       uint64    `protobuf:"varint,6,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi       uint64    `protobuf:"varint,7,opt,name=hi,proto3" json:"hi,omitempty"`
+	Left     []byte    `protobuf:"bytes,8,opt,name=left,proto3" json:"left,omitempty"`
+	Right    []byte    `protobuf:"bytes,9,opt,name=right,proto3" json:"right,omitempty"`
+	Data     []byte    `protobuf:"bytes,10,opt,name=data,proto3" json:"data,omitempty"`
+	Proof    [][]byte  `protobuf:"bytes,11,rep,name=proof,proto3" json:"proof,omitempty"`
+	Deadline int64     `protobuf:"varint,12,opt,name=deadline,proto3" json:"deadline,omitempty"`
+}
+
+func (m *EventFileQueryAnswered) Reset()         { *m = EventFileQueryAnswered{} }
+func (m *EventFileQueryAnswered) String() string { return proto.CompactTextString(m) }
+func (*EventFileQueryAnswered) ProtoMessage()    {}
+func (*EventFileQueryAnswered) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{19}
+}
+func (m *EventFileQueryAnswered) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventFileQueryAnswered) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventFileQueryAnswered.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventFileQueryAnswered) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventFileQueryAnswered.Merge(m, src)
+}
+func (m *EventFileQueryAnswered) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventFileQueryAnswered) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventFileQueryAnswered.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventFileQueryAnswered proto.InternalMessageInfo
+
+func (m *EventFileQueryAnswered) GetQueryId() uint64 {
+	if m != nil {
+		return m.QueryId
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetFile() RoundFile {
+	if m != nil {
+		return m.File
+	}
+	return ROUND_FILE_UNSPECIFIED
+}
+
+func (m *EventFileQueryAnswered) GetLo() uint64 {
+	if m != nil {
+		return m.Lo
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetHi() uint64 {
+	if m != nil {
+		return m.Hi
+	}
+	return 0
+}
+
+func (m *EventFileQueryAnswered) GetLeft() []byte {
+	if m != nil {
+		return m.Left
+	}
+	return nil
+}
+
+func (m *EventFileQueryAnswered) GetRight() []byte {
+	if m != nil {
+		return m.Right
+	}
+	return nil
+}
+
+func (m *EventFileQueryAnswered) GetData() []byte {
+	if m != nil {
+		return m.Data
+	}
+	return nil
+}
+
+func (m *EventFileQueryAnswered) GetProof() [][]byte {
+	if m != nil {
+		return m.Proof
+	}
+	return nil
+}
+
+func (m *EventFileQueryAnswered) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+// EventFileQueryDescended: the challenger chose the child over [lo, hi) (the right one
+// when `right`); the worker answers `node` by `deadline`.
+type EventFileQueryDescended struct {
+	QueryId  uint64 `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	Right    bool   `protobuf:"varint,2,opt,name=right,proto3" json:"right,omitempty"`
+	Lo       uint64 `protobuf:"varint,3,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi       uint64 `protobuf:"varint,4,opt,name=hi,proto3" json:"hi,omitempty"`
+	Node     []byte `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	Deadline int64  `protobuf:"varint,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+}
+
+func (m *EventFileQueryDescended) Reset()         { *m = EventFileQueryDescended{} }
+func (m *EventFileQueryDescended) String() string { return proto.CompactTextString(m) }
+func (*EventFileQueryDescended) ProtoMessage()    {}
+func (*EventFileQueryDescended) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{20}
+}
+func (m *EventFileQueryDescended) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventFileQueryDescended) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventFileQueryDescended.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventFileQueryDescended) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventFileQueryDescended.Merge(m, src)
+}
+func (m *EventFileQueryDescended) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventFileQueryDescended) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventFileQueryDescended.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventFileQueryDescended proto.InternalMessageInfo
+
+func (m *EventFileQueryDescended) GetQueryId() uint64 {
+	if m != nil {
+		return m.QueryId
+	}
+	return 0
+}
+
+func (m *EventFileQueryDescended) GetRight() bool {
+	if m != nil {
+		return m.Right
+	}
+	return false
+}
+
+func (m *EventFileQueryDescended) GetLo() uint64 {
+	if m != nil {
+		return m.Lo
+	}
+	return 0
+}
+
+func (m *EventFileQueryDescended) GetHi() uint64 {
+	if m != nil {
+		return m.Hi
+	}
+	return 0
+}
+
+func (m *EventFileQueryDescended) GetNode() []byte {
+	if m != nil {
+		return m.Node
+	}
+	return nil
+}
+
+func (m *EventFileQueryDescended) GetDeadline() int64 {
+	if m != nil {
+		return m.Deadline
+	}
+	return 0
+}
+
+// EventFileQueryEnded: a file query ended; `deposit` went to `paid_to` (FileQueryOutcome
+// says why). A WITHHELD query's conviction has its own EventRoundFaultProven.
+type EventFileQueryEnded struct {
+	QueryId uint64           `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	JobId   uint64           `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Round   uint64           `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Worker  uint32           `protobuf:"varint,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	File    RoundFile        `protobuf:"varint,5,opt,name=file,proto3,enum=depinchain.verify.v1.RoundFile" json:"file,omitempty"`
+	Outcome FileQueryOutcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=depinchain.verify.v1.FileQueryOutcome" json:"outcome,omitempty"`
+	PaidTo  string           `protobuf:"bytes,7,opt,name=paid_to,json=paidTo,proto3" json:"paid_to,omitempty"`
+	Deposit types.Coin       `protobuf:"bytes,8,opt,name=deposit,proto3" json:"deposit"`
+	Reason  string           `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+}
+
+func (m *EventFileQueryEnded) Reset()         { *m = EventFileQueryEnded{} }
+func (m *EventFileQueryEnded) String() string { return proto.CompactTextString(m) }
+func (*EventFileQueryEnded) ProtoMessage()    {}
+func (*EventFileQueryEnded) Descriptor() ([]byte, []int) {
+	return fileDescriptor_6ea678167492583e, []int{21}
+}
+func (m *EventFileQueryEnded) XXX_Unmarshal(b []byte) error {
+	return m.Unmarshal(b)
+}
+func (m *EventFileQueryEnded) XXX_Marshal(b []byte, deterministic bool) ([]byte, error) {
+	if deterministic {
+		return xxx_messageInfo_EventFileQueryEnded.Marshal(b, m, deterministic)
+	} else {
+		b = b[:cap(b)]
+		n, err := m.MarshalToSizedBuffer(b)
+		if err != nil {
+			return nil, err
+		}
+		return b[:n], nil
+	}
+}
+func (m *EventFileQueryEnded) XXX_Merge(src proto.Message) {
+	xxx_messageInfo_EventFileQueryEnded.Merge(m, src)
+}
+func (m *EventFileQueryEnded) XXX_Size() int {
+	return m.Size()
+}
+func (m *EventFileQueryEnded) XXX_DiscardUnknown() {
+	xxx_messageInfo_EventFileQueryEnded.DiscardUnknown(m)
+}
+
+var xxx_messageInfo_EventFileQueryEnded proto.InternalMessageInfo
+
+func (m *EventFileQueryEnded) GetQueryId() uint64 {
+	if m != nil {
+		return m.QueryId
+	}
+	return 0
+}
+
+func (m *EventFileQueryEnded) GetJobId() uint64 {
+	if m != nil {
+		return m.JobId
+	}
+	return 0
+}
+
+func (m *EventFileQueryEnded) GetRound() uint64 {
+	if m != nil {
+		return m.Round
+	}
+	return 0
+}
+
+func (m *EventFileQueryEnded) GetWorker() uint32 {
+	if m != nil {
+		return m.Worker
+	}
+	return 0
+}
+
+func (m *EventFileQueryEnded) GetFile() RoundFile {
+	if m != nil {
+		return m.File
+	}
+	return ROUND_FILE_UNSPECIFIED
+}
+
+func (m *EventFileQueryEnded) GetOutcome() FileQueryOutcome {
+	if m != nil {
+		return m.Outcome
+	}
+	return FILE_QUERY_OUTCOME_UNSPECIFIED
+}
+
+func (m *EventFileQueryEnded) GetPaidTo() string {
+	if m != nil {
+		return m.PaidTo
+	}
+	return ""
+}
+
+func (m *EventFileQueryEnded) GetDeposit() types.Coin {
+	if m != nil {
+		return m.Deposit
+	}
+	return types.Coin{}
+}
+
+func (m *EventFileQueryEnded) GetReason() string {
+	if m != nil {
+		return m.Reason
+	}
+	return ""
+}
+
 func init() {
 	proto.RegisterType((*EventCheckpointSubmitted)(nil), "depinchain.verify.v1.EventCheckpointSubmitted")
 	proto.RegisterType((*EventCheckpointFinalized)(nil), "depinchain.verify.v1.EventCheckpointFinalized")
@@ -1764,112 +2232,132 @@ func init() {
 	proto.RegisterType((*EventTileDecided)(nil), "depinchain.verify.v1.EventTileDecided")
 	proto.RegisterType((*EventParityFaultProven)(nil), "depinchain.verify.v1.EventParityFaultProven")
 	proto.RegisterType((*EventRoundFaultProven)(nil), "depinchain.verify.v1.EventRoundFaultProven")
+	proto.RegisterType((*EventFileQueryOpened)(nil), "depinchain.verify.v1.EventFileQueryOpened")
+	proto.RegisterType((*EventFileQueryAnswered)(nil), "depinchain.verify.v1.EventFileQueryAnswered")
+	proto.RegisterType((*EventFileQueryDescended)(nil), "depinchain.verify.v1.EventFileQueryDescended")
+	proto.RegisterType((*EventFileQueryEnded)(nil), "depinchain.verify.v1.EventFileQueryEnded")
 }
 
 func init() { proto.RegisterFile("depinchain/verify/v1/events.proto", fileDescriptor_6ea678167492583e) }
 
 var fileDescriptor_6ea678167492583e = []byte{
-	// 1585 bytes of a gzipped FileDescriptorProto
-	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xcc, 0x58, 0x4f, 0x6f, 0x1b, 0x45,
-	0x14, 0xcf, 0xda, 0x8e, 0xff, 0x3c, 0xc7, 0x69, 0xba, 0x4a, 0x8b, 0xfb, 0xcf, 0x4d, 0xb7, 0x02,
-	0x85, 0x03, 0xb6, 0x92, 0x82, 0x50, 0xe1, 0x42, 0x9b, 0xb6, 0x60, 0x0e, 0x34, 0xda, 0xb4, 0x42,
-	0xe2, 0x62, 0x8d, 0x77, 0x27, 0xf1, 0x34, 0xeb, 0x99, 0xd5, 0xce, 0xd8, 0x69, 0x38, 0xc1, 0x99,
-	0x4b, 0x25, 0xce, 0xdc, 0x91, 0xe0, 0xc0, 0x81, 0x4f, 0xc0, 0xa9, 0x37, 0x7a, 0x44, 0x42, 0x20,
-	0xd4, 0x7e, 0x01, 0x3e, 0x02, 0x9a, 0xb7, 0xb3, 0xeb, 0x5d, 0xd7, 0x8d, 0x9c, 0x28, 0x8a, 0xb8,
-	0xcd, 0x7b, 0xf3, 0xde, 0xcc, 0xfb, 0x3f, 0xbf, 0x5d, 0xb8, 0xe1, 0xd3, 0x90, 0x71, 0x6f, 0x40,
-	0x18, 0xef, 0x8c, 0x69, 0xc4, 0x76, 0x0f, 0x3b, 0xe3, 0x8d, 0x0e, 0x1d, 0x53, 0xae, 0x64, 0x3b,
-	0x8c, 0x84, 0x12, 0xf6, 0xea, 0x44, 0xa4, 0x1d, 0x8b, 0xb4, 0xc7, 0x1b, 0x97, 0x5b, 0x9e, 0x90,
-	0x43, 0x21, 0x3b, 0x7d, 0x22, 0x69, 0x67, 0xbc, 0xd1, 0xa7, 0x8a, 0x6c, 0x74, 0x3c, 0xc1, 0x78,
-	0xac, 0x75, 0x79, 0x75, 0x4f, 0xec, 0x09, 0x5c, 0x76, 0xf4, 0xca, 0x70, 0x67, 0x5f, 0x67, 0x4e,
-	0x45, 0x11, 0xe7, 0xe7, 0x22, 0x34, 0xef, 0xeb, 0xfb, 0xb7, 0x06, 0xd4, 0xdb, 0x0f, 0x05, 0xe3,
-	0x6a, 0x67, 0xd4, 0x1f, 0x32, 0xa5, 0xa8, 0x6f, 0x5f, 0x82, 0x6a, 0x40, 0x89, 0xa4, 0x3d, 0xe6,
-	0x37, 0xad, 0x35, 0x6b, 0xbd, 0xe4, 0x56, 0x90, 0xee, 0xfa, 0xf6, 0x2a, 0x2c, 0x32, 0xee, 0xd3,
-	0xa7, 0xcd, 0x02, 0xf2, 0x63, 0xc2, 0xbe, 0x00, 0xe5, 0x27, 0xa2, 0xaf, 0xc5, 0x8b, 0x31, 0xfb,
-	0x89, 0xe8, 0x77, 0x7d, 0xfb, 0x32, 0x54, 0xc3, 0x48, 0x8c, 0x99, 0x4f, 0xa3, 0x66, 0x69, 0xcd,
-	0x5a, 0xaf, 0xb9, 0x29, 0x6d, 0x5f, 0x03, 0x90, 0x8a, 0x44, 0xaa, 0x27, 0x15, 0x0d, 0x9b, 0x8b,
-	0xa8, 0x56, 0x43, 0xce, 0x8e, 0xa2, 0xa1, 0x36, 0x81, 0x72, 0x3f, 0xde, 0x2c, 0xc7, 0x26, 0x50,
-	0xee, 0xe3, 0x56, 0xaa, 0x39, 0x20, 0x72, 0xd0, 0xac, 0xac, 0x59, 0xeb, 0x4b, 0x46, 0xf3, 0x33,
-	0x22, 0x07, 0x7a, 0x7b, 0x97, 0x71, 0x12, 0xc4, 0xdb, 0xd5, 0x78, 0x1b, 0x39, 0xc9, 0xb6, 0x54,
-	0x44, 0xd1, 0x5e, 0x24, 0x84, 0x6a, 0xd6, 0x52, 0x6d, 0x45, 0x5d, 0x21, 0x94, 0xde, 0x56, 0x11,
-	0xf1, 0xcc, 0x36, 0xc4, 0xdb, 0xc8, 0xc1, 0xed, 0x15, 0x28, 0x8e, 0x22, 0xd6, 0xac, 0xa3, 0x33,
-	0x7a, 0x69, 0xbf, 0x07, 0xb6, 0x37, 0x20, 0x41, 0x40, 0xf9, 0x1e, 0xed, 0xf9, 0x94, 0xf8, 0x01,
-	0xe3, 0xb4, 0xb9, 0xb4, 0x66, 0xad, 0x17, 0xdd, 0xf3, 0xe9, 0xce, 0x3d, 0xb3, 0x61, 0x7f, 0x00,
-	0x8b, 0x5e, 0x40, 0xd8, 0xb0, 0xd9, 0x58, 0xb3, 0xd6, 0xeb, 0x9b, 0x97, 0xda, 0x71, 0x82, 0xdb,
-	0x3a, 0xc1, 0x6d, 0x93, 0xe0, 0xf6, 0x96, 0x60, 0xfc, 0x6e, 0xe9, 0xf9, 0xdf, 0xd7, 0x17, 0xdc,
-	0x58, 0xda, 0xf9, 0xcd, 0x7a, 0x2d, 0x5d, 0x0f, 0xb4, 0x4b, 0xec, 0xeb, 0x93, 0xa4, 0x2b, 0x1b,
-	0xdc, 0xe2, 0x6b, 0xc1, 0xcd, 0x44, 0xaf, 0x34, 0x1d, 0xbd, 0x8f, 0xa1, 0x1a, 0x51, 0x3c, 0xdc,
-	0xc7, 0x9c, 0xcd, 0xe1, 0x41, 0xaa, 0xe0, 0xf4, 0xe1, 0xad, 0x29, 0x1f, 0x5c, 0xfa, 0x84, 0x7a,
-	0x27, 0xaa, 0xb8, 0x8b, 0x50, 0x8e, 0x28, 0x91, 0x82, 0xa3, 0x03, 0x35, 0xd7, 0x50, 0xce, 0x4f,
-	0x16, 0x5c, 0x9a, 0xba, 0x44, 0xde, 0x63, 0xd2, 0x23, 0x91, 0x7f, 0xf4, 0x35, 0x57, 0xa0, 0xb6,
-	0x1b, 0x89, 0x61, 0x1c, 0x94, 0xf8, 0xaa, 0xaa, 0x66, 0x60, 0x54, 0xae, 0x43, 0x7d, 0x97, 0x45,
-	0x52, 0xf5, 0x62, 0x4b, 0xe2, 0x98, 0x01, 0xb2, 0xba, 0x68, 0xce, 0x35, 0x80, 0x80, 0xa4, 0xfb,
-	0xa5, 0xb8, 0x9a, 0x35, 0xa7, 0x3b, 0x65, 0xed, 0x62, 0xce, 0xda, 0x7f, 0x2d, 0x58, 0x35, 0xd6,
-	0x9a, 0x42, 0x79, 0x18, 0x52, 0x4e, 0x7d, 0xfb, 0x06, 0x2c, 0x4d, 0xaa, 0x2a, 0x35, 0xb6, 0x9e,
-	0xf2, 0xba, 0x79, 0x5f, 0x0a, 0x79, 0x5f, 0xde, 0x85, 0x15, 0x2f, 0x75, 0x3f, 0x67, 0xf3, 0xb9,
-	0x09, 0x3f, 0xb6, 0xac, 0x05, 0x90, 0x1e, 0x9a, 0x34, 0x69, 0x86, 0x93, 0x6b, 0xe1, 0xc5, 0xa9,
-	0x16, 0xbe, 0x05, 0xa5, 0xbe, 0xe0, 0x3e, 0xf6, 0xe7, 0x1c, 0x85, 0x80, 0xc2, 0xce, 0xb3, 0x02,
-	0x34, 0xd0, 0xe5, 0x4f, 0xc9, 0x90, 0x3e, 0x1a, 0x45, 0xfc, 0xec, 0x7c, 0xdd, 0x84, 0x92, 0x1a,
-	0x45, 0x1c, 0xbd, 0x5c, 0xde, 0x6c, 0xb5, 0x67, 0x4d, 0xdc, 0x76, 0x62, 0x96, 0x8b, 0xb2, 0xf6,
-	0x32, 0x14, 0x02, 0x61, 0xc6, 0x53, 0x21, 0x10, 0x9a, 0x1e, 0x30, 0x33, 0x91, 0x0a, 0x03, 0xa6,
-	0x07, 0xc2, 0x90, 0xf9, 0x38, 0x85, 0x4a, 0xae, 0x5e, 0xea, 0x88, 0xa5, 0x63, 0xa0, 0x8a, 0x63,
-	0x20, 0xa5, 0x75, 0x2d, 0x47, 0x62, 0xc4, 0x7d, 0x9c, 0x3b, 0x0d, 0x37, 0x26, 0x9c, 0x6f, 0x2d,
-	0x38, 0x8f, 0x21, 0xd1, 0x2d, 0xe6, 0xd2, 0x31, 0x25, 0xc1, 0xd1, 0xb5, 0x3a, 0xcb, 0xe7, 0xc2,
-	0x6c, 0x9f, 0x6d, 0x28, 0x65, 0xda, 0x1c, 0xd7, 0x9a, 0x97, 0xe9, 0x6e, 0x5c, 0x3b, 0x3f, 0x26,
-	0x36, 0xe8, 0x7a, 0xbf, 0xff, 0x94, 0x7a, 0x23, 0x35, 0x5f, 0x19, 0x26, 0x17, 0x14, 0x32, 0x17,
-	0xdc, 0x84, 0x86, 0x27, 0x86, 0xa1, 0x3e, 0x22, 0x9e, 0x23, 0x45, 0xbc, 0x69, 0x29, 0x61, 0xe2,
-	0x28, 0xb9, 0x09, 0x8d, 0xa4, 0x92, 0xb2, 0xc3, 0x66, 0x29, 0x61, 0xa2, 0x90, 0x0d, 0xa5, 0x21,
-	0xf1, 0xa4, 0x49, 0x00, 0xae, 0x9d, 0x5f, 0xcb, 0x70, 0x31, 0xdf, 0x34, 0x2e, 0x95, 0x22, 0x18,
-	0x9f, 0x65, 0xdb, 0x7c, 0x02, 0x15, 0x31, 0x52, 0x9e, 0x18, 0x52, 0x53, 0x4d, 0xef, 0xcc, 0xae,
-	0xa6, 0x49, 0x5f, 0xc7, 0xd2, 0x6e, 0xa2, 0xf6, 0xa6, 0x91, 0x30, 0xd5, 0x90, 0xe5, 0x23, 0x1b,
-	0xb2, 0x32, 0xd5, 0x90, 0xb7, 0xa1, 0x22, 0x03, 0x22, 0x07, 0xd4, 0xc7, 0xca, 0x9b, 0xa3, 0x27,
-	0x13, 0x79, 0xfb, 0x43, 0x6d, 0xce, 0x01, 0x89, 0xe2, 0xd2, 0x9c, 0x43, 0xd3, 0x88, 0xa7, 0x43,
-	0x00, 0x8e, 0x31, 0x04, 0xec, 0x2f, 0xc0, 0x16, 0x07, 0x9c, 0x46, 0x3d, 0x5d, 0x11, 0x94, 0x4b,
-	0xa2, 0x98, 0xe0, 0xf8, 0xaa, 0xce, 0x71, 0xc4, 0x79, 0x54, 0xdd, 0xca, 0x68, 0xda, 0x0f, 0x60,
-	0xd9, 0x13, 0xc3, 0xe1, 0x88, 0x33, 0x75, 0xd8, 0x0b, 0x85, 0x08, 0xf0, 0x01, 0x9e, 0xe3, 0xac,
-	0x46, 0xaa, 0xb6, 0x2d, 0x44, 0x60, 0x7f, 0x0e, 0x2b, 0x64, 0xe4, 0x33, 0x25, 0x22, 0xd9, 0x4b,
-	0x22, 0x39, 0xe7, 0x43, 0x7d, 0x2e, 0x51, 0xdc, 0x31, 0x11, 0xed, 0xc2, 0x8a, 0xf6, 0xb5, 0xa7,
-	0x44, 0x2f, 0x4d, 0xd8, 0xf2, 0x7c, 0x67, 0x2d, 0x6b, 0xc5, 0x47, 0x62, 0x3b, 0xc9, 0xeb, 0x16,
-	0x34, 0x92, 0xa3, 0xd0, 0xf7, 0xe6, 0xb9, 0xf9, 0xce, 0xa9, 0xc7, 0xe7, 0x3c, 0xd4, 0x3a, 0xce,
-	0x2f, 0x05, 0xb0, 0xb1, 0x6d, 0xee, 0x68, 0x43, 0xef, 0x48, 0xc9, 0xf6, 0xf8, 0xa9, 0x8d, 0x99,
-	0x13, 0x00, 0xc0, 0x26, 0x54, 0x4c, 0xc8, 0x4c, 0x07, 0x24, 0xa4, 0xbd, 0x01, 0xc5, 0x5d, 0x4a,
-	0xe7, 0x7d, 0x56, 0xb4, 0x6c, 0x6e, 0xe8, 0x56, 0xa6, 0x86, 0x6e, 0x1e, 0x69, 0x56, 0x8f, 0x42,
-	0x9a, 0xb5, 0x1c, 0x18, 0x72, 0xbe, 0xb7, 0x72, 0x21, 0x53, 0x8a, 0x4a, 0x75, 0x6a, 0x21, 0xcb,
-	0xf8, 0x5f, 0xcc, 0xfb, 0x9f, 0xc7, 0xa0, 0xa5, 0x29, 0x0c, 0xea, 0xfc, 0x6e, 0xc1, 0x15, 0xb4,
-	0xea, 0x31, 0x27, 0x63, 0xc2, 0x02, 0xd2, 0x67, 0x01, 0x53, 0x87, 0x2e, 0x0d, 0x45, 0x74, 0x16,
-	0xe6, 0x35, 0xa1, 0x12, 0xe1, 0x5d, 0x12, 0x6d, 0x6b, 0xb8, 0x09, 0xa9, 0xb3, 0x90, 0x74, 0x01,
-	0xe6, 0xb4, 0xe1, 0xa6, 0xb4, 0xde, 0x3b, 0x60, 0x6a, 0x30, 0xa0, 0x41, 0x0c, 0x18, 0xaa, 0x6e,
-	0x4a, 0x3b, 0x7f, 0x16, 0xcc, 0xe3, 0x83, 0x71, 0xde, 0xa1, 0x4a, 0x05, 0x67, 0xe0, 0xc7, 0x6d,
-	0x28, 0x6b, 0xdc, 0x3f, 0x92, 0x66, 0x84, 0xdf, 0x98, 0x3d, 0xc2, 0x63, 0x9b, 0x50, 0xd0, 0x35,
-	0x0a, 0x7a, 0xe8, 0x85, 0x84, 0xcd, 0x0d, 0x81, 0x51, 0x38, 0xc6, 0xce, 0xbb, 0x23, 0xee, 0xd3,
-	0xb9, 0x21, 0x53, 0xaa, 0x90, 0x1d, 0xed, 0x95, 0xe3, 0x8d, 0x76, 0xe7, 0x1b, 0xeb, 0x35, 0xdc,
-	0xfd, 0xa5, 0x89, 0xfc, 0xf1, 0x71, 0x77, 0x26, 0xf9, 0xc5, 0x37, 0x27, 0xbf, 0x94, 0x4f, 0xbe,
-	0xb3, 0x6d, 0xfa, 0x68, 0x9b, 0x44, 0x64, 0x28, 0x1f, 0x87, 0x3e, 0xd1, 0x85, 0xfa, 0x11, 0x94,
-	0x43, 0x64, 0xe0, 0xd5, 0xf5, 0xcd, 0xab, 0xb3, 0x13, 0x10, 0x2b, 0x25, 0xcf, 0x4e, 0xac, 0xe1,
-	0x7c, 0x57, 0x80, 0x15, 0x3c, 0xf2, 0x11, 0x0b, 0xe8, 0x3d, 0xea, 0x31, 0x7f, 0xbe, 0xe7, 0x7f,
-	0x15, 0x16, 0x29, 0x57, 0xd1, 0x61, 0xe2, 0x15, 0x12, 0x1a, 0x66, 0xec, 0x33, 0xee, 0x9b, 0x0a,
-	0xc1, 0xb5, 0x96, 0xf4, 0x06, 0x23, 0xbe, 0x6f, 0xd0, 0x7c, 0x4c, 0x68, 0xff, 0x69, 0x40, 0x87,
-	0x94, 0x2b, 0x83, 0x49, 0x12, 0x52, 0xfb, 0x9f, 0xe0, 0x1b, 0x4c, 0x6f, 0xd1, 0x4d, 0x69, 0xad,
-	0x85, 0xdf, 0x71, 0x26, 0x7b, 0x45, 0x37, 0x21, 0xed, 0xb7, 0x61, 0x39, 0x45, 0x41, 0x11, 0xdb,
-	0x1b, 0x28, 0x1c, 0x50, 0x55, 0x37, 0xc5, 0x46, 0xae, 0x66, 0xea, 0x91, 0xa0, 0xef, 0x91, 0xbd,
-	0x88, 0x12, 0xdf, 0x8c, 0xa9, 0x1a, 0x72, 0x5c, 0x4a, 0x7c, 0xe7, 0xaf, 0x92, 0x81, 0x44, 0xdb,
-	0x24, 0x62, 0xea, 0xf0, 0x01, 0x19, 0x05, 0x4a, 0xbf, 0x1e, 0x94, 0x9f, 0x52, 0x17, 0x5d, 0x03,
-	0xf0, 0x46, 0x52, 0x09, 0xff, 0x30, 0x99, 0xf1, 0x35, 0xb7, 0x66, 0x38, 0x5d, 0x0c, 0x7c, 0x88,
-	0x37, 0xf7, 0x42, 0x46, 0x3d, 0x6a, 0xf2, 0x5f, 0x8f, 0x79, 0xdb, 0x9a, 0x35, 0x09, 0xe7, 0xe2,
-	0x54, 0x38, 0x55, 0x44, 0x18, 0x4f, 0xa1, 0x4e, 0x42, 0x6a, 0x7c, 0xa4, 0x43, 0x90, 0xa2, 0x1c,
-	0x43, 0xe9, 0xef, 0xb4, 0x03, 0x22, 0x7b, 0xf8, 0x49, 0x6a, 0x62, 0x55, 0x3d, 0x20, 0x12, 0xbf,
-	0x86, 0xb3, 0x5d, 0x52, 0x3b, 0x31, 0x00, 0x82, 0xe3, 0x01, 0xa0, 0x59, 0x98, 0xa1, 0x7e, 0x42,
-	0xcc, 0x30, 0x1b, 0x17, 0x2d, 0x9d, 0x22, 0x2e, 0x6a, 0x9c, 0x04, 0x17, 0x39, 0x3f, 0x94, 0xe0,
-	0x02, 0xd6, 0x97, 0xab, 0x3f, 0x58, 0xb2, 0xe5, 0x35, 0x79, 0xf8, 0xad, 0xec, 0xc3, 0x9f, 0x7e,
-	0xe8, 0x98, 0x36, 0x43, 0x42, 0xe7, 0xf4, 0x40, 0x44, 0xfb, 0x34, 0x32, 0xb3, 0xc3, 0x50, 0xf6,
-	0xfb, 0xa6, 0xfd, 0xe2, 0x39, 0xbc, 0x36, 0x7b, 0x0c, 0x4c, 0xae, 0x9e, 0x6e, 0xd0, 0x5c, 0x45,
-	0x65, 0xeb, 0xbd, 0x9c, 0xaf, 0xf7, 0xab, 0x50, 0xf3, 0x04, 0x1f, 0x33, 0x4f, 0x99, 0x3e, 0xd4,
-	0x35, 0x9c, 0x30, 0x32, 0x05, 0x57, 0xcd, 0x15, 0xdc, 0x04, 0xa8, 0xd7, 0x72, 0x40, 0x3d, 0x53,
-	0x6b, 0x70, 0xe2, 0x5a, 0xab, 0x1f, 0xaf, 0xd6, 0xfe, 0xa7, 0xf5, 0x71, 0xb7, 0xfb, 0xfc, 0x65,
-	0xcb, 0x7a, 0xf1, 0xb2, 0x65, 0xfd, 0xf3, 0xb2, 0x65, 0x3d, 0x7b, 0xd5, 0x5a, 0x78, 0xf1, 0xaa,
-	0xb5, 0xf0, 0xc7, 0xab, 0xd6, 0xc2, 0x57, 0x9d, 0x3d, 0xa6, 0x06, 0xa3, 0x7e, 0xdb, 0x13, 0xc3,
-	0x4e, 0xe6, 0xaf, 0x64, 0x66, 0xf9, 0x34, 0xf9, 0x45, 0xa9, 0x0e, 0x43, 0x2a, 0xfb, 0x65, 0xfc,
-	0x3f, 0x79, 0xeb, 0xbf, 0x00, 0x00, 0x00, 0xff, 0xff, 0x0f, 0xd9, 0x5e, 0x50, 0x33, 0x15, 0x00,
-	0x00,
+	// 1850 bytes of a gzipped FileDescriptorProto
+	0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0xcc, 0x59, 0xcd, 0x8f, 0x1b, 0x49,
+	0x15, 0x4f, 0xdb, 0x3d, 0xfe, 0x28, 0x8f, 0x27, 0x93, 0x66, 0x76, 0xd7, 0xc9, 0x6e, 0x9c, 0x49,
+	0xaf, 0x40, 0xc3, 0x01, 0x5b, 0x33, 0x01, 0xa1, 0x85, 0x0b, 0xd9, 0x7c, 0x80, 0x39, 0xb0, 0x43,
+	0x27, 0x2b, 0x24, 0x2e, 0x56, 0xb9, 0xfb, 0x79, 0x5c, 0x49, 0xbb, 0xaa, 0xe9, 0x2a, 0x7b, 0x32,
+	0x39, 0xb1, 0x67, 0x2e, 0x2b, 0x71, 0x43, 0xe2, 0x8e, 0x04, 0x07, 0x0e, 0x5c, 0xb9, 0x70, 0xda,
+	0x1b, 0x7b, 0x5c, 0x09, 0x81, 0x50, 0xf2, 0x0f, 0xf0, 0x27, 0xa0, 0x7a, 0x55, 0xdd, 0xee, 0x76,
+	0x1c, 0xe3, 0x19, 0xa2, 0xd9, 0xdc, 0xea, 0xbd, 0x7a, 0x55, 0xf5, 0x3e, 0x7e, 0xef, 0xd5, 0xeb,
+	0x6a, 0x72, 0x3b, 0x82, 0x84, 0xf1, 0x70, 0x42, 0x19, 0xef, 0xcf, 0x21, 0x65, 0xe3, 0xb3, 0xfe,
+	0xfc, 0xb0, 0x0f, 0x73, 0xe0, 0x4a, 0xf6, 0x92, 0x54, 0x28, 0xe1, 0xed, 0x2d, 0x44, 0x7a, 0x46,
+	0xa4, 0x37, 0x3f, 0xbc, 0xd1, 0x0d, 0x85, 0x9c, 0x0a, 0xd9, 0x1f, 0x51, 0x09, 0xfd, 0xf9, 0xe1,
+	0x08, 0x14, 0x3d, 0xec, 0x87, 0x82, 0x71, 0xb3, 0xea, 0xc6, 0xde, 0x89, 0x38, 0x11, 0x38, 0xec,
+	0xeb, 0x91, 0xe5, 0xae, 0x3e, 0xce, 0xee, 0x8a, 0x22, 0xfe, 0x9f, 0xaa, 0xa4, 0xf3, 0x40, 0x9f,
+	0x7f, 0x6f, 0x02, 0xe1, 0xd3, 0x44, 0x30, 0xae, 0x1e, 0xcd, 0x46, 0x53, 0xa6, 0x14, 0x44, 0xde,
+	0x75, 0xd2, 0x88, 0x81, 0x4a, 0x18, 0xb2, 0xa8, 0xe3, 0xec, 0x3b, 0x07, 0x6e, 0x50, 0x47, 0x7a,
+	0x10, 0x79, 0x7b, 0x64, 0x8b, 0xf1, 0x08, 0x9e, 0x75, 0x2a, 0xc8, 0x37, 0x84, 0xf7, 0x0e, 0xa9,
+	0x3d, 0x11, 0x23, 0x2d, 0x5e, 0x35, 0xec, 0x27, 0x62, 0x34, 0x88, 0xbc, 0x1b, 0xa4, 0x91, 0xa4,
+	0x62, 0xce, 0x22, 0x48, 0x3b, 0xee, 0xbe, 0x73, 0xd0, 0x0c, 0x72, 0xda, 0xbb, 0x49, 0x88, 0x54,
+	0x34, 0x55, 0x43, 0xa9, 0x20, 0xe9, 0x6c, 0xe1, 0xb2, 0x26, 0x72, 0x1e, 0x29, 0x48, 0xb4, 0x0a,
+	0xc0, 0x23, 0x33, 0x59, 0x33, 0x2a, 0x00, 0x8f, 0x70, 0x2a, 0x5f, 0x39, 0xa1, 0x72, 0xd2, 0xa9,
+	0xef, 0x3b, 0x07, 0xdb, 0x76, 0xe5, 0x4f, 0xa8, 0x9c, 0xe8, 0xe9, 0x31, 0xe3, 0x34, 0x36, 0xd3,
+	0x0d, 0x33, 0x8d, 0x9c, 0x6c, 0x5a, 0x2a, 0xaa, 0x60, 0x98, 0x0a, 0xa1, 0x3a, 0xcd, 0x7c, 0xb5,
+	0x82, 0x40, 0x08, 0xa5, 0xa7, 0x55, 0x4a, 0x43, 0x3b, 0x4d, 0xcc, 0x34, 0x72, 0x70, 0x7a, 0x97,
+	0x54, 0x67, 0x29, 0xeb, 0xb4, 0xd0, 0x18, 0x3d, 0xf4, 0xbe, 0x43, 0xbc, 0x70, 0x42, 0xe3, 0x18,
+	0xf8, 0x09, 0x0c, 0x23, 0xa0, 0x51, 0xcc, 0x38, 0x74, 0xb6, 0xf7, 0x9d, 0x83, 0x6a, 0x70, 0x2d,
+	0x9f, 0xb9, 0x6f, 0x27, 0xbc, 0xef, 0x91, 0xad, 0x30, 0xa6, 0x6c, 0xda, 0x69, 0xef, 0x3b, 0x07,
+	0xad, 0xa3, 0xeb, 0x3d, 0x13, 0xe0, 0x9e, 0x0e, 0x70, 0xcf, 0x06, 0xb8, 0x77, 0x4f, 0x30, 0xfe,
+	0xb1, 0xfb, 0xc5, 0xbf, 0x6e, 0x5d, 0x09, 0x8c, 0xb4, 0xff, 0x37, 0xe7, 0x95, 0x70, 0x3d, 0xd4,
+	0x26, 0xb1, 0xe7, 0x17, 0x09, 0x57, 0xd1, 0xb9, 0xd5, 0x57, 0x9c, 0x5b, 0xf0, 0x9e, 0xbb, 0xec,
+	0xbd, 0x1f, 0x92, 0x46, 0x0a, 0xb8, 0x79, 0x84, 0x31, 0xdb, 0xc0, 0x82, 0x7c, 0x81, 0x3f, 0x22,
+	0xef, 0x2d, 0xd9, 0x10, 0xc0, 0x13, 0x08, 0x2f, 0x84, 0xb8, 0x77, 0x49, 0x2d, 0x05, 0x2a, 0x05,
+	0x47, 0x03, 0x9a, 0x81, 0xa5, 0xfc, 0x3f, 0x3a, 0xe4, 0xfa, 0xd2, 0x21, 0xf2, 0x3e, 0x93, 0x21,
+	0x4d, 0xa3, 0xf5, 0xc7, 0xbc, 0x4f, 0x9a, 0xe3, 0x54, 0x4c, 0x8d, 0x53, 0xcc, 0x51, 0x0d, 0xcd,
+	0x40, 0xaf, 0xdc, 0x22, 0xad, 0x31, 0x4b, 0xa5, 0x1a, 0x1a, 0x4d, 0x8c, 0xcf, 0x08, 0xb2, 0x06,
+	0xa8, 0xce, 0x4d, 0x42, 0x62, 0x9a, 0xcf, 0xbb, 0x06, 0xcd, 0x9a, 0x33, 0x58, 0xd2, 0x76, 0xab,
+	0xa4, 0xed, 0x7f, 0x1c, 0xb2, 0x67, 0xb5, 0xb5, 0x40, 0xf9, 0x24, 0x01, 0x0e, 0x91, 0x77, 0x9b,
+	0x6c, 0x2f, 0x50, 0x95, 0x2b, 0xdb, 0xca, 0x79, 0x83, 0xb2, 0x2d, 0x95, 0xb2, 0x2d, 0xdf, 0x26,
+	0xbb, 0x61, 0x6e, 0x7e, 0x49, 0xe7, 0xab, 0x0b, 0xbe, 0xd1, 0xac, 0x4b, 0x48, 0xbe, 0x69, 0x96,
+	0xa4, 0x05, 0x4e, 0x29, 0x85, 0xb7, 0x96, 0x52, 0xf8, 0x0e, 0x71, 0x47, 0x82, 0x47, 0x98, 0x9f,
+	0x1b, 0x00, 0x01, 0x85, 0xfd, 0xcf, 0x2b, 0xa4, 0x8d, 0x26, 0xff, 0x98, 0x4e, 0xe1, 0xf1, 0x2c,
+	0xe5, 0x97, 0x67, 0xeb, 0x11, 0x71, 0xd5, 0x2c, 0xe5, 0x68, 0xe5, 0xce, 0x51, 0xb7, 0xb7, 0xaa,
+	0xe2, 0xf6, 0x32, 0xb5, 0x02, 0x94, 0xf5, 0x76, 0x48, 0x25, 0x16, 0xb6, 0x3c, 0x55, 0x62, 0xa1,
+	0xe9, 0x09, 0xb3, 0x15, 0xa9, 0x32, 0x61, 0xba, 0x20, 0x4c, 0x59, 0x84, 0x55, 0xc8, 0x0d, 0xf4,
+	0x50, 0x7b, 0x2c, 0x2f, 0x03, 0x0d, 0x2c, 0x03, 0x39, 0xad, 0xb1, 0x9c, 0x8a, 0x19, 0x8f, 0xb0,
+	0xee, 0xb4, 0x03, 0x43, 0xf8, 0x9f, 0x39, 0xe4, 0x1a, 0xba, 0x44, 0xa7, 0x58, 0x00, 0x73, 0xa0,
+	0xf1, 0x7a, 0xac, 0xae, 0xb2, 0xb9, 0xb2, 0xda, 0x66, 0x8f, 0xb8, 0x85, 0x34, 0xc7, 0xb1, 0xe6,
+	0x15, 0xb2, 0x1b, 0xc7, 0xfe, 0x1f, 0x32, 0x1d, 0x34, 0xde, 0x1f, 0x3c, 0x83, 0x70, 0xa6, 0x36,
+	0x83, 0x61, 0x76, 0x40, 0xa5, 0x70, 0xc0, 0x87, 0xa4, 0x1d, 0x8a, 0x69, 0xa2, 0xb7, 0x30, 0x75,
+	0xa4, 0x8a, 0x27, 0x6d, 0x67, 0x4c, 0x2c, 0x25, 0x1f, 0x92, 0x76, 0x86, 0xa4, 0x62, 0xb1, 0xd9,
+	0xce, 0x98, 0x28, 0xe4, 0x11, 0x77, 0x4a, 0x43, 0x69, 0x03, 0x80, 0x63, 0xff, 0x2f, 0x35, 0xf2,
+	0x6e, 0x39, 0x69, 0x02, 0x90, 0x22, 0x9e, 0x5f, 0x66, 0xda, 0xfc, 0x88, 0xd4, 0xc5, 0x4c, 0x85,
+	0x62, 0x0a, 0x16, 0x4d, 0xdf, 0x5a, 0x8d, 0xa6, 0x45, 0x5e, 0x1b, 0xe9, 0x20, 0x5b, 0xf6, 0xba,
+	0x92, 0xb0, 0x94, 0x90, 0xb5, 0xb5, 0x09, 0x59, 0x5f, 0x4a, 0xc8, 0x8f, 0x48, 0x5d, 0xc6, 0x54,
+	0x4e, 0x20, 0x42, 0xe4, 0x6d, 0x90, 0x93, 0x99, 0xbc, 0xf7, 0x7d, 0xad, 0xce, 0x29, 0x4d, 0x0d,
+	0x34, 0x37, 0x58, 0x69, 0xc5, 0xf3, 0x22, 0x40, 0xce, 0x51, 0x04, 0xbc, 0x9f, 0x11, 0x4f, 0x9c,
+	0x72, 0x48, 0x87, 0x1a, 0x11, 0xc0, 0x25, 0x55, 0x4c, 0x70, 0xbc, 0x55, 0x37, 0xd8, 0xe2, 0x1a,
+	0x2e, 0xbd, 0x57, 0x58, 0xe9, 0x3d, 0x24, 0x3b, 0xa1, 0x98, 0x4e, 0x67, 0x9c, 0xa9, 0xb3, 0x61,
+	0x22, 0x44, 0x8c, 0x17, 0xf0, 0x06, 0x7b, 0xb5, 0xf3, 0x65, 0xc7, 0x42, 0xc4, 0xde, 0x4f, 0xc9,
+	0x2e, 0x9d, 0x45, 0x4c, 0x89, 0x54, 0x0e, 0x33, 0x4f, 0x6e, 0x78, 0x51, 0x5f, 0xcd, 0x16, 0x3e,
+	0xb2, 0x1e, 0x1d, 0x90, 0x5d, 0x6d, 0xeb, 0x50, 0x89, 0x61, 0x1e, 0xb0, 0x9d, 0xcd, 0xf6, 0xda,
+	0xd1, 0x0b, 0x1f, 0x8b, 0xe3, 0x2c, 0xae, 0xf7, 0x48, 0x3b, 0xdb, 0x0a, 0x6d, 0xef, 0x5c, 0xdd,
+	0x6c, 0x9f, 0x96, 0xd9, 0xe7, 0x13, 0xbd, 0xc6, 0xff, 0x73, 0x85, 0x78, 0x98, 0x36, 0x77, 0xb5,
+	0xa2, 0x77, 0xa5, 0x64, 0x27, 0xfc, 0x8d, 0x95, 0x99, 0x0b, 0x34, 0x80, 0x1d, 0x52, 0xb7, 0x2e,
+	0xb3, 0x19, 0x90, 0x91, 0xde, 0x21, 0xa9, 0x8e, 0x01, 0x36, 0xbd, 0x56, 0xb4, 0x6c, 0xa9, 0xe8,
+	0xd6, 0x97, 0x8a, 0x6e, 0xb9, 0xd3, 0x6c, 0xac, 0xeb, 0x34, 0x9b, 0xa5, 0x66, 0xc8, 0xff, 0xad,
+	0x53, 0x72, 0x99, 0x52, 0x20, 0xd5, 0x1b, 0x73, 0x59, 0xc1, 0xfe, 0x6a, 0xd9, 0xfe, 0x72, 0x0f,
+	0xea, 0x2e, 0xf5, 0xa0, 0xfe, 0xdf, 0x1d, 0xf2, 0x3e, 0x6a, 0xf5, 0x29, 0xa7, 0x73, 0xca, 0x62,
+	0x3a, 0x62, 0x31, 0x53, 0x67, 0x01, 0x24, 0x22, 0xbd, 0x0c, 0xf5, 0x3a, 0xa4, 0x9e, 0xe2, 0x59,
+	0x12, 0x75, 0x6b, 0x07, 0x19, 0xa9, 0xa3, 0x90, 0x65, 0x01, 0xc6, 0xb4, 0x1d, 0xe4, 0xb4, 0x9e,
+	0x3b, 0x65, 0x6a, 0x32, 0x81, 0xd8, 0x34, 0x0c, 0x8d, 0x20, 0xa7, 0xfd, 0x7f, 0x54, 0xec, 0xe5,
+	0x83, 0x7e, 0x7e, 0x04, 0x4a, 0xc5, 0x97, 0x60, 0xc7, 0x47, 0xa4, 0xa6, 0xfb, 0xfe, 0x99, 0xb4,
+	0x25, 0xfc, 0xf6, 0xea, 0x12, 0x6e, 0x74, 0x42, 0xc1, 0xc0, 0x2e, 0xd0, 0x45, 0x2f, 0xa1, 0x6c,
+	0xe3, 0x16, 0x18, 0x85, 0x4d, 0xef, 0x3c, 0x9e, 0xf1, 0x08, 0x36, 0x6e, 0x99, 0xf2, 0x05, 0xc5,
+	0xd2, 0x5e, 0x3f, 0x5f, 0x69, 0xf7, 0x7f, 0xed, 0xbc, 0xd2, 0x77, 0xff, 0xc2, 0x7a, 0xfe, 0xfc,
+	0x7d, 0x77, 0x21, 0xf8, 0xd5, 0xd7, 0x07, 0xdf, 0x2d, 0x07, 0xdf, 0x3f, 0xb6, 0x79, 0x74, 0x4c,
+	0x53, 0x3a, 0x95, 0x9f, 0x26, 0x11, 0xd5, 0x40, 0xfd, 0x01, 0xa9, 0x25, 0xc8, 0xc0, 0xa3, 0x5b,
+	0x47, 0x1f, 0xac, 0x0e, 0x80, 0x59, 0x94, 0x5d, 0x3b, 0x66, 0x85, 0xff, 0x9b, 0x0a, 0xd9, 0xc5,
+	0x2d, 0x1f, 0xb3, 0x18, 0xee, 0x43, 0xc8, 0xa2, 0xcd, 0xae, 0xff, 0x3d, 0xb2, 0x05, 0x5c, 0xa5,
+	0x67, 0x99, 0x55, 0x48, 0xe8, 0x36, 0xe3, 0x29, 0xe3, 0x91, 0x45, 0x08, 0x8e, 0xb5, 0x64, 0x38,
+	0x99, 0xf1, 0xa7, 0xb6, 0x9b, 0x37, 0x84, 0xb6, 0x1f, 0x62, 0x98, 0x02, 0x57, 0xb6, 0x27, 0xc9,
+	0x48, 0x6d, 0x7f, 0xd6, 0xdf, 0x60, 0x78, 0xab, 0x41, 0x4e, 0xeb, 0x55, 0xf8, 0x1d, 0x67, 0xa3,
+	0x57, 0x0d, 0x32, 0xd2, 0xfb, 0x26, 0xd9, 0xc9, 0xbb, 0xa0, 0x94, 0x9d, 0x4c, 0x14, 0x16, 0xa8,
+	0x46, 0x90, 0xf7, 0x46, 0x81, 0x66, 0xea, 0x92, 0xa0, 0xcf, 0x91, 0xc3, 0x14, 0x68, 0x64, 0xcb,
+	0x54, 0x13, 0x39, 0x01, 0xd0, 0xc8, 0xff, 0xa7, 0x6b, 0x5b, 0xa2, 0x63, 0x9a, 0x32, 0x75, 0xf6,
+	0x90, 0xce, 0x62, 0xa5, 0x6f, 0x0f, 0xe0, 0x6f, 0x28, 0x8b, 0x6e, 0x12, 0x12, 0xce, 0xa4, 0x12,
+	0xd1, 0x59, 0x56, 0xe3, 0x9b, 0x41, 0xd3, 0x72, 0x06, 0xe8, 0xf8, 0x04, 0x4f, 0x1e, 0x26, 0x0c,
+	0x42, 0xb0, 0xf1, 0x6f, 0x19, 0xde, 0xb1, 0x66, 0x2d, 0xdc, 0xb9, 0xb5, 0xe4, 0x4e, 0x95, 0x52,
+	0xc6, 0xf3, 0x56, 0x27, 0x23, 0x75, 0x7f, 0xa4, 0x5d, 0x90, 0x77, 0x39, 0x96, 0xd2, 0xdf, 0x69,
+	0xa7, 0x54, 0x0e, 0xf1, 0x93, 0xd4, 0xfa, 0xaa, 0x71, 0x4a, 0x25, 0x7e, 0x0d, 0x17, 0xb3, 0xa4,
+	0x79, 0xe1, 0x06, 0x88, 0x9c, 0xaf, 0x01, 0x5a, 0xd5, 0x33, 0xb4, 0x2e, 0xd8, 0x33, 0xac, 0xee,
+	0x8b, 0xb6, 0xdf, 0x60, 0x5f, 0xd4, 0xbe, 0x48, 0x5f, 0xe4, 0xff, 0xde, 0x25, 0xef, 0x20, 0xbe,
+	0x02, 0xfd, 0xc1, 0x52, 0x84, 0xd7, 0xe2, 0xe2, 0x77, 0x8a, 0x17, 0x7f, 0xfe, 0xa1, 0x63, 0xd3,
+	0x0c, 0x09, 0x1d, 0xd3, 0x53, 0x91, 0x3e, 0x85, 0xd4, 0xd6, 0x0e, 0x4b, 0x79, 0xdf, 0xb5, 0xe9,
+	0x67, 0xea, 0xf0, 0xfe, 0xea, 0x32, 0xb0, 0x38, 0x7a, 0x39, 0x41, 0x4b, 0x88, 0x2a, 0xe2, 0xbd,
+	0x56, 0xc6, 0xfb, 0x07, 0xa4, 0x19, 0x0a, 0x3e, 0x67, 0xa1, 0xb2, 0x79, 0xa8, 0x31, 0x9c, 0x31,
+	0x0a, 0x80, 0x6b, 0x94, 0x00, 0xb7, 0x68, 0xd4, 0x9b, 0xa5, 0x46, 0xbd, 0x80, 0x35, 0x72, 0x61,
+	0xac, 0xb5, 0xce, 0x87, 0xb5, 0xb7, 0x15, 0x1f, 0x9f, 0x55, 0xed, 0x3b, 0xc6, 0x43, 0x16, 0xc3,
+	0xcf, 0x67, 0x90, 0x9e, 0xd9, 0x77, 0x8c, 0xeb, 0xa4, 0xf1, 0x2b, 0x4d, 0x16, 0xaa, 0x0f, 0xd2,
+	0x83, 0xa8, 0x80, 0x9c, 0xca, 0x4a, 0xe4, 0x54, 0x57, 0x23, 0xc7, 0x2d, 0x21, 0xe7, 0x0e, 0x71,
+	0xc7, 0x2c, 0x06, 0x84, 0xc0, 0xce, 0xd1, 0xad, 0x75, 0xc8, 0x61, 0x31, 0x04, 0x28, 0xfc, 0x7f,
+	0x7d, 0x62, 0x15, 0xe1, 0xd5, 0x28, 0xc3, 0xcb, 0x23, 0x6e, 0xe1, 0x4d, 0x11, 0xc7, 0xf8, 0x75,
+	0xcc, 0x9e, 0x03, 0x22, 0x44, 0x7f, 0x1d, 0xb3, 0xe7, 0xa0, 0x81, 0x13, 0x41, 0x22, 0x24, 0x53,
+	0x9b, 0x86, 0x3f, 0x93, 0x2f, 0xb5, 0xb9, 0xdb, 0xe5, 0x36, 0xd7, 0xff, 0x6b, 0xc5, 0xde, 0x01,
+	0x79, 0x0c, 0xee, 0x72, 0x79, 0x0a, 0xe9, 0xdb, 0x1a, 0x05, 0xf3, 0xb2, 0x52, 0x5b, 0x7a, 0x59,
+	0xa9, 0xe7, 0x2f, 0x2b, 0x1e, 0x71, 0x63, 0x18, 0x2b, 0xfb, 0x82, 0x8b, 0x63, 0x54, 0x0b, 0x2f,
+	0x49, 0xe3, 0x63, 0x43, 0x68, 0xc9, 0x88, 0x2a, 0x6a, 0x5f, 0x6b, 0x71, 0xac, 0x25, 0x93, 0x54,
+	0x88, 0x71, 0xa7, 0xb5, 0x5f, 0xd5, 0x92, 0x48, 0xac, 0xf5, 0xdf, 0xef, 0xb2, 0x36, 0x29, 0xf7,
+	0xdf, 0x7d, 0x90, 0x21, 0xf0, 0x68, 0xbd, 0x03, 0x73, 0x95, 0x2a, 0x78, 0x17, 0x59, 0x95, 0x8c,
+	0x71, 0xd5, 0x25, 0xe3, 0xdc, 0xa2, 0x71, 0x5c, 0x44, 0xc6, 0x63, 0xdb, 0x01, 0x8e, 0x4b, 0xca,
+	0xd5, 0x96, 0x94, 0xfb, 0xaa, 0x42, 0xbe, 0x51, 0x56, 0xee, 0xc1, 0xff, 0x52, 0xec, 0xeb, 0x8b,
+	0x6c, 0xe1, 0x71, 0xa4, 0xb6, 0xee, 0x71, 0x64, 0x51, 0x2c, 0x96, 0x1f, 0x47, 0xde, 0x23, 0x75,
+	0xdd, 0x32, 0x0f, 0x95, 0xc8, 0x6f, 0x7f, 0xca, 0xa2, 0xc7, 0xa2, 0x98, 0x3b, 0x8d, 0x73, 0xe6,
+	0xce, 0x6b, 0xea, 0xf8, 0xc7, 0x83, 0x2f, 0x5e, 0x74, 0x9d, 0x2f, 0x5f, 0x74, 0x9d, 0x7f, 0xbf,
+	0xe8, 0x3a, 0x9f, 0xbf, 0xec, 0x5e, 0xf9, 0xf2, 0x65, 0xf7, 0xca, 0x57, 0x2f, 0xbb, 0x57, 0x7e,
+	0xd9, 0x3f, 0x61, 0x6a, 0x32, 0x1b, 0xf5, 0x42, 0x31, 0xed, 0x17, 0xfe, 0xa8, 0x14, 0x86, 0xcf,
+	0xb2, 0xdf, 0x2b, 0xea, 0x2c, 0x01, 0x39, 0xaa, 0xe1, 0xbf, 0x95, 0x3b, 0xff, 0x0d, 0x00, 0x00,
+	0xff, 0xff, 0x7e, 0x55, 0x57, 0x67, 0xef, 0x19, 0x00, 0x00,
 }
 
 func (m *EventCheckpointSubmitted) Marshal() (dAtA []byte, err error) {
@@ -3141,6 +3629,330 @@ func (m *EventRoundFaultProven) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *EventFileQueryOpened) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventFileQueryOpened) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventFileQueryOpened) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x60
+	}
+	{
+		size, err := m.Deposit.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x5a
+	if m.Size_ != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Size_))
+		i--
+		dAtA[i] = 0x50
+	}
+	if len(m.Root) > 0 {
+		i -= len(m.Root)
+		copy(dAtA[i:], m.Root)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Root)))
+		i--
+		dAtA[i] = 0x4a
+	}
+	if m.LeaseId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.LeaseId))
+		i--
+		dAtA[i] = 0x40
+	}
+	if len(m.Provider) > 0 {
+		i -= len(m.Provider)
+		copy(dAtA[i:], m.Provider)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Provider)))
+		i--
+		dAtA[i] = 0x3a
+	}
+	if len(m.Challenger) > 0 {
+		i -= len(m.Challenger)
+		copy(dAtA[i:], m.Challenger)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Challenger)))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.File != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.File))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.QueryId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.QueryId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventFileQueryAnswered) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventFileQueryAnswered) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventFileQueryAnswered) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x60
+	}
+	if len(m.Proof) > 0 {
+		for iNdEx := len(m.Proof) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.Proof[iNdEx])
+			copy(dAtA[i:], m.Proof[iNdEx])
+			i = encodeVarintEvents(dAtA, i, uint64(len(m.Proof[iNdEx])))
+			i--
+			dAtA[i] = 0x5a
+		}
+	}
+	if len(m.Data) > 0 {
+		i -= len(m.Data)
+		copy(dAtA[i:], m.Data)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Data)))
+		i--
+		dAtA[i] = 0x52
+	}
+	if len(m.Right) > 0 {
+		i -= len(m.Right)
+		copy(dAtA[i:], m.Right)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Right)))
+		i--
+		dAtA[i] = 0x4a
+	}
+	if len(m.Left) > 0 {
+		i -= len(m.Left)
+		copy(dAtA[i:], m.Left)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Left)))
+		i--
+		dAtA[i] = 0x42
+	}
+	if m.Hi != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Hi))
+		i--
+		dAtA[i] = 0x38
+	}
+	if m.Lo != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Lo))
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.File != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.File))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.QueryId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.QueryId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventFileQueryDescended) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventFileQueryDescended) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventFileQueryDescended) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.Deadline != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Deadline))
+		i--
+		dAtA[i] = 0x30
+	}
+	if len(m.Node) > 0 {
+		i -= len(m.Node)
+		copy(dAtA[i:], m.Node)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Node)))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.Hi != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Hi))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Lo != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Lo))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Right {
+		i--
+		if m.Right {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.QueryId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.QueryId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *EventFileQueryEnded) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *EventFileQueryEnded) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *EventFileQueryEnded) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if len(m.Reason) > 0 {
+		i -= len(m.Reason)
+		copy(dAtA[i:], m.Reason)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.Reason)))
+		i--
+		dAtA[i] = 0x4a
+	}
+	{
+		size, err := m.Deposit.MarshalToSizedBuffer(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = encodeVarintEvents(dAtA, i, uint64(size))
+	}
+	i--
+	dAtA[i] = 0x42
+	if len(m.PaidTo) > 0 {
+		i -= len(m.PaidTo)
+		copy(dAtA[i:], m.PaidTo)
+		i = encodeVarintEvents(dAtA, i, uint64(len(m.PaidTo)))
+		i--
+		dAtA[i] = 0x3a
+	}
+	if m.Outcome != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Outcome))
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.File != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.File))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Worker != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Worker))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Round != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.Round))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.JobId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.JobId))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.QueryId != 0 {
+		i = encodeVarintEvents(dAtA, i, uint64(m.QueryId))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func encodeVarintEvents(dAtA []byte, offset int, v uint64) int {
 	offset -= sovEvents(v)
 	base := offset
@@ -3709,6 +4521,169 @@ func (m *EventRoundFaultProven) Size() (n int) {
 	n += 1 + l + sovEvents(uint64(l))
 	l = m.CommunityPool.Size()
 	n += 1 + l + sovEvents(uint64(l))
+	return n
+}
+
+func (m *EventFileQueryOpened) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.QueryId != 0 {
+		n += 1 + sovEvents(uint64(m.QueryId))
+	}
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	if m.File != 0 {
+		n += 1 + sovEvents(uint64(m.File))
+	}
+	l = len(m.Challenger)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Provider)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.LeaseId != 0 {
+		n += 1 + sovEvents(uint64(m.LeaseId))
+	}
+	l = len(m.Root)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.Size_ != 0 {
+		n += 1 + sovEvents(uint64(m.Size_))
+	}
+	l = m.Deposit.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	return n
+}
+
+func (m *EventFileQueryAnswered) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.QueryId != 0 {
+		n += 1 + sovEvents(uint64(m.QueryId))
+	}
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	if m.File != 0 {
+		n += 1 + sovEvents(uint64(m.File))
+	}
+	if m.Lo != 0 {
+		n += 1 + sovEvents(uint64(m.Lo))
+	}
+	if m.Hi != 0 {
+		n += 1 + sovEvents(uint64(m.Hi))
+	}
+	l = len(m.Left)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Right)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = len(m.Data)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if len(m.Proof) > 0 {
+		for _, b := range m.Proof {
+			l = len(b)
+			n += 1 + l + sovEvents(uint64(l))
+		}
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	return n
+}
+
+func (m *EventFileQueryDescended) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.QueryId != 0 {
+		n += 1 + sovEvents(uint64(m.QueryId))
+	}
+	if m.Right {
+		n += 2
+	}
+	if m.Lo != 0 {
+		n += 1 + sovEvents(uint64(m.Lo))
+	}
+	if m.Hi != 0 {
+		n += 1 + sovEvents(uint64(m.Hi))
+	}
+	l = len(m.Node)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	if m.Deadline != 0 {
+		n += 1 + sovEvents(uint64(m.Deadline))
+	}
+	return n
+}
+
+func (m *EventFileQueryEnded) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.QueryId != 0 {
+		n += 1 + sovEvents(uint64(m.QueryId))
+	}
+	if m.JobId != 0 {
+		n += 1 + sovEvents(uint64(m.JobId))
+	}
+	if m.Round != 0 {
+		n += 1 + sovEvents(uint64(m.Round))
+	}
+	if m.Worker != 0 {
+		n += 1 + sovEvents(uint64(m.Worker))
+	}
+	if m.File != 0 {
+		n += 1 + sovEvents(uint64(m.File))
+	}
+	if m.Outcome != 0 {
+		n += 1 + sovEvents(uint64(m.Outcome))
+	}
+	l = len(m.PaidTo)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
+	l = m.Deposit.Size()
+	n += 1 + l + sovEvents(uint64(l))
+	l = len(m.Reason)
+	if l > 0 {
+		n += 1 + l + sovEvents(uint64(l))
+	}
 	return n
 }
 
@@ -7846,6 +8821,1116 @@ func (m *EventRoundFaultProven) Unmarshal(dAtA []byte) error {
 			if err := m.CommunityPool.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventFileQueryOpened) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventFileQueryOpened: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventFileQueryOpened: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field QueryId", wireType)
+			}
+			m.QueryId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.QueryId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field File", wireType)
+			}
+			m.File = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.File |= RoundFile(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Challenger", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Challenger = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Provider", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Provider = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseId", wireType)
+			}
+			m.LeaseId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Root", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Root = append(m.Root[:0], dAtA[iNdEx:postIndex]...)
+			if m.Root == nil {
+				m.Root = []byte{}
+			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Size_", wireType)
+			}
+			m.Size_ = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Size_ |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 11:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deposit", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Deposit.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventFileQueryAnswered) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventFileQueryAnswered: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventFileQueryAnswered: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field QueryId", wireType)
+			}
+			m.QueryId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.QueryId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field File", wireType)
+			}
+			m.File = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.File |= RoundFile(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Lo", wireType)
+			}
+			m.Lo = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Lo |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Hi", wireType)
+			}
+			m.Hi = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Hi |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Left", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Left = append(m.Left[:0], dAtA[iNdEx:postIndex]...)
+			if m.Left == nil {
+				m.Left = []byte{}
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Right", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Right = append(m.Right[:0], dAtA[iNdEx:postIndex]...)
+			if m.Right == nil {
+				m.Right = []byte{}
+			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Data", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Data = append(m.Data[:0], dAtA[iNdEx:postIndex]...)
+			if m.Data == nil {
+				m.Data = []byte{}
+			}
+			iNdEx = postIndex
+		case 11:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Proof", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Proof = append(m.Proof, make([]byte, postIndex-iNdEx))
+			copy(m.Proof[len(m.Proof)-1], dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventFileQueryDescended) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventFileQueryDescended: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventFileQueryDescended: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field QueryId", wireType)
+			}
+			m.QueryId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.QueryId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Right", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Right = bool(v != 0)
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Lo", wireType)
+			}
+			m.Lo = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Lo |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Hi", wireType)
+			}
+			m.Hi = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Hi |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Node", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Node = append(m.Node[:0], dAtA[iNdEx:postIndex]...)
+			if m.Node == nil {
+				m.Node = []byte{}
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			m.Deadline = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deadline |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := skipEvents(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *EventFileQueryEnded) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowEvents
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: EventFileQueryEnded: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: EventFileQueryEnded: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field QueryId", wireType)
+			}
+			m.QueryId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.QueryId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobId", wireType)
+			}
+			m.JobId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobId |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Round", wireType)
+			}
+			m.Round = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Round |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Worker", wireType)
+			}
+			m.Worker = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Worker |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field File", wireType)
+			}
+			m.File = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.File |= RoundFile(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Outcome", wireType)
+			}
+			m.Outcome = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Outcome |= FileQueryOutcome(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PaidTo", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.PaidTo = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deposit", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if err := m.Deposit.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reason", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowEvents
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthEvents
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthEvents
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Reason = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -4,7 +4,7 @@ import "fmt"
 
 // DefaultGenesis has default params and no checkpoints.
 func DefaultGenesis() *GenesisState {
-	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1}
+	return &GenesisState{Params: DefaultParams(), NextChallengeId: 1, NextFileQueryId: 1}
 }
 
 type cpKey struct{ lease, index uint64 }
@@ -56,6 +56,9 @@ func (gs GenesisState) Validate() error {
 		}
 	}
 	if err := gs.validateTileGames(ids); err != nil {
+		return err
+	}
+	if err := gs.validateFileQueries(); err != nil {
 		return err
 	}
 	return gs.validateAudits(checkpoints)
@@ -121,6 +124,54 @@ func (gs GenesisState) validateAudits(checkpoints map[cpKey]Checkpoint) error {
 			return fmt.Errorf("checkpoint %d/%d: counts %d auditors and %d reports, the audits %d and %d",
 				k.lease, k.index, cp.Auditors, cp.UnavailableReports, auditors[k], reports[k])
 		}
+	}
+	return nil
+}
+
+// validateFileQueries checks that each open file query has a unique id below
+// next_file_query_id, is the only one on its file, and is a descent in progress: a
+// range inside the file, hashes that are hashes (the worker's children while the
+// challenger chooses), a deposit.
+func (gs GenesisState) validateFileQueries() error {
+	type fileKey struct {
+		job, round uint64
+		worker     uint32
+		file       RoundFile
+	}
+	ids, files := map[uint64]bool{}, map[fileKey]bool{}
+	for _, q := range gs.FileQueries {
+		fk := fileKey{q.JobId, q.Round, q.Worker, q.File}
+		switch {
+		case q.Id == 0 || q.Id >= gs.NextFileQueryId || ids[q.Id]:
+			return fmt.Errorf("file query %d: id must be unique and in [1, next_file_query_id %d)", q.Id, gs.NextFileQueryId)
+		case files[fk]:
+			return fmt.Errorf("file query %d: a second open query on the %s of job %d round %d worker %d", q.Id, q.File, q.JobId, q.Round, q.Worker)
+		case q.File != ROUND_FILE_START && q.File != ROUND_FILE_ERROR_OUT:
+			return fmt.Errorf("file query %d: file %s is not a round file", q.Id, q.File)
+		case q.Turn != FILE_QUERY_TURN_WORKER && q.Turn != FILE_QUERY_TURN_CHALLENGER:
+			return fmt.Errorf("file query %d: turn %s is not a party's", q.Id, q.Turn)
+		case q.Lo >= q.Hi || q.Hi > q.Size_:
+			return fmt.Errorf("file query %d: range [%d, %d) is not inside the file's %d chunks", q.Id, q.Lo, q.Hi, q.Size_)
+		case q.Challenger == "" || q.Provider == "":
+			return fmt.Errorf("file query %d: challenger and provider must be set", q.Id)
+		case !q.Deposit.IsValid() || !q.Deposit.IsPositive():
+			return fmt.Errorf("file query %d: deposit %s must be a positive coin", q.Id, q.Deposit)
+		case len(q.Root) != 32 || len(q.Node) != 32:
+			return fmt.Errorf("file query %d: root and node must be 32 bytes", q.Id)
+		}
+		children := 0
+		if q.Turn == FILE_QUERY_TURN_CHALLENGER {
+			children = 32
+		}
+		if len(q.Left) != children || len(q.Right) != children {
+			return fmt.Errorf("file query %d: left and right must be %d bytes at the %s's turn", q.Id, children, q.Turn)
+		}
+		for i, h := range q.Path {
+			if len(h) != 32 {
+				return fmt.Errorf("file query %d: path[%d] must be 32 bytes", q.Id, i)
+			}
+		}
+		ids[q.Id], files[fk] = true, true
 	}
 	return nil
 }

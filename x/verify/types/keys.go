@@ -38,3 +38,11 @@ var (
 var (
 	CustodyQueueKey = collections.NewPrefix(13)
 )
+
+// Prefixes added with consensus version 5 (file queries).
+var (
+	FileQueriesKey         = collections.NewPrefix(14)
+	FileQueryDeadlinesKey  = collections.NewPrefix(15)
+	FileQuerySeqKey        = collections.NewPrefix(16)
+	FileQueriesByCommitKey = collections.NewPrefix(17)
+)

@@ -109,6 +109,10 @@ func DefaultParams() Params {
 		// pieces; it is looked at every ~minute meanwhile.
 		CustodyGraceBlocks:   600,
 		CustodyRecheckBlocks: 10,
+		// A file query's deposit pays the worker for its answers: one move per level of the
+		// file's tree, about 20 for a state file, each a ~200k-gas transaction at the
+		// sidecar's default 0.025udepin gas price (5,000 udepin).
+		FileQueryDeposit: sdk.NewInt64Coin("udepin", 100_000),
 	}
 }
 
@@ -176,6 +180,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("custody_grace_blocks must be in [1, %d], got %d", maxBlocksParam, p.CustodyGraceBlocks)
 	case p.CustodyRecheckBlocks == 0 || p.CustodyRecheckBlocks > p.CustodyGraceBlocks:
 		return fmt.Errorf("custody_recheck_blocks must be in [1, custody_grace_blocks %d], got %d", p.CustodyGraceBlocks, p.CustodyRecheckBlocks)
+	case !p.FileQueryDeposit.IsValid() || !p.FileQueryDeposit.IsPositive() || p.FileQueryDeposit.Denom != p.ChallengerBond.Denom:
+		// A free query would let anyone make a worker answer for nothing.
+		return fmt.Errorf("file_query_deposit must be a positive coin in the challenger bond's denomination %s, got %s",
+			p.ChallengerBond.Denom, p.FileQueryDeposit)
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ func TestParamsValidateNamesTheField(t *testing.T) {
 		{"free referee", func(p *types.Params) { p.GasPerMac = 0 }, "gas_per_mac"},
 		{"overflowing referee gas", func(p *types.Params) { p.GasPerMac = 1 << 40; p.MaxStepMacs = 1 << 24 }, "gas_per_mac"},
 		{"zero deadlines", func(p *types.Params) { p.MaxDeadlinesPerBlock = 0 }, "max_deadlines_per_block"},
+		{"free file query", func(p *types.Params) { p.FileQueryDeposit = sdk.NewInt64Coin("udepin", 0) }, "file_query_deposit"},
+		{"file query deposit in another denom", func(p *types.Params) { p.FileQueryDeposit = sdk.NewInt64Coin("uother", 1) }, "file_query_deposit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := types.DefaultParams()

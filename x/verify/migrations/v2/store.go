@@ -42,10 +42,12 @@ func Migrate(ctx context.Context, params collections.Item[types.Params]) error {
 		// Version 2 draws auditors at the block after submission, inside the window.
 		p.ChallengeWindow = 2
 	}
-	// Params that later versions add (custody, version 4) are still zero here; their own
-	// migration fills them in, so the check gives them their defaults.
+	// Params that later versions add (custody, version 4; the file query deposit, version
+	// 5) are still zero here; their own migrations fill them in, so the check gives them
+	// their defaults.
 	check := p
 	check.CustodyGraceBlocks, check.CustodyRecheckBlocks = d.CustodyGraceBlocks, d.CustodyRecheckBlocks
+	check.FileQueryDeposit = sdk.NewCoin(p.ChallengerBond.Denom, d.FileQueryDeposit.Amount)
 	if err := check.Validate(); err != nil {
 		return fmt.Errorf("migrated params: %w", err)
 	}

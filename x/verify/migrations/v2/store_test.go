@@ -51,7 +51,9 @@ func TestMigrateFillsTheNewParams(t *testing.T) {
 	want.AuditFeePerStep = d.AuditFeePerStep
 	want.AuditFraudSlashFraction, want.AuditMissSlashFraction, want.WithheldThreshold = d.AuditFraudSlashFraction, d.AuditMissSlashFraction, d.WithheldThreshold
 	require.Equal(t, want.String(), got.String())
-	// The custody params come with version 4's own migration.
+	// The custody params come with version 4's own migration, the file query deposit with
+	// version 5's.
 	got.CustodyGraceBlocks, got.CustodyRecheckBlocks = d.CustodyGraceBlocks, d.CustodyRecheckBlocks
+	got.FileQueryDeposit = d.FileQueryDeposit
 	require.NoError(t, got.Validate())
 }
