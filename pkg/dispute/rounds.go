@@ -161,45 +161,59 @@ func deltaChunk(l diloco.Layout, sync diloco.Sync, pg []byte, k int) ([]byte, er
 	return diloco.DecompressChunk(record, int(sync.TopK), l.Valid(k))
 }
 
-// StartFault scans a worker's round-r start state file against G_r's file and its carry
-// state's file (nil for a worker without one) and returns the proof of the first wrong
-// chunk.
+// StartFault scans a worker's start state file of round r (start) against G_r's file
+// and its carry state's file (nil: none, zero moments) and returns the proof of the first
+// wrong chunk, or nil when the start is G_r's WorkerStart of the carry.
 func StartFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, carry, start []byte) (*verifytypes.MsgProveRoundFault, error) {
 	for c := range l.StateChunks() {
-		src, k, err := l.StartSourceOf(c)
+		claimed, err := OpenFileChunks(start, c)
 		if err != nil {
 			return nil, err
 		}
-		var source []byte
-		switch {
-		case src == diloco.StartWeights:
-			source = chunkOf(global, diloco.WeightsChunk(k))
-		case src == diloco.StartMoments && carry != nil:
-			source = chunkOf(carry, c)
+		msg, err := StartChunkFault(prover, jobID, round, worker, l, sync, global, carry, claimed[0])
+		if msg != nil || err != nil {
+			return msg, err
 		}
-		want, err := l.StartChunk(sync, round, c, source)
-		if err != nil {
-			return nil, fmt.Errorf("state chunk %d: %w", c, err)
-		}
-		if bytes.Equal(want, chunkOf(start, c)) {
-			continue
-		}
-		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_START, Chunk: c}
-		if msg.Claimed, err = OpenFileChunks(start, c); err != nil {
-			return nil, err
-		}
-		switch {
-		case src == diloco.StartWeights:
-			msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k))
-		case src == diloco.StartMoments && carry != nil:
-			msg.Source, err = OpenFileChunks(carry, c)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return msg, nil
 	}
 	return nil, nil
+}
+
+// StartChunkFault is the proof that claimed, one chunk of a worker's start state of
+// round r opened against its start_root, is not G_r's WorkerStart of the carry (carry:
+// the carry state's file, nil for none), or nil when it is. A challenger that does not
+// hold the worker's start state has the worker open the chunk in a file query.
+func StartChunkFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, carry []byte, claimed verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+	c := claimed.Index
+	src, k, err := l.StartSourceOf(c)
+	if err != nil {
+		return nil, err
+	}
+	var source []byte
+	switch {
+	case src == diloco.StartWeights:
+		source = chunkOf(global, diloco.WeightsChunk(k))
+	case src == diloco.StartMoments && carry != nil:
+		source = chunkOf(carry, c)
+	}
+	want, err := l.StartChunk(sync, round, c, source)
+	if err != nil {
+		return nil, fmt.Errorf("state chunk %d: %w", c, err)
+	}
+	if bytes.Equal(want, claimed.Data) {
+		return nil, nil
+	}
+	msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_START,
+		Chunk: c, Claimed: []verifytypes.FileChunk{claimed}}
+	switch {
+	case src == diloco.StartWeights:
+		msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k))
+	case src == diloco.StartMoments && carry != nil:
+		msg.Source, err = OpenFileChunks(carry, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // CompressedPseudoGradientFault is PseudoGradientFault for a job with top_k: pg is the
@@ -210,7 +224,6 @@ func StartFault(prover string, jobID, round uint64, worker uint32, l diloco.Layo
 // may then be nil); else the first record or error-buffer chunk that is not the
 // compression of its inputs.
 func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, end, pg, prev, errIn, errOut []byte) (*verifytypes.MsgProveRoundFault, error) {
-	topK := int(sync.TopK)
 	in, out, err := diloco.CompressedErrorRoots(chunkOf(pg, 0))
 	if err != nil {
 		return nil, err
@@ -221,67 +234,105 @@ func CompressedPseudoGradientFault(prover string, jobID, round uint64, worker ui
 			return nil, fmt.Errorf("previous pseudo-gradient: %w", err)
 		}
 	}
-	build := func(k int, full bool) (*verifytypes.MsgProveRoundFault, error) {
-		sc, err := l.StateWeightsChunk(k)
-		if err != nil {
-			return nil, err
-		}
-		msg := &verifytypes.MsgProveRoundFault{Prover: prover, JobId: jobID, Round: round, Worker: worker, Kind: verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, Chunk: uint64(k)}
-		if msg.Global, err = OpenFileChunks(global, diloco.WeightsChunk(k)); err != nil {
-			return nil, err
-		}
-		if msg.Source, err = OpenFileChunks(end, sc); err != nil {
-			return nil, err
-		}
-		open1 := func(file []byte, i uint64) (*verifytypes.FileChunk, error) {
-			cs, err := OpenFileChunks(file, i)
-			if err != nil {
-				return nil, err
-			}
-			return &cs[0], nil
-		}
-		if msg.Header, err = open1(pg, 0); err != nil {
-			return nil, err
-		}
-		if prev != nil {
-			if msg.PreviousHeader, err = open1(prev, 0); err != nil {
-				return nil, err
-			}
-		}
-		if !full {
-			return msg, nil
-		}
-		if msg.Claimed, err = OpenFileChunks(pg, diloco.RecordChunks(topK, k)...); err != nil {
-			return nil, err
-		}
-		if msg.ErrorIn, err = open1(errIn, uint64(k)); err != nil {
-			return nil, err
-		}
-		if msg.ErrorOut, err = open1(errOut, uint64(k)); err != nil {
-			return nil, err
-		}
-		return msg, nil
-	}
+	p := compressedProof{prover: prover, jobID: jobID, round: round, worker: worker, l: l, topK: int(sync.TopK), global: global, end: end, pg: pg, prev: prev}
 	if in != wantIn {
-		return build(0, false)
+		return p.build(0, nil, nil)
 	}
 	if merkle.RootOfBytes(errIn, diloco.ChunkSize) != in || merkle.RootOfBytes(errOut, diloco.ChunkSize) != out {
 		return nil, fmt.Errorf("dispute: the error buffers given are not the ones the pseudo-gradient's header names")
 	}
 	for k := range l.Chunks {
-		sc, err := l.StateWeightsChunk(k)
+		opened, err := OpenFileChunks(errOut, uint64(k))
 		if err != nil {
 			return nil, err
 		}
-		rec, next, err := diloco.CompressedChunk(chunkOf(global, diloco.WeightsChunk(k)), chunkOf(end, sc), chunkOf(errIn, uint64(k)), topK, l.Valid(k))
-		if err != nil {
-			return nil, fmt.Errorf("chunk %d: %w", k, err)
+		msg, err := p.chunkFault(k, errIn, opened[0])
+		if msg != nil || err != nil {
+			return msg, err
 		}
-		start := diloco.ChunkSize + k*diloco.RecordBytes(topK)
-		if bytes.Equal(rec, pg[start:start+diloco.RecordBytes(topK)]) && bytes.Equal(next, chunkOf(errOut, uint64(k))) {
-			continue
-		}
-		return build(k, true)
 	}
 	return nil, nil
+}
+
+// ErrorOutChunkFault is the proof that errOut, chunk k of the error buffer a worker's
+// compressed pseudo-gradient pg names as its error_out (opened by the worker in a file
+// query: only it holds the buffer it named), or record k of pg, is not the compression
+// of its inputs; nil when both are. errIn is the encoded error_in buffer (the one pg's
+// header names, rebuilt by the challenger), prev as for CompressedPseudoGradientFault.
+func ErrorOutChunkFault(prover string, jobID, round uint64, worker uint32, l diloco.Layout, sync diloco.Sync, global, end, pg, prev, errIn []byte, errOut verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+	if errOut.Index >= uint64(l.Chunks) {
+		return nil, fmt.Errorf("dispute: error buffer chunk %d of %d", errOut.Index, l.Chunks)
+	}
+	p := compressedProof{prover: prover, jobID: jobID, round: round, worker: worker, l: l, topK: int(sync.TopK), global: global, end: end, pg: pg, prev: prev}
+	return p.chunkFault(int(errOut.Index), errIn, errOut)
+}
+
+// compressedProof builds PSEUDO_GRADIENT proofs over one worker's compressed file.
+type compressedProof struct {
+	prover                string
+	jobID, round          uint64
+	worker                uint32
+	l                     diloco.Layout
+	topK                  int
+	global, end, pg, prev []byte
+}
+
+// chunkFault is the proof of section chunk k when record k of pg or errOut (chunk k of
+// the named error_out, opened) is not the compression of its inputs, else nil.
+func (p compressedProof) chunkFault(k int, errIn []byte, errOut verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+	sc, err := p.l.StateWeightsChunk(k)
+	if err != nil {
+		return nil, err
+	}
+	rec, next, err := diloco.CompressedChunk(chunkOf(p.global, diloco.WeightsChunk(k)), chunkOf(p.end, sc), chunkOf(errIn, uint64(k)), p.topK, p.l.Valid(k))
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d: %w", k, err)
+	}
+	start := diloco.ChunkSize + k*diloco.RecordBytes(p.topK)
+	if bytes.Equal(rec, p.pg[start:start+diloco.RecordBytes(p.topK)]) && bytes.Equal(next, errOut.Data) {
+		return nil, nil
+	}
+	return p.build(k, errIn, &errOut)
+}
+
+// build is the proof of section chunk k: the header alone when errOut is nil (a wrong
+// error_in root), else with record k and both error buffers' chunk k.
+func (p compressedProof) build(k int, errIn []byte, errOut *verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+	sc, err := p.l.StateWeightsChunk(k)
+	if err != nil {
+		return nil, err
+	}
+	msg := &verifytypes.MsgProveRoundFault{Prover: p.prover, JobId: p.jobID, Round: p.round, Worker: p.worker, Kind: verifytypes.ROUND_FAULT_PSEUDO_GRADIENT, Chunk: uint64(k)}
+	if msg.Global, err = OpenFileChunks(p.global, diloco.WeightsChunk(k)); err != nil {
+		return nil, err
+	}
+	if msg.Source, err = OpenFileChunks(p.end, sc); err != nil {
+		return nil, err
+	}
+	open1 := func(file []byte, i uint64) (*verifytypes.FileChunk, error) {
+		cs, err := OpenFileChunks(file, i)
+		if err != nil {
+			return nil, err
+		}
+		return &cs[0], nil
+	}
+	if msg.Header, err = open1(p.pg, 0); err != nil {
+		return nil, err
+	}
+	if p.prev != nil {
+		if msg.PreviousHeader, err = open1(p.prev, 0); err != nil {
+			return nil, err
+		}
+	}
+	if errOut == nil {
+		return msg, nil
+	}
+	if msg.Claimed, err = OpenFileChunks(p.pg, diloco.RecordChunks(p.topK, k)...); err != nil {
+		return nil, err
+	}
+	if msg.ErrorIn, err = open1(errIn, uint64(k)); err != nil {
+		return nil, err
+	}
+	msg.ErrorOut = errOut
+	return msg, nil
 }

@@ -61,7 +61,7 @@ func testRoundFilesArePruned(t *testing.T, topK int) {
 			t.Fatal(err)
 		}
 		own := w.lease.Worker
-		want := []string{"global-3", "global-4", "global-5", "carry-lease-" + strconv.FormatUint(w.lease.ID, 10)}
+		want := []string{"global-3", "global-4", "global-5"}
 		for k := range uint32(3) {
 			want = append(want, fmt.Sprintf("pg-3-%d", k), fmt.Sprintf("pg-4-%d", k))
 			if k == own {

@@ -37,7 +37,6 @@ import (
 	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/datasets"
 	"github.com/depinchain/depinchain/provider/db"
-	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
 )
@@ -316,8 +315,7 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 			r.removeJobDir(l.Job.Id)
 		}
 	}()
-	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, LeaseID: l.ID, GPUs: l.GPUs, OutputDir: l.OutputDir, LogDir: l.LogDir,
-		Carry: r.readCarry(j, l.ID)}
+	w := Worker{Job: j, Index: l.Worker, Trainer: l.Trainer, LeaseID: l.ID, GPUs: l.GPUs, OutputDir: l.OutputDir, LogDir: l.LogDir}
 	// carries[q] is the carry the lease trained round q with: a redone round trains
 	// with it again.
 	carries := map[uint64]*uint64{}
@@ -330,6 +328,9 @@ func (r *Role) Serve(ctx context.Context, l Lease) error {
 			r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseDone })
 			r.pruneAllData(l, w)
 			return nil
+		}
+		if err := r.carryFromChain(ctx, l, &w, rd.Round); err != nil {
+			return err
 		}
 		if _, seen := carries[rd.Round]; !seen {
 			carries[rd.Round] = w.Carry
@@ -609,9 +610,6 @@ func (r *Role) aggregate(ctx context.Context, l Lease, w *Worker, round uint64, 
 	if slices.Contains(rd.Entered, l.Worker) {
 		carry := round
 		w.Carry = &carry
-		if err := r.writeCarry(w.Job, l.ID, &carry); err != nil {
-			return err
-		}
 	}
 	for {
 		r.setStatus(l.ID, func(s *JobStatus) { s.Phase = PhaseAggregating })
@@ -842,9 +840,6 @@ func (r *Role) redo(ctx context.Context, l Lease, w *Worker, deleted uint64, car
 	p := min(job.Job.Round, max(deleted, 1)-1)
 	if carry, ok := carries[p+1]; ok {
 		w.Carry = carry
-		if err := r.writeCarry(w.Job, l.ID, carry); err != nil {
-			return err
-		}
 	}
 	for q := range carries {
 		if q > p+1 {
@@ -918,30 +913,33 @@ func (r *Role) waitRound(ctx context.Context, l Lease, round uint64, wake chan s
 	}
 }
 
-// carryPath records the last round lease entered (its carry).
-func carryPath(j Job, leaseID uint64) string {
-	return filepath.Join(j.Dir, "carry-lease-"+strconv.FormatUint(leaseID, 10))
+// carryFromChain sets w's carry into round to the one x/verify holds its start state to:
+// the last round before it that the lease's slot entered (previousEntered), or none.
+// It is read from the chain, not kept on disk: a sidecar that stopped between its commit
+// landing and the round closing never saw the round close, and one restarted then must
+// not train the next round from zero moments (a checker would prove that start wrong).
+func (r *Role) carryFromChain(ctx context.Context, l Lease, w *Worker, round uint64) error {
+	prev, err := r.previousEntered(ctx, w.Job, markettypes.RoundCommit{Round: round, Worker: l.Worker, LeaseId: l.ID})
+	if err != nil {
+		return fmt.Errorf("reading the rounds lease %d entered before round %d: %w", l.ID, round, err)
+	}
+	var carry *uint64
+	if prev != nil {
+		carry = &prev.Round
+	}
+	if (carry == nil) == (w.Carry == nil) && (carry == nil || *carry == *w.Carry) {
+		return nil
+	}
+	r.log.Warn("the lease's carry on record is not the chain's; taking the chain's", "lease", l.ID, "job", l.Job.Id, "round", round,
+		"recorded", roundOrNone(w.Carry), "chain", roundOrNone(carry))
+	w.Carry = carry
+	return nil
 }
 
-// writeCarry records the lease's carry (none: the file goes).
-func (r *Role) writeCarry(j Job, leaseID uint64, carry *uint64) error {
+// roundOrNone prints a carry for the log.
+func roundOrNone(carry *uint64) string {
 	if carry == nil {
-		if err := os.Remove(carryPath(j, leaseID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
+		return "none"
 	}
-	return pieces.WriteBytesAtomic(carryPath(j, leaseID), []byte(strconv.FormatUint(*carry, 10)))
-}
-
-func (r *Role) readCarry(j Job, leaseID uint64) *uint64 {
-	b, err := os.ReadFile(carryPath(j, leaseID))
-	if err != nil {
-		return nil
-	}
-	n, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		return nil
-	}
-	return &n
+	return strconv.FormatUint(*carry, 10)
 }

@@ -1301,3 +1301,68 @@ func TestRoleRedoesARoundDeletedAndOpenedAgainBeforeItLooked(t *testing.T) {
 		}
 	}
 }
+
+// A worker sidecar killed right after its commit of round 0 went on chain (before the
+// round closed, so before it recorded round 0 as its carry) and started again once round
+// 1 is open trains round 1 with the carry the chain says it has: its round-0 end state
+// (Adam's moments run on), not a fresh start a checker would prove wrong. Dense and top_k
+// (whose error buffer the carry also selects).
+func TestRoleRestartedAfterItsCommitKeepsItsCarry(t *testing.T) {
+	for _, topK := range []int{0, 32} {
+		t.Run("top_k="+strconv.Itoa(topK), func(t *testing.T) { testRoleRestartedAfterItsCommit(t, topK) })
+	}
+}
+
+func testRoleRestartedAfterItsCommit(t *testing.T, topK int) {
+	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: topK}
+	c := newFakeChain(t, spec, 3, 2)
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	killCtx, kill := context.WithCancel(ctx)
+	restarted := ws[2]
+	submit := restarted.lease.SubmitCheckpoint
+	restarted.lease.SubmitCheckpoint = func(ctx context.Context, cp trainer.Checkpoint, commit sdk.Msg) error {
+		err := submit(ctx, cp, commit)
+		if commit.(*markettypes.MsgCommitRound).Round == 0 {
+			kill() // the process dies as its commit lands
+		}
+		return err
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- restarted.role.Serve(killCtx, restarted.lease) }()
+	others := make(chan []error, 1)
+	go func() { others <- serveAll(t, ctx, ws[:2]) }()
+	if err := <-killed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the killed sidecar's Serve: %v, want it cancelled", err)
+	}
+	if err := c.await(ctx, func() bool { rd := c.rounds[1]; return rd != nil && rd.State == markettypes.ROUND_STATE_OPEN }); err != nil {
+		t.Fatal(err)
+	}
+	role, err := New(restarted.role.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted.role = role
+	if err := role.Serve(ctx, restarted.lease); err != nil {
+		t.Fatalf("the restarted sidecar: %v", err)
+	}
+	for i, err := range <-others {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.proofs {
+		t.Errorf("the restarted honest worker was accused: %s of worker %d in round %d", p.Kind, p.Worker, p.Round)
+	}
+	if len(c.convicted) != 0 {
+		t.Fatalf("convicted %v", c.convicted)
+	}
+	c.requireSimulated(t, spec, 2, nil)
+}

@@ -178,6 +178,9 @@ func (w Worker) Train(ctx context.Context, round uint64, onStep func(trainer.Ste
 			return Contribution{}, fmt.Errorf("rounds: worker %d carries round %d into round %d", w.Index, *w.Carry, round)
 		}
 		env.ResumeFrom = trainer.CheckpointDir(w.OutputDir, w.Sync.RoundStart(*w.Carry+1))
+		if _, err := os.Stat(filepath.Join(env.ResumeFrom, trainer.CompleteMarkerName)); err != nil {
+			return Contribution{}, fmt.Errorf("rounds: worker %d carries its round-%d end state into round %d and its checkpoint is not here: %w", w.Index, *w.Carry, round, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(trainer.CheckpointDir(w.OutputDir, end), trainer.CompleteMarkerName)); err != nil {
 		if err := w.Data(ctx, round, w.Index, env.DataDir); err != nil {
