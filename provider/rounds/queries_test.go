@@ -133,7 +133,7 @@ func (c *fakeChain) endQueriesOn(commit markettypes.RoundCommit) {
 	for id, q := range c.queries {
 		if q.JobId == commit.JobId && q.Round == commit.Round && q.Worker == commit.Worker {
 			delete(c.queries, id)
-			c.emitLocked(&verifytypes.EventFileQueryEnded{QueryId: id, Outcome: verifytypes.FILE_QUERY_OUTCOME_PROVEN})
+			c.emitLocked(&verifytypes.EventFileQueryEnded{QueryId: id, Outcome: verifytypes.FILE_QUERY_OUTCOME_VOID})
 		}
 	}
 }
