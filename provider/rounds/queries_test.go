@@ -179,7 +179,7 @@ func TestRoleQueriesAStartItCannotRebuild(t *testing.T) {
 // worker's error_out and proves the revealed chunk is not what its record leaves.
 func TestRoleQueriesAWrongErrorOut(t *testing.T) {
 	spec := diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9, TopK: 32}
-	p := testWorkerFaultQueried(t, spec, func(o *Options) { o.cheatErrorOut = true }, verifytypes.ROUND_FILE_ERROR_OUT, 0)
+	p := testWorkerFaultQueried(t, spec, func(o *Options) { o.CheatErrorOut = true }, verifytypes.ROUND_FILE_ERROR_OUT, 0)
 	if p.Kind != verifytypes.ROUND_FAULT_PSEUDO_GRADIENT || p.ErrorOut == nil || p.Chunk != 0 {
 		t.Fatalf("proof: %s of chunk %d (error_out opened: %t), want PSEUDO_GRADIENT of chunk 0 with the revealed error_out chunk", p.Kind, p.Chunk, p.ErrorOut != nil)
 	}

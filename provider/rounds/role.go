@@ -100,6 +100,10 @@ type Options struct {
 	// compressed: the first sent, its error_out root left honest), while its round-end
 	// checkpoint is honest.
 	CheatPseudoGradient bool
+	// CheatErrorOut (tests only) makes this sidecar a top-k worker that keeps, and names
+	// in its compressed pseudo-gradients' headers, error buffers with one element off
+	// (its records honest): only a file query can prove it.
+	CheatErrorOut bool
 	// CheatTrainOnSlot (tests only), when set, makes this sidecar a worker that trains
 	// every round on that slot's data of the round instead of its own, and commits
 	// honestly what it trained: a trace that does not verify against its assignment.
@@ -113,9 +117,6 @@ type Options struct {
 	// cheatStaleCarry (this package's tests only) makes the worker start a round from the
 	// carry before its carry (a start no checker can rebuild) and answer file queries with it.
 	cheatStaleCarry bool
-	// cheatErrorOut (this package's tests only) makes the worker keep, and name in its
-	// compressed pseudo-gradient's header, an error buffer with one element off.
-	cheatErrorOut bool
 	// errorBufferReplay (this package's tests only) is how many rounds one check
 	// replays to rebuild a worker's error buffer (default maxErrorBufferReplay).
 	errorBufferReplay int
@@ -508,7 +509,7 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 				trainee.Carry = &older.Round
 			}
 		}
-		trainee.skewErrorOut = r.opts.cheatErrorOut
+		trainee.skewErrorOut = r.opts.CheatErrorOut
 		con, err := trainee.Train(ctx, round, l.OnStep)
 		if errors.Is(err, ErrNoData) {
 			// Nothing to train on (x/market opens a dataset job's round only for the

@@ -142,7 +142,7 @@ type Worker struct {
 	// next one: the last round it entered; nil for a worker that has entered none (a
 	// joiner starts from WorkerStart(nil)).
 	Carry *uint64
-	// skewErrorOut (tests only: Options.cheatErrorOut) keeps and names an error buffer
+	// skewErrorOut (tests only: Options.CheatErrorOut) keeps and names an error buffer
 	// with one element off.
 	skewErrorOut bool
 }
