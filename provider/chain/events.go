@@ -131,3 +131,23 @@ func withoutBlockMode(ev abci.Event) abci.Event {
 	ev.Attributes = attrs
 	return ev
 }
+
+// FindEvent returns the first typed event of type T among a transaction's events (a
+// TxResult's): how a sender reads what its message did, e.g. the id it opened.
+func FindEvent[T proto.Message](events []abci.Event) (T, bool) {
+	var zero T
+	name := proto.MessageName(zero)
+	for _, ev := range events {
+		if ev.Type != name {
+			continue
+		}
+		msg, err := sdk.ParseTypedEvent(ev)
+		if err != nil {
+			continue
+		}
+		if t, ok := msg.(T); ok {
+			return t, true
+		}
+	}
+	return zero, false
+}

@@ -80,6 +80,9 @@ type Hooks struct {
 	// CheatPseudoGradient makes the rounds role a worker that fabricates its
 	// pseudo-gradients (rounds.Options).
 	CheatPseudoGradient bool
+	// CheatErrorOut makes the rounds role a top-k worker that names error buffers with
+	// one element off (rounds.Options.CheatErrorOut).
+	CheatErrorOut bool
 	// CheatTrainOnSlot makes the rounds role a worker that trains on that slot's data
 	// (rounds.Options).
 	CheatTrainOnSlot *uint32

@@ -97,7 +97,7 @@ func (d *Daemon) newRoles(passive bool, hooks Hooks) (roles, error) {
 	rs.rounds, err = rounds.New(rounds.Options{
 		Operator: d.operator, Submit: d.submitTx, Chain: d.queries, WorkDir: cfg.Storage.WorkDir,
 		CustodyDir: d.custodyDir(), Custody: custodySource, Datasets: data, Metrics: d.metrics, Logger: d.log,
-		CheatAggregate: hooks.CheatAggregate, CheatPseudoGradient: hooks.CheatPseudoGradient,
+		CheatAggregate: hooks.CheatAggregate, CheatPseudoGradient: hooks.CheatPseudoGradient, CheatErrorOut: hooks.CheatErrorOut,
 		CheatTrainOnSlot: hooks.CheatTrainOnSlot,
 	})
 	if err != nil {

@@ -108,6 +108,10 @@ func (r *Role) checkEntered(ctx context.Context, l Lease, j Job, rd markettypes.
 		go func() {
 			defer wg.Done()
 			faults[i], errs[i] = r.checkWorker(ctx, j, g, global, c)
+			if need := (*fileQueryNeeded)(nil); errors.As(errs[i], &need) {
+				r.log.Warn("a worker's round file is wrong and only it can open it: querying it", "job", j.ID, "round", rd.Round, "worker", c.Worker, "err", errs[i])
+				faults[i], errs[i] = r.queryFile(ctx, j, need)
+			}
 		}()
 	}
 	wg.Wait()
@@ -213,9 +217,9 @@ func (r *Role) checkWorker(ctx context.Context, j Job, g *diloco.GlobalState, gl
 }
 
 // startFault proves worker c's start state wrong when its root is not G_r's WorkerStart
-// of its carry. The start state is not in custody (anyone can compute it), so only a wrong
-// start this sidecar can rebuild is proven: one from no carry, as a joiner's, when the
-// worker has one. Any other is reported as an error.
+// of its carry. The start state is not in custody (anyone can compute it): a wrong start
+// this sidecar can rebuild (one from no carry, as a joiner's, when the worker has one) is
+// proven at once; any other needs a file query (*fileQueryNeeded).
 func (r *Role) startFault(j Job, g *diloco.GlobalState, global, carry []byte, c markettypes.RoundCommit) (*verifytypes.MsgProveRoundFault, error) {
 	claimed, err := merkle.HashFromBytes(c.StartRoot)
 	if err != nil {
@@ -235,7 +239,11 @@ func (r *Role) startFault(j Job, g *diloco.GlobalState, global, carry []byte, c 
 			return dispute.StartFault(r.opts.Operator, j.ID, g.Round, c.Worker, diloco.NewLayout(j.Config), j.Sync, global, carry, start)
 		}
 	}
-	return nil, fmt.Errorf("worker %d's start state %s is not G_%d's WorkerStart of its carry, and not one this sidecar can rebuild to prove it", c.Worker, claimed, g.Round)
+	l := diloco.NewLayout(j.Config)
+	return nil, &fileQueryNeeded{commit: c, file: verifytypes.ROUND_FILE_START, correct: g.WorkerStart(carryState).Encode(),
+		prove: func(opened verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+			return dispute.StartChunkFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, carry, opened)
+		}}
 }
 
 // previousEntered is worker c's commit of the last round before c.Round it entered under

@@ -87,7 +87,15 @@ func (r *Role) compressedFault(ctx context.Context, j Job, g *diloco.GlobalState
 	case in != sent.ErrIn:
 		return nil, fmt.Errorf("worker %d's error_in %s is the error_out its round %d named, but this sidecar rebuilt %s: that round's error_out was wrong, and only the worker can open it", c.Worker, in, prev.Round, sent.ErrIn)
 	case out != sent.ErrOut:
-		return nil, fmt.Errorf("worker %d's error_out %s is not the rebuilt %s: only the worker can open its chunks to prove it", c.Worker, out, sent.ErrOut)
+		header, err := dispute.OpenFileChunks(pg, 0)
+		if err != nil {
+			return nil, err
+		}
+		encIn := diloco.EncodeErrorBuffer(errIn)
+		return nil, &fileQueryNeeded{commit: c, file: verifytypes.ROUND_FILE_ERROR_OUT, correct: diloco.EncodeErrorBuffer(errOut), header: &header[0],
+			prove: func(opened verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
+				return dispute.ErrorOutChunkFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, end, pg, prevFile, encIn, opened)
+			}}
 	}
 	msg, err := dispute.CompressedPseudoGradientFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, end, pg, prevFile,
 		diloco.EncodeErrorBuffer(errIn), diloco.EncodeErrorBuffer(errOut))

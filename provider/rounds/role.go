@@ -39,6 +39,7 @@ import (
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/trainer"
 	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // Chain is what the role reads from the chain; chain.Queries satisfies it.
@@ -49,6 +50,7 @@ type Chain interface {
 	chain.CheckpointsQuerier
 	Round(ctx context.Context, in *markettypes.QueryRoundRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundResponse, error)
 	RoundCommits(ctx context.Context, in *markettypes.QueryRoundCommitsRequest, opts ...grpc.CallOption) (*markettypes.QueryRoundCommitsResponse, error)
+	FileQuery(ctx context.Context, in *verifytypes.QueryFileQueryRequest, opts ...grpc.CallOption) (*verifytypes.QueryFileQueryResponse, error)
 }
 
 // SubmitFunc sends msgs in one transaction signed for the operator.
@@ -98,6 +100,10 @@ type Options struct {
 	// compressed: the first sent, its error_out root left honest), while its round-end
 	// checkpoint is honest.
 	CheatPseudoGradient bool
+	// CheatErrorOut (tests only) makes this sidecar a top-k worker that keeps, and names
+	// in its compressed pseudo-gradients' headers, error buffers with one element off
+	// (its records honest): only a file query can prove it.
+	CheatErrorOut bool
 	// CheatTrainOnSlot (tests only), when set, makes this sidecar a worker that trains
 	// every round on that slot's data of the round instead of its own, and commits
 	// honestly what it trained: a trace that does not verify against its assignment.
@@ -108,6 +114,9 @@ type Options struct {
 	// cheatStart (this package's tests only) makes the worker start every round from
 	// WorkerStart(nil), forgetting its carry.
 	cheatStart bool
+	// cheatStaleCarry (this package's tests only) makes the worker start a round from the
+	// carry before its carry (a start no checker can rebuild) and answer file queries with it.
+	cheatStaleCarry bool
 	// errorBufferReplay (this package's tests only) is how many rounds one check
 	// replays to rebuild a worker's error buffer (default maxErrorBufferReplay).
 	errorBufferReplay int
@@ -131,6 +140,8 @@ type Role struct {
 	// ended holds the jobs closed on chain: their round folder goes once no lease of
 	// theirs is served (jobEnded).
 	ended map[uint64]bool
+	// answers are the file queries on this operator's round files to answer (queries.go).
+	answers *queryAnswers
 }
 
 // New checks opts and prepares a Role.
@@ -156,26 +167,37 @@ func New(opts Options) (*Role, error) {
 	if opts.errorBufferReplay <= 0 {
 		opts.errorBufferReplay = maxErrorBufferReplay
 	}
-	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, ended: map[uint64]bool{}}, nil
+	return &Role{opts: opts, log: opts.Logger, status: map[uint64]JobStatus{}, wake: map[uint64]chan struct{}{}, ended: map[uint64]bool{}, answers: newQueryAnswers()}, nil
 }
 
 // Name implements the daemon's Role.
 func (*Role) Name() string { return "rounds" }
 
 // Run implements the daemon's Role: the rounds are served by the leases role's runs
-// (Serve); on its own it only removes, at start, the round folders of the jobs that
-// ended while the sidecar was stopped (sweepEndedJobs).
+// (Serve); on its own it removes, at start, the round folders of the jobs that ended
+// while the sidecar was stopped (sweepEndedJobs), then answers the file queries on this
+// operator's round files.
 func (r *Role) Run(ctx context.Context) error {
 	r.sweepEndedJobs(ctx)
-	<-ctx.Done()
+	r.answerQueries(ctx)
 	return nil
 }
 
 // HandleEvent wakes the runs of a job whose round moved, so they need not wait for
-// their next poll, and removes the round files of a job that ended.
+// their next poll, removes the round files of a job that ended, and queues the file
+// queries that may wait for this operator's answer.
 func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(), error) {
 	var jobID uint64
 	switch e := ev.Message.(type) {
+	case *verifytypes.EventFileQueryOpened:
+		if e.Provider != r.opts.Operator {
+			return nil, nil
+		}
+		return func() { r.answers.ask(e.QueryId) }, nil
+	case *verifytypes.EventFileQueryDescended:
+		return func() { r.answers.ask(e.QueryId) }, nil // answerFileQuery skips others' queries
+	case *verifytypes.EventFileQueryEnded:
+		return func() { r.answers.forget(e.QueryId) }, nil
 	case *markettypes.EventJobClosed:
 		return func() { r.jobEnded(e.JobId) }, nil
 	case *markettypes.EventRoundOpened:
@@ -369,8 +391,10 @@ func (r *Role) jobOf(l Lease) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	if err := os.MkdirAll(l.DataDir, 0o755); err != nil {
-		return Job{}, err
+	if l.DataDir != "" {
+		if err := os.MkdirAll(l.DataDir, 0o755); err != nil {
+			return Job{}, err
+		}
 	}
 	data := CorpusData(l.Job.Seed, l.Job.Spec.Workers)
 	if l.Job.Spec.DatasetId != "" {
@@ -476,6 +500,16 @@ func (r *Role) serveRound(ctx context.Context, l Lease, w *Worker, rd markettype
 		if r.opts.cheatStart {
 			trainee.Carry = nil
 		}
+		if r.opts.cheatStaleCarry && w.Carry != nil {
+			older, err := r.previousEntered(ctx, w.Job, markettypes.RoundCommit{Round: *w.Carry, Worker: l.Worker, LeaseId: l.ID})
+			if err != nil {
+				return err
+			}
+			if older != nil {
+				trainee.Carry = &older.Round
+			}
+		}
+		trainee.skewErrorOut = r.opts.CheatErrorOut
 		con, err := trainee.Train(ctx, round, l.OnStep)
 		if errors.Is(err, ErrNoData) {
 			// Nothing to train on (x/market opens a dataset job's round only for the

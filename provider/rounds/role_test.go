@@ -59,6 +59,11 @@ type fakeChain struct {
 	finalLag uint64
 	// otherJobs are jobs on chain besides job; one that is neither is not found.
 	otherJobs map[uint64]markettypes.Job
+	// queries are the open file queries (queries_test.go), by id; listeners the roles
+	// whose HandleEvent sees the chain's file query events.
+	queries   map[uint64]*verifytypes.FileQuery
+	queryLog  []verifytypes.FileQuery
+	listeners []*Role
 }
 
 // convict records provider as convicted and closes its leases, as x/verify's fraud path.
@@ -238,6 +243,7 @@ func (c *fakeChain) proveWorkerFault(m *verifytypes.MsgProveRoundFault) error {
 	c.proofs = append(c.proofs, m)
 	c.convict(commit.Provider)
 	commit.Excluded = true
+	c.endQueriesOn(*commit)
 	if rd.State == markettypes.ROUND_STATE_FINAL {
 		return nil
 	}
@@ -369,7 +375,7 @@ func newFakeChain(t *testing.T, spec diloco.SyncSpec, workers int, rounds uint64
 	}}
 	c := &fakeChain{job: job, leases: map[uint64]markettypes.Lease{}, rounds: map[uint64]*markettypes.Round{},
 		commits: map[uint64][]markettypes.RoundCommit{}, expect: map[uint64][]uint32{}, net: newCustodyNet(t),
-		checkpoints: map[uint64][]verifytypes.Checkpoint{}}
+		checkpoints: map[uint64][]verifytypes.Checkpoint{}, queries: map[uint64]*verifytypes.FileQuery{}}
 	root := g0.Root()
 	c.open(0, root[:])
 	return c
@@ -539,6 +545,12 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 				return &chain.TxResult{}, c.commitGlobal(custodyDir, m)
 			case *verifytypes.MsgProveRoundFault:
 				return &chain.TxResult{}, c.proveRoundFault(m)
+			case *verifytypes.MsgOpenFileQuery:
+				return c.openFileQuery(m)
+			case *verifytypes.MsgAnswerFileQuery:
+				return &chain.TxResult{}, c.answerFileQuery(m)
+			case *verifytypes.MsgDescendFileQuery:
+				return &chain.TxResult{}, c.descendFileQuery(m)
 			}
 			return nil, fmt.Errorf("unexpected %T", msgs[0])
 		},
@@ -547,6 +559,9 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 		t.Fatal(err)
 	}
 	w := &worker{role: role, custody: custodyDir, metrics: m}
+	c.mu.Lock()
+	c.listeners = append(c.listeners, role)
+	c.mu.Unlock()
 	w.lease = Lease{ID: leaseID, Worker: slot, Job: job, OutputDir: filepath.Join(dir, "out"), DataDir: filepath.Join(dir, "data"),
 		SubmitCheckpoint: func(_ context.Context, cp trainer.Checkpoint, commit sdk.Msg) error {
 			m := commit.(*markettypes.MsgCommitRound)

@@ -142,6 +142,9 @@ type Worker struct {
 	// next one: the last round it entered; nil for a worker that has entered none (a
 	// joiner starts from WorkerStart(nil)).
 	Carry *uint64
+	// skewErrorOut (tests only: Options.CheatErrorOut) keeps and names an error buffer
+	// with one element off.
+	skewErrorOut bool
 }
 
 // Contribution is a worker's result of one round: what MsgCommitRound and the round's
@@ -234,6 +237,10 @@ func (w Worker) pseudoGradient(round uint64, cp trainer.Checkpoint, c *Contribut
 		var newErr []int64
 		if pg, newErr, err = pg.Compress(errBuf); err != nil {
 			return err
+		}
+		if w.skewErrorOut {
+			newErr[0]++
+			pg.ErrOut = diloco.ErrorBufferRoot(newErr)
 		}
 		if err := pieces.WriteBytesAtomic(w.errBufPath(round, w.Index), exact.EncodeValues(nil, exact.I32, newErr)); err != nil {
 			return err

@@ -7,13 +7,12 @@ import (
 	"slices"
 	"time"
 
-	abci "github.com/cometbft/cometbft/abci/types"
-	"github.com/cosmos/gogoproto/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	sdk "github.com/cosmos/cosmos-sdk/types"
 
+	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
 )
@@ -305,7 +304,7 @@ func (r *Role) declareFault(ctx context.Context, id uint64, problem string) {
 		return
 	}
 	var slashed sdk.Coin
-	if ev, ok := findEvent[*types.EventFaultDeclared](res.Events); ok {
+	if ev, ok := chain.FindEvent[*types.EventFaultDeclared](res.Events); ok {
 		slashed = ev.Slashed
 	}
 	if err := r.withRecords(func(rt *recordTx) error {
@@ -324,23 +323,4 @@ func (r *Role) declareFault(ctx context.Context, id uint64, problem string) {
 	delete(r.held, id)
 	r.mu.Unlock()
 	r.log.Warn("fault declared", "replica", id, "problem", problem, "slashed", slashed.String(), "height", res.Height, "tx", res.Hash)
-}
-
-// findEvent returns the first typed event of type T among a transaction's events.
-func findEvent[T proto.Message](events []abci.Event) (T, bool) {
-	var zero T
-	name := proto.MessageName(zero)
-	for _, ev := range events {
-		if ev.Type != name {
-			continue
-		}
-		msg, err := sdk.ParseTypedEvent(ev)
-		if err != nil {
-			continue
-		}
-		if t, ok := msg.(T); ok {
-			return t, true
-		}
-	}
-	return zero, false
 }

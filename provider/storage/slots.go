@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/depinchain/depinchain/pkg/manifest"
+	"github.com/depinchain/depinchain/provider/chain"
 	"github.com/depinchain/depinchain/provider/db"
 	"github.com/depinchain/depinchain/provider/pieces"
 	"github.com/depinchain/depinchain/x/shardregistry/types"
@@ -423,7 +424,7 @@ func (r *Role) claim(ctx context.Context, info *shardInfo, piece uint32, repaire
 		if err != nil {
 			return nil, err
 		}
-		ev, ok := findEvent[*types.EventReplicaClaimed](txRes.Events)
+		ev, ok := chain.FindEvent[*types.EventReplicaClaimed](txRes.Events)
 		if !ok {
 			return nil, fmt.Errorf("claim %s has no EventReplicaClaimed", txRes.Hash)
 		}

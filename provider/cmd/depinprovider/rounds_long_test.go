@@ -181,5 +181,5 @@ func TestSidecarsProveAWrongAggregation(t *testing.T) {
 // slash, and pays the cheater nothing for the round; round 0 is aggregated without it, and
 // both globals are diloco.Simulate's with the cheater's slot out of both rounds.
 func TestSidecarsProveAFabricatedPseudoGradient(t *testing.T) {
-	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML)
+	testSidecarsProveAFabricatedPseudoGradient(t, roundsJobYAML, "--cheat-pseudo-gradient")
 }

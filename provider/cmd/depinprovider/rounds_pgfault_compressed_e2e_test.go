@@ -1,8 +1,12 @@
 package main_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
 )
 
 // TestSidecarsProveAFabricatedCompressedPseudoGradient is
@@ -15,8 +19,36 @@ func TestSidecarsProveAFabricatedCompressedPseudoGradient(t *testing.T) {
 	if !strings.Contains(compressedRoundsJobYAML, "top_k: 64") {
 		t.Fatal("the compressed job spec has no top_k")
 	}
-	excluded := testSidecarsProveAFabricatedPseudoGradient(t, compressedRoundsJobYAML)
+	_, _, excluded := testSidecarsProveAFabricatedPseudoGradient(t, compressedRoundsJobYAML, "--cheat-pseudo-gradient")
 	if !strings.Contains(excluded["reason"], "record") {
 		t.Fatalf("the cheater was excluded for %q, want its record", excluded["reason"])
+	}
+}
+
+// TestSidecarsQueryAWrongErrorOut is TestSidecarsProveAFabricatedPseudoGradient on the
+// top_k: 64 job with a cheater whose records are honest but whose round-0 header names an
+// error buffer with one element off. No honest trainer can open that buffer's chunks, so
+// one opens a file query on it (MsgOpenFileQuery); the cheater's own sidecar answers each
+// descent (MsgAnswerFileQuery) down to the chunk that differs from the buffer the prover
+// rebuilt, and the prover's MsgProveRoundFault with that chunk convicts it.
+func TestSidecarsQueryAWrongErrorOut(t *testing.T) {
+	r, proof, excluded := testSidecarsProveAFabricatedPseudoGradient(t, compressedRoundsJobYAML, "--cheat-error-out")
+	if !strings.Contains(excluded["reason"], "error buffer chunk") {
+		t.Fatalf("the cheater was excluded for %q, want its error buffer", excluded["reason"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open, ok := acceptedTx(ctx, r.c.node, "/depinchain.verify.v1.MsgOpenFileQuery")
+	if !ok {
+		t.Fatal("no file query was opened")
+	}
+	opened := open.event(t, "depinchain.verify.v1.EventFileQueryOpened")
+	prover := proof.event(t, "depinchain.verify.v1.EventRoundFaultProven")["prover"]
+	if opened["file"] != verifytypes.ROUND_FILE_ERROR_OUT.String() || opened["round"] != "0" || opened["worker"] != excluded["worker"] ||
+		opened["challenger"] != prover || opened["provider"] != r.c.sidecars["w3"].Operator {
+		t.Fatalf("EventFileQueryOpened %v: want the prover %s querying the cheater's round-0 error_out", opened, prover)
+	}
+	if _, ok := acceptedTx(ctx, r.c.node, "/depinchain.verify.v1.MsgAnswerFileQuery"); !ok {
+		t.Fatal("the cheater's sidecar answered no move of the file query")
 	}
 }

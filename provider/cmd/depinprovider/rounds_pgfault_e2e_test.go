@@ -15,8 +15,9 @@ import (
 )
 
 // testSidecarsProveAFabricatedPseudoGradient runs TestSidecarsProveAFabricatedPseudoGradient
-// on jobYAML and returns the exclusion event of the cheater's commit.
-func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) map[string]string {
+// on jobYAML with the cheater started with cheatFlag, and returns the accepted proof and
+// the exclusion event of the cheater's commit.
+func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML, cheatFlag string) (*roundsRun, txSearchResult, map[string]string) {
 	if testing.Short() {
 		t.Skip("starts a real node and six real sidecars")
 	}
@@ -26,7 +27,7 @@ func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) ma
 	// over its own pseudo-gradient before the proof lands, which the proof then voids.
 	// Round 1 closes at its commit deadline without the convicted slot.
 	job := strings.Replace(jobYAML, "commit_blocks: 200", "commit_blocks: 60", 1)
-	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {"--cheat-pseudo-gradient"}}, map[string]string{"round_challenge_blocks": "60"})
+	r := startRoundsJob(ctx, t, job, map[string][]string{"w3": {cheatFlag}}, map[string]string{"round_challenge_blocks": "60"})
 	c := r.c
 	const cheater = "w3"
 	slot := -1
@@ -69,5 +70,5 @@ func testSidecarsProveAFabricatedPseudoGradient(t *testing.T, jobYAML string) ma
 			t.Fatalf("slot %d's lease %d was paid %s; the cheater is slot %d", l.Worker, l.Id, paid, slot)
 		}
 	}
-	return excluded
+	return r, proof, excluded
 }

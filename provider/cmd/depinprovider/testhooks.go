@@ -74,6 +74,9 @@ const (
 	// fabricates its pseudo-gradients: the committed one has one element off while its
 	// round-end checkpoint is honest.
 	flagCheatPseudoGradient = "cheat-pseudo-gradient"
+	// flagCheatErrorOut makes the provider a top-k training-together worker whose
+	// pseudo-gradients name error buffers with one element off (records honest).
+	flagCheatErrorOut = "cheat-error-out"
 	// flagCheatTrainOnSlot makes the provider a training-together worker that trains its
 	// rounds on that slot's data instead of its own and commits what it trained: its
 	// round checkpoints do not verify against its assigned data.
@@ -93,9 +96,10 @@ func addTestHookFlags(cmd *cobra.Command) {
 	f.Bool(flagGarbageParity, false, "TESTS ONLY: commit and serve custody parity pieces that are not the parity of the state")
 	f.Bool(flagCheatAggregate, false, "TESTS ONLY: commit training-together global states with one weight off (when serving slot 0)")
 	f.Bool(flagCheatPseudoGradient, false, "TESTS ONLY: commit training-together pseudo-gradients with one element off")
+	f.Bool(flagCheatErrorOut, false, "TESTS ONLY: name training-together error buffers with one element off")
 	f.Uint32(flagCheatTrainOnSlot, 0, "TESTS ONLY: train training-together rounds on this worker slot's data instead of the leased slot's")
 	for _, name := range []string{flagCheat, flagPauseMove, flagPauseCheckpoint, flagWithhold, flagTamper, flagCommitRecords, flagWithholdPieces, flagGarbageParity, flagSlowRounds,
-		flagCheatAggregate, flagCheatPseudoGradient, flagCheatTrainOnSlot} {
+		flagCheatAggregate, flagCheatPseudoGradient, flagCheatErrorOut, flagCheatTrainOnSlot} {
 		_ = f.MarkHidden(name)
 	}
 }
@@ -167,6 +171,10 @@ func testHooks(cmd *cobra.Command, log *slog.Logger) (daemon.Hooks, error) {
 	if cheat, _ := f.GetBool(flagCheatPseudoGradient); cheat {
 		log.Warn("TEST HOOK: CHEATING: committing training-together pseudo-gradients with one element off")
 		hooks.CheatPseudoGradient = true
+	}
+	if cheat, _ := f.GetBool(flagCheatErrorOut); cheat {
+		log.Warn("TEST HOOK: CHEATING: naming training-together error buffers with one element off")
+		hooks.CheatErrorOut = true
 	}
 	if f.Changed(flagCheatTrainOnSlot) {
 		slot, _ := f.GetUint32(flagCheatTrainOnSlot)

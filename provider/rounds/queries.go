@@ -1,0 +1,268 @@
+package rounds
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/depinchain/depinchain/pkg/diloco"
+	"github.com/depinchain/depinchain/pkg/exact"
+	"github.com/depinchain/depinchain/pkg/merkle"
+	"github.com/depinchain/depinchain/provider/chain"
+	markettypes "github.com/depinchain/depinchain/x/market/types"
+	verifytypes "github.com/depinchain/depinchain/x/verify/types"
+)
+
+// File queries (x/verify's MsgOpenFileQuery, MsgAnswerFileQuery, MsgDescendFileQuery).
+//
+// A worker's start state and, with top_k, the error buffer its pseudo-gradient's header
+// names are computable by anyone but held only by the worker: when a checker's rebuilt
+// file has another root than the one committed, it cannot open the worker's chunk to
+// prove it. It opens a file query instead: the worker must reveal the children of each
+// node the checker descends into (the one whose hash differs from the checker's own tree)
+// down to one chunk, which the chain then holds with its path (turn PROVE) — the opening
+// the ordinary MsgProveRoundFault takes. A worker that does not answer in time is
+// convicted by the chain itself.
+//
+// The challenger's side is queryFile, called by a check that found such a file; the
+// worker's side is answerFileQuery, run for every query on this operator's commits.
+
+// fileQueryNeeded is a check's finding that a worker's round file is not the one this
+// sidecar rebuilt (correct), which only the worker can open: prove builds the proof from
+// the chunk a file query reveals, or returns nil when that chunk is right after all.
+type fileQueryNeeded struct {
+	commit  markettypes.RoundCommit
+	file    verifytypes.RoundFile
+	correct []byte
+	// header is chunk 0 of the worker's compressed pseudo-gradient, opened (ERROR_OUT).
+	header *verifytypes.FileChunk
+	prove  func(verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error)
+}
+
+func (e *fileQueryNeeded) Error() string {
+	return fmt.Sprintf("worker %d's %s of round %d is not the one rebuilt here, and only the worker can open it", e.commit.Worker, e.file, e.commit.Round)
+}
+
+// queryFile plays the challenger's side of a file query on need and returns the proof of
+// the chunk it reveals (nil: the chain left the worker out meanwhile, by this query's
+// timeout or another's proof). A query another challenger has open on the same file is
+// waited out, and the file queried again if the worker is still in.
+func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*verifytypes.MsgProveRoundFault, error) {
+	c := need.commit
+	leaves := merkle.LeafHashesOfBytes(need.correct, diloco.ChunkSize)
+	for {
+		if r.leftOut(ctx, c) {
+			return nil, nil
+		}
+		res, err := r.opts.Submit(ctx, &verifytypes.MsgOpenFileQuery{Challenger: r.opts.Operator, JobId: c.JobId, Round: c.Round, Worker: c.Worker,
+			File: need.file, Header: need.header})
+		if err != nil {
+			r.log.Warn("the chain refused this sidecar's file query; trying again", "job", c.JobId, "round", c.Round, "worker", c.Worker, "file", need.file.String(), "err", err)
+			if err := r.sleep(ctx, nil); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		opened, ok := chain.FindEvent[*verifytypes.EventFileQueryOpened](res.Events)
+		if !ok {
+			return nil, errors.New("the file query transaction has no EventFileQueryOpened")
+		}
+		id := opened.QueryId
+		r.log.Info("opened a file query on a worker's round file", "job", c.JobId, "round", c.Round, "worker", c.Worker, "file", need.file.String(), "query", id)
+		opening, err := r.descend(ctx, id, leaves)
+		if err != nil || opening == nil {
+			return nil, err
+		}
+		msg, err := need.prove(*opening)
+		if msg == nil && err == nil {
+			err = fmt.Errorf("file query %d revealed chunk %d of worker %d's %s, and it is right", id, opening.Index, c.Worker, need.file)
+		}
+		return msg, err
+	}
+}
+
+// descend follows file query id, choosing at each of the challenger's turns the child
+// whose root is not the one in leaves' tree, until the worker has revealed a chunk (its
+// opening) or the query is gone (nil).
+func (r *Role) descend(ctx context.Context, id uint64, leaves []merkle.Hash) (*verifytypes.FileChunk, error) {
+	moved := int64(-1)
+	for {
+		res, err := r.opts.Chain.FileQuery(ctx, &verifytypes.QueryFileQueryRequest{QueryId: id})
+		if err != nil {
+			r.log.Info("the file query ended without a revealed chunk", "query", id, "err", err)
+			return nil, nil
+		}
+		q := res.FileQuery
+		switch {
+		case q.Turn == verifytypes.FILE_QUERY_TURN_PROVE:
+			return &verifytypes.FileChunk{Index: q.Lo, Data: q.Chunk, Proof: q.Path}, nil
+		case q.Turn == verifytypes.FILE_QUERY_TURN_CHALLENGER && q.Deadline != moved:
+			if q.Hi > uint64(len(leaves)) || q.Hi-q.Lo < 2 {
+				return nil, fmt.Errorf("file query %d is at chunks [%d, %d) of a file of %d", id, q.Lo, q.Hi, len(leaves))
+			}
+			split := q.Lo + merkle.SplitPoint(q.Hi-q.Lo)
+			left := merkle.RootFromLeafHashes(leaves[q.Lo:split])
+			right := !bytes.Equal(q.Left, left[:])
+			if !right {
+				if own := merkle.RootFromLeafHashes(leaves[split:q.Hi]); bytes.Equal(q.Right, own[:]) {
+					return nil, fmt.Errorf("file query %d: both children of chunks [%d, %d) are the rebuilt file's", id, q.Lo, q.Hi)
+				}
+			}
+			if _, err := r.opts.Submit(ctx, &verifytypes.MsgDescendFileQuery{Challenger: r.opts.Operator, QueryId: id, Right: !right}); err != nil {
+				r.log.Warn("the chain refused this sidecar's descent; trying again", "query", id, "err", err)
+			} else {
+				moved = q.Deadline
+			}
+		}
+		if err := r.sleep(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// queryAnswers runs the worker's side: one answer at a time, in the order the events
+// asked for them; the file being queried is kept between moves.
+type queryAnswers struct {
+	todo chan uint64
+	mu   sync.Mutex
+	// file is the last file answered from, by query.
+	file map[uint64][]byte
+}
+
+func newQueryAnswers() *queryAnswers {
+	return &queryAnswers{todo: make(chan uint64, 64), file: map[uint64][]byte{}}
+}
+
+// ask queues query id for an answer (dropped when the queue is full: the query's next
+// event, or its deadline, comes again).
+func (a *queryAnswers) ask(id uint64) {
+	select {
+	case a.todo <- id:
+	default:
+	}
+}
+
+func (a *queryAnswers) forget(id uint64) {
+	a.mu.Lock()
+	delete(a.file, id)
+	a.mu.Unlock()
+}
+
+// answerQueries answers the queued queries until ctx ends.
+func (r *Role) answerQueries(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-r.answers.todo:
+			if err := r.answerFileQuery(ctx, id); err != nil && ctx.Err() == nil {
+				r.log.Error("cannot answer a file query on this operator's round file", "query", id, "err", err)
+			}
+		}
+	}
+}
+
+// answerFileQuery makes the worker's move in file query id if it is this operator's
+// turn: the children of the current node, or the chunk at a leaf, of the file as this
+// worker made it (roundFile).
+func (r *Role) answerFileQuery(ctx context.Context, id uint64) error {
+	res, err := r.opts.Chain.FileQuery(ctx, &verifytypes.QueryFileQueryRequest{QueryId: id})
+	if err != nil {
+		return nil // ended
+	}
+	q := res.FileQuery
+	if q.Provider != r.opts.Operator || q.Turn != verifytypes.FILE_QUERY_TURN_WORKER {
+		return nil
+	}
+	r.answers.mu.Lock()
+	file, ok := r.answers.file[id]
+	r.answers.mu.Unlock()
+	if !ok {
+		if file, err = r.roundFile(ctx, q); err != nil {
+			return fmt.Errorf("rebuilding the worker's %s of job %d round %d: %w", q.File, q.JobId, q.Round, err)
+		}
+		r.answers.mu.Lock()
+		r.answers.file[id] = file
+		r.answers.mu.Unlock()
+	}
+	leaves := merkle.LeafHashesOfBytes(file, diloco.ChunkSize)
+	if root := merkle.RootFromLeafHashes(leaves); !bytes.Equal(root[:], q.Root) || uint64(len(leaves)) != q.Size_ {
+		return fmt.Errorf("the %s rebuilt here has root %s, the one committed is %x", q.File, root, q.Root)
+	}
+	msg := &verifytypes.MsgAnswerFileQuery{Sender: r.opts.Operator, QueryId: id}
+	if q.Hi-q.Lo == 1 {
+		msg.Chunk = file[q.Lo*diloco.ChunkSize : min(uint64(len(file)), (q.Lo+1)*diloco.ChunkSize)]
+	} else {
+		split := q.Lo + merkle.SplitPoint(q.Hi-q.Lo)
+		left, right := merkle.RootFromLeafHashes(leaves[q.Lo:split]), merkle.RootFromLeafHashes(leaves[split:q.Hi])
+		msg.Left, msg.Right = left[:], right[:]
+	}
+	if _, err := r.opts.Submit(ctx, msg); err != nil {
+		return fmt.Errorf("answering chunks [%d, %d): %w", q.Lo, q.Hi, err)
+	}
+	r.log.Info("answered a file query on this worker's round file", "query", id, "job", q.JobId, "round", q.Round, "worker", q.Worker,
+		"file", q.File.String(), "lo", q.Lo, "hi", q.Hi)
+	return nil
+}
+
+// roundFile rebuilds the file query q opens, as the worker made it: its start state
+// (G_round's WorkerStart of its carry, the end state of the last round its lease entered)
+// or the error buffer its compressed pseudo-gradient left (kept on disk when it trained,
+// else replayed from its rounds).
+func (r *Role) roundFile(ctx context.Context, q verifytypes.FileQuery) ([]byte, error) {
+	jr, err := r.opts.Chain.Job(ctx, &markettypes.QueryJobRequest{JobId: q.JobId})
+	if err != nil {
+		return nil, err
+	}
+	j, err := r.jobOf(Lease{Job: jr.Job})
+	if err != nil {
+		return nil, err
+	}
+	c := markettypes.RoundCommit{JobId: q.JobId, Round: q.Round, Worker: q.Worker, LeaseId: q.LeaseId}
+	switch q.File {
+	case verifytypes.ROUND_FILE_START:
+		g, err := r.committedGlobal(ctx, j, c, q.Round)
+		if err != nil {
+			return nil, fmt.Errorf("G_%d: %w", q.Round, err)
+		}
+		carry, err := r.carryState(ctx, j, c)
+		if err != nil {
+			return nil, fmt.Errorf("the carry: %w", err)
+		}
+		return g.WorkerStart(carry).Encode(), nil
+	case verifytypes.ROUND_FILE_ERROR_OUT:
+		if kept, err := readErrBuf(j.errBufPath(q.Round, q.Worker), diloco.NewLayout(j.Config).Elems()); err == nil {
+			return diloco.EncodeErrorBuffer(kept), nil
+		}
+		// Not kept (pruned, or another disk): replayed as a checker replays any worker's.
+		next := c
+		next.Round++
+		buf, err := r.errorBufferAfter(ctx, j, next, c)
+		if err != nil {
+			return nil, err
+		}
+		return diloco.EncodeErrorBuffer(buf), nil
+	}
+	return nil, fmt.Errorf("file %s is not a round file", q.File)
+}
+
+// carryState is the state worker c carried into its round: its end state of the last
+// round its lease entered before, or nil.
+func (r *Role) carryState(ctx context.Context, j Job, c markettypes.RoundCommit) (*exact.State, error) {
+	prev, err := r.previousEntered(ctx, j, c)
+	if err != nil || prev == nil {
+		return nil, err
+	}
+	if r.opts.cheatStaleCarry {
+		if older, err := r.previousEntered(ctx, j, *prev); err == nil && older != nil {
+			prev = older
+		}
+	}
+	end, err := r.endState(ctx, j, *prev)
+	if err != nil {
+		return nil, err
+	}
+	return exact.Decode(end)
+}
