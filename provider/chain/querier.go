@@ -37,6 +37,12 @@ var RequiredGrants = []string{
 	sdk.MsgTypeURL(&verifytypes.MsgRevealNode{}),
 	sdk.MsgTypeURL(&verifytypes.MsgOpenRecord{}),
 	sdk.MsgTypeURL(&verifytypes.MsgRevealChunk{}),
+	// A training-together worker checks the other workers' rounds (the rounds role) and
+	// answers the file queries on its own.
+	sdk.MsgTypeURL(&verifytypes.MsgProveRoundFault{}),
+	sdk.MsgTypeURL(&verifytypes.MsgOpenFileQuery{}),
+	sdk.MsgTypeURL(&verifytypes.MsgDescendFileQuery{}),
+	sdk.MsgTypeURL(&verifytypes.MsgAnswerFileQuery{}),
 }
 
 // Querier reads chain state over gRPC.

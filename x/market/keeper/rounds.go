@@ -674,11 +674,15 @@ func (k Keeper) finalizeGlobal(ctx sdk.Context, params types.Params, job types.J
 }
 
 // roundTracesPending reports whether the round checkpoint of one of the round's entered
-// workers is still pending in x/verify: a game it loses excludes the worker and voids the
-// global (ExcludeRoundWorker), which a final global could no longer undo.
+// workers is still pending in x/verify, or a file query on one of its commits is open: a
+// game or a query proof it loses excludes the worker and voids the global
+// (ExcludeRoundWorker), which a final global could no longer undo.
 func (k Keeper) roundTracesPending(ctx sdk.Context, job types.Job, round types.Round) (bool, error) {
 	if k.roundTraces.keeper == nil {
 		return false, nil
+	}
+	if queried, err := k.roundTraces.keeper.RoundFilesQueried(ctx, job.Id, round.Round); err != nil || queried {
+		return queried, err
 	}
 	end := job.Spec.Sync.Diloco().RoundStart(round.Round + 1)
 	for _, w := range round.Entered {

@@ -35,6 +35,10 @@ type RoundTraceKeeper interface {
 	// from fromStep on: they trained a round deleted with its voided start global, which
 	// the lease redoes from the new global (its next checkpoint starts at fromStep).
 	DiscardRoundCheckpoints(ctx context.Context, leaseID, fromStep uint64, reason string) error
+	// RoundFilesQueried reports whether a file query (a worker made to open its start
+	// state or error buffer) is open on a commit of the round: one may end in the
+	// worker's exclusion.
+	RoundFilesQueried(ctx context.Context, jobID, round uint64) (bool, error)
 }
 
 // AccountKeeper is what x/market needs from x/auth.

@@ -202,8 +202,8 @@ func (k Keeper) fileQueryVoid(ctx sdk.Context, q types.FileQuery) (string, error
 }
 
 // answerFileQuery is the worker's move (MsgAnswerFileQuery): the current node's
-// children, or at a leaf its chunk, which ends the query ANSWERED and pays the deposit to
-// the worker's provider.
+// children, or at a leaf its chunk, which the query then holds with its path (turn
+// PROVE) for the challenger's MsgProveRoundFault until the deadline.
 func (k Keeper) answerFileQuery(ctx sdk.Context, sender sdk.AccAddress, msg *types.MsgAnswerFileQuery) error {
 	params, q, void, err := k.fileQueryMove(ctx, msg.QueryId, sender, types.FILE_QUERY_TURN_WORKER)
 	if err != nil {
@@ -227,11 +227,12 @@ func (k Keeper) answerFileQuery(ctx sdk.Context, sender sdk.AccAddress, msg *typ
 		if merkle.LeafHash(msg.Chunk) != node {
 			return errorsmod.Wrapf(types.ErrInvalidFileAnswer, "chunk: its leaf hash is not node %s of chunk %d", node, q.Lo)
 		}
-		answered.Data, answered.Proof = msg.Chunk, q.Path
-		if err := keeperutil.Emit(ctx, answered); err != nil {
+		q.Chunk = msg.Chunk
+		if err := k.passFileQueryTurn(ctx, params, &q, types.FILE_QUERY_TURN_PROVE); err != nil {
 			return err
 		}
-		return k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_ANSWERED, q.Provider, fmt.Sprintf("the worker revealed chunk %d", q.Lo))
+		answered.Data, answered.Proof, answered.Deadline = q.Chunk, q.Path, q.Deadline
+		return keeperutil.Emit(ctx, answered)
 	}
 	if len(msg.Chunk) > 0 {
 		return errorsmod.Wrapf(types.ErrInvalidFileAnswer, "chunk: file query %d is at chunks [%d, %d), not a leaf: answer the children", q.Id, q.Lo, q.Hi)
@@ -327,7 +328,8 @@ func (k Keeper) endFileQuery(ctx sdk.Context, q types.FileQuery, outcome types.F
 // fileQueryTimeout ends a query whose deadline passed (the end blocker). A worker that
 // did not answer withheld its file: it is convicted as of a round fault of the file's
 // kind, with the challenger as prover, who gets its deposit back. A challenger that did
-// not descend abandoned the query: the deposit goes to the worker's provider.
+// not descend abandoned the query, and one that did not prove the revealed chunk wrong
+// was answered: the deposit goes to the worker's provider either way.
 func (k Keeper) fileQueryTimeout(ctx sdk.Context, id uint64) error {
 	q, found, err := keeperutil.Optional(k.FileQueries.Get(ctx, id))
 	if err != nil || !found {
@@ -343,6 +345,9 @@ func (k Keeper) fileQueryTimeout(ctx sdk.Context, id uint64) error {
 	case q.Turn == types.FILE_QUERY_TURN_CHALLENGER:
 		return k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_ABANDONED, q.Provider,
 			fmt.Sprintf("the challenger did not descend by height %d", q.Deadline))
+	case q.Turn == types.FILE_QUERY_TURN_PROVE:
+		return k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_ANSWERED, q.Provider,
+			fmt.Sprintf("the worker revealed chunk %d and no proof of it came by height %d", q.Lo, q.Deadline))
 	}
 	params, err := k.Params.Get(ctx)
 	if err != nil {
@@ -370,4 +375,39 @@ func (k Keeper) fileQueryTimeout(ctx sdk.Context, id uint64) error {
 	}
 	write()
 	return k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_WITHHELD, q.Challenger, reason)
+}
+
+// endCommitFileQueries ends the file queries open on worker's commit of round (just
+// convicted) VOID, their deposits back to their challengers.
+func (k Keeper) endCommitFileQueries(ctx sdk.Context, jobID, round uint64, worker uint32, reason string) error {
+	for _, file := range []types.RoundFile{types.ROUND_FILE_START, types.ROUND_FILE_ERROR_OUT} {
+		id, found, err := keeperutil.Optional(k.FileQueriesByCommit.Get(ctx, collections.Join4(jobID, round, worker, uint32(file))))
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		q, err := k.GetFileQuery(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_VOID, q.Challenger, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RoundFilesQueried reports whether a file query is open on a commit of the round
+// (x/market's RoundTraceKeeper): its global is not final meanwhile, so a worker cannot
+// answer slowly past finality, nor a proof of a revealed chunk come after it. At most two
+// queries per entered worker are walked.
+func (k Keeper) RoundFilesQueried(ctx context.Context, jobID, round uint64) (bool, error) {
+	iter, err := k.FileQueriesByCommit.Iterate(ctx, collections.NewSuperPrefixedQuadRange[uint64, uint64, uint32, uint32](jobID, round))
+	if err != nil {
+		return false, err
+	}
+	defer iter.Close()
+	return iter.Valid(), nil
 }

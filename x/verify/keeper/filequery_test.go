@@ -98,7 +98,8 @@ func (q *fileQuery) descend() {
 }
 
 // play runs the descent to the end (the worker's chunk answer) and returns the opening
-// the answer event carries, checked against merkle.VerifyInclusion.
+// the query now holds for the challenger's proof (turn PROVE), checked against
+// merkle.VerifyInclusion and against the answer event.
 func (q *fileQuery) play() types.FileChunk {
 	q.s.t.Helper()
 	fq := q.state()
@@ -111,8 +112,8 @@ func (q *fileQuery) play() types.FileChunk {
 	}
 	lo := q.state().Lo
 	q.answer()
-	_, err := q.s.Verify.GetFileQuery(q.s.Ctx, q.id)
-	require.ErrorIs(q.s.t, err, types.ErrFileQueryNotFound, "an answered query is deleted")
+	held := q.state()
+	require.Equal(q.s.t, types.FILE_QUERY_TURN_PROVE, held.Turn, "the revealed chunk waits for the challenger's proof")
 	answers := typedEvents[*types.EventFileQueryAnswered](q.s.env)
 	last := answers[len(answers)-1]
 	require.Equal(q.s.t, q.id, last.QueryId)
@@ -123,14 +124,16 @@ func (q *fileQuery) play() types.FileChunk {
 		proof[i] = merkle.Hash(h)
 	}
 	require.NoError(q.s.t, merkle.VerifyInclusion(root, lo, size, merkle.LeafHash(last.Data), proof), "the answer event carries the chunk's inclusion proof")
-	ended := typedEvents[*types.EventFileQueryEnded](q.s.env)
-	require.Equal(q.s.t, types.FILE_QUERY_OUTCOME_ANSWERED, ended[len(ended)-1].Outcome)
-	return types.FileChunk{Index: lo, Data: last.Data, Proof: last.Proof}
+	require.Equal(q.s.t, last.Data, held.Chunk)
+	require.Equal(q.s.t, last.Proof, held.Path)
+	require.Equal(q.s.t, held.Deadline, last.Deadline)
+	return types.FileChunk{Index: lo, Data: held.Chunk, Proof: held.Path}
 }
 
-// An honest worker answers a query down to a chunk: the deposit goes to its provider,
-// nobody is convicted, and a round fault proof built from the revealed opening (the very
-// opening the challenger could build from the worker's file) is refused as consistent.
+// An honest worker answers a query down to a chunk: a round fault proof built from the
+// revealed opening (the very opening the challenger could build from the worker's file)
+// is refused as consistent, and once the proof's deadline passes the deposit goes to the
+// worker's provider; nobody is convicted.
 func TestFileQueryHonestWorkerAnswers(t *testing.T) {
 	s := newRoundScenario(t, 0)
 	challenger := s.account("challenger")
@@ -142,14 +145,23 @@ func TestFileQueryHonestWorkerAnswers(t *testing.T) {
 	s.requireInvariants()
 	opening := q.play()
 	require.Equal(t, target, opening.Index)
-	require.Equal(t, chBalance.Sub(deposit), s.Balance(challenger))
-	require.Equal(t, provBalance.Add(deposit), s.Balance(s.provs[0]), "the worker's provider is paid for its answers")
-	require.Empty(t, typedEvents[*types.EventRoundFaultProven](s.env))
 	s.requireInvariants()
 
 	proof := s.startProof(challenger, 1, 0, target)
 	require.Equal(t, proof.Claimed, []types.FileChunk{opening})
 	s.requireRefused(types.ErrRoundConsistent, "start state chunk", proof)
+	require.Equal(t, types.FILE_QUERY_TURN_PROVE, q.state().Turn, "a refused proof leaves the query waiting")
+
+	s.advanceTo(q.state().Deadline)
+	s.nextBlock()
+	_, err := s.Verify.GetFileQuery(s.Ctx, q.id)
+	require.ErrorIs(t, err, types.ErrFileQueryNotFound)
+	ended := typedEvents[*types.EventFileQueryEnded](s.env)
+	require.Equal(t, types.FILE_QUERY_OUTCOME_ANSWERED, ended[len(ended)-1].Outcome)
+	require.Equal(t, chBalance.Sub(deposit), s.Balance(challenger))
+	require.Equal(t, provBalance.Add(deposit), s.Balance(s.provs[0]), "the worker's provider is paid for its answers")
+	require.Empty(t, typedEvents[*types.EventRoundFaultProven](s.env))
+	s.requireInvariants()
 }
 
 // A worker whose start state is wrong (it dropped its carried moments) is found out: the
@@ -173,8 +185,23 @@ func TestFileQueryWrongStartConvicted(t *testing.T) {
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(challenger)
 	_, err = s.prove(proof)
 	require.NoError(t, err)
-	s.requireConvicted(challenger, s.provs[0], s.leases[0].Id, bond, balance)
+	s.requireConvicted(challenger, s.provs[0], s.leases[0].Id, bond, balance.Add(s.verifyParams().FileQueryDeposit.Amount))
 	require.True(t, s.store.commits[[3]uint64{s.job.Id, 1, 0}].Excluded)
+	requireEndedVoid(t, s, q.id, challenger)
+}
+
+// requireEndedVoid checks that query id ended VOID with the conviction, its deposit paid
+// back to the challenger (requireConvicted checked the balance).
+func requireEndedVoid(t *testing.T, s *roundScenario, id uint64, challenger sdk.AccAddress) {
+	t.Helper()
+	_, err := s.Verify.GetFileQuery(s.Ctx, id)
+	require.ErrorIs(t, err, types.ErrFileQueryNotFound, "the conviction ends the query")
+	ended := typedEvents[*types.EventFileQueryEnded](s.env)
+	require.Equal(t, id, ended[len(ended)-1].QueryId)
+	require.Equal(t, types.FILE_QUERY_OUTCOME_VOID, ended[len(ended)-1].Outcome)
+	require.Equal(t, challenger.String(), ended[len(ended)-1].PaidTo)
+	require.Contains(t, ended[len(ended)-1].Reason, "the worker was convicted")
+	require.Zero(t, s.fileQueryDeadlines())
 }
 
 func leftmostDiff(a, b []byte) uint64 {
@@ -215,8 +242,9 @@ func TestFileQueryWrongErrorOutConvicted(t *testing.T) {
 	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(challenger)
 	_, err = s.prove(proof)
 	require.NoError(t, err)
-	s.requireConvicted(challenger, s.provs[0], s.leases[0].Id, bond, balance)
+	s.requireConvicted(challenger, s.provs[0], s.leases[0].Id, bond, balance.Add(s.verifyParams().FileQueryDeposit.Amount))
 	require.Contains(t, s.store.commits[[3]uint64{s.job.Id, 0, 0}].ExcludedReason, fmt.Sprintf("error buffer chunk %d", k))
+	requireEndedVoid(t, s, q.id, challenger)
 }
 
 // A worker that does not answer by its deadline is convicted by the end blocker as of a
@@ -498,4 +526,77 @@ func TestFileQueryGas(t *testing.T) {
 		require.Less(t, g, types.MaxMoveGas/10, name)
 	}
 	require.Greater(t, gas["answer (chunk)"], params.GasPerByte*uint64(len(leaf.Chunk)), "the chunk's bytes are paid for")
+}
+
+// On the real x/market rounds, a round's global does not become final while a file query
+// on one of its commits is open — past its challenge window and its checkpoints' — so a
+// worker cannot answer slowly into finality, nor a proof of the revealed chunk come after
+// it. Once the query ends (here answered honestly and not proven), the global is final.
+func TestRoundGlobalWaitsForAnOpenFileQuery(t *testing.T) {
+	r := newTraceRounds(t)
+	vp := r.verifyParams()
+	vp.MoveTimeout = 1000 // each move may come late, far past the round's windows
+	require.NoError(t, r.Verify.Params.Set(r.Ctx, vp))
+	round0 := map[uint32]redoRun{0: r.trainRound(0, 0, 0, r.g0, nil), 1: r.trainRound(1, 0, 0, r.g0, nil)}
+	r.aggregate(0, 0, r.g0, round0, false)
+	start := r.g0.WorkerStart(nil).Encode()
+
+	challenger := r.account("challenger")
+	var id uint64
+	_, err := r.deliver(func(ctx sdk.Context) error {
+		res, err := r.msg.OpenFileQuery(ctx, &types.MsgOpenFileQuery{Challenger: challenger.String(), JobId: r.job.Id, Round: 0, Worker: 1, File: types.ROUND_FILE_START})
+		if res != nil {
+			id = res.QueryId
+		}
+		return err
+	})
+	require.NoError(t, err)
+	queried, err := r.Verify.RoundFilesQueried(r.Ctx, r.job.Id, 0)
+	require.NoError(t, err)
+	require.True(t, queried)
+
+	windows := max(r.round(0).ChallengeDeadline, r.checkpoint(r.leases[1].Id, 0).ChallengeDeadline) + 10
+	require.Less(t, windows, r.Ctx.BlockHeight()+int64(vp.MoveTimeout), "the test's windows end within the first move's time")
+	r.advanceTo(windows)
+	require.Equal(t, types.CHECKPOINT_STATUS_FINAL, r.checkpoint(r.leases[1].Id, 0).Status)
+	require.Equal(t, markettypes.ROUND_STATE_CHALLENGE, r.round(0).State, "the global waits for the open query")
+
+	// The worker answers honestly, always descending left, down to its first chunk.
+	leaves := merkle.LeafHashesOfBytes(start, diloco.ChunkSize)
+	for {
+		q, err := r.Verify.GetFileQuery(r.Ctx, id)
+		require.NoError(t, err)
+		if q.Turn == types.FILE_QUERY_TURN_PROVE {
+			break
+		}
+		_, err = r.deliver(func(ctx sdk.Context) error {
+			if q.Turn == types.FILE_QUERY_TURN_CHALLENGER {
+				_, err := r.msg.DescendFileQuery(ctx, &types.MsgDescendFileQuery{Challenger: challenger.String(), QueryId: id})
+				return err
+			}
+			msg := &types.MsgAnswerFileQuery{Sender: q.Provider, QueryId: id}
+			if q.Hi-q.Lo == 1 {
+				msg.Chunk = start[q.Lo*diloco.ChunkSize : (q.Lo+1)*diloco.ChunkSize]
+			} else {
+				mid := q.Lo + merkle.SplitPoint(q.Hi-q.Lo)
+				left, right := merkle.RootFromLeafHashes(leaves[q.Lo:mid]), merkle.RootFromLeafHashes(leaves[mid:q.Hi])
+				msg.Left, msg.Right = left[:], right[:]
+			}
+			_, err := r.msg.AnswerFileQuery(ctx, msg)
+			return err
+		})
+		require.NoError(t, err)
+		r.nextBlock()
+	}
+	require.Equal(t, markettypes.ROUND_STATE_CHALLENGE, r.round(0).State, "the global waits for the revealed chunk's proof")
+	q, err := r.Verify.GetFileQuery(r.Ctx, id)
+	require.NoError(t, err)
+	r.runUntil(int64(vp.MoveTimeout)+20, func() bool { return r.round(0).State == markettypes.ROUND_STATE_FINAL })
+	require.Greater(t, r.Ctx.BlockHeight(), q.Deadline, "final only after the proof's deadline")
+	queried, err = r.Verify.RoundFilesQueried(r.Ctx, r.job.Id, 0)
+	require.NoError(t, err)
+	require.False(t, queried)
+	ended := typedEvents[*types.EventFileQueryEnded](r.env)
+	require.Equal(t, types.FILE_QUERY_OUTCOME_ANSWERED, ended[len(ended)-1].Outcome)
+	r.requireInvariants()
 }

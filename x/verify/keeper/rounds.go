@@ -98,7 +98,15 @@ func (k Keeper) proveRoundFault(ctx sdk.Context, prover sdk.AccAddress, msg *typ
 	default:
 		return errorsmod.Wrapf(types.ErrInvalidRoundProof, "kind: %s is not a round fault", msg.Kind)
 	}
-	return k.convictRoundFault(ctx, params, prover, msg.Prover, fault)
+	if err := k.convictRoundFault(ctx, params, prover, msg.Prover, fault); err != nil {
+		return err
+	}
+	if msg.Kind == types.ROUND_FAULT_AGGREGATION {
+		return nil
+	}
+	// Often the proof of a chunk a file query revealed: the query's challenger gets its
+	// deposit back now rather than at the query's deadline, and the round need not wait.
+	return k.endCommitFileQueries(ctx, msg.JobId, msg.Round, msg.Worker, fmt.Sprintf("the worker was convicted: %s", fault.reason))
 }
 
 // convictRoundFault applies a proven round fault: x/market leaves the worker out of the

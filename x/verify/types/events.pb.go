@@ -1884,7 +1884,8 @@ func (m *EventFileQueryOpened) GetDeadline() int64 {
 // challenger descends by `deadline`. Leaf (hi = lo+1): `data` is chunk `lo` and `proof`
 // its inclusion proof against the file's root, siblings nearest the leaf first (as
 // merkle.VerifyInclusion and FileChunk.proof read it): FileChunk{index: lo, data, proof}
-// is the opening a MsgProveRoundFault takes; the query then ends ANSWERED.
+// is the opening a MsgProveRoundFault takes; the query then waits for it (turn PROVE) by
+// `deadline`.
 type EventFileQueryAnswered struct {
 	QueryId  uint64    `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
 	JobId    uint64    `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`

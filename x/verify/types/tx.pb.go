@@ -2460,7 +2460,8 @@ func (m *MsgOpenFileQueryResponse) GetQueryId() uint64 {
 // MsgAnswerFileQuery is the worker's move. With the current range [lo, hi) over more than
 // one chunk: `left` and `right`, the roots of [lo, lo+merkle.SplitPoint(hi-lo)) and the
 // rest, which must hash (merkle.NodeHash) to the current node. At a single chunk:
-// `chunk`, its full 4 KiB, whose leaf hash must be the node; that ends the query ANSWERED.
+// `chunk` (at most 4 KiB: a file's last chunk may be short), whose leaf hash must be the
+// node; the query then holds it for the challenger's MsgProveRoundFault (turn PROVE).
 type MsgAnswerFileQuery struct {
 	Sender  string `protobuf:"bytes,1,opt,name=sender,proto3" json:"sender,omitempty"`
 	QueryId uint64 `protobuf:"varint,2,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
@@ -2919,7 +2920,7 @@ type MsgClient interface {
 	// by bisection (FileQuery), escrowing file_query_deposit.
 	OpenFileQuery(ctx context.Context, in *MsgOpenFileQuery, opts ...grpc.CallOption) (*MsgOpenFileQueryResponse, error)
 	// AnswerFileQuery: the worker's provider reveals the current node's children, or at a
-	// leaf its chunk (which ends the query).
+	// leaf its chunk (which the query then holds for the challenger's proof).
 	AnswerFileQuery(ctx context.Context, in *MsgAnswerFileQuery, opts ...grpc.CallOption) (*MsgAnswerFileQueryResponse, error)
 	// DescendFileQuery: the challenger picks the child to descend into.
 	DescendFileQuery(ctx context.Context, in *MsgDescendFileQuery, opts ...grpc.CallOption) (*MsgDescendFileQueryResponse, error)
@@ -3149,7 +3150,7 @@ type MsgServer interface {
 	// by bisection (FileQuery), escrowing file_query_deposit.
 	OpenFileQuery(context.Context, *MsgOpenFileQuery) (*MsgOpenFileQueryResponse, error)
 	// AnswerFileQuery: the worker's provider reveals the current node's children, or at a
-	// leaf its chunk (which ends the query).
+	// leaf its chunk (which the query then holds for the challenger's proof).
 	AnswerFileQuery(context.Context, *MsgAnswerFileQuery) (*MsgAnswerFileQueryResponse, error)
 	// DescendFileQuery: the challenger picks the child to descend into.
 	DescendFileQuery(context.Context, *MsgDescendFileQuery) (*MsgDescendFileQueryResponse, error)
