@@ -125,6 +125,10 @@ func TestSubmitterSendsThroughAuthzAndTracksSequences(t *testing.T) {
 		"/depinchain.verify.v1.MsgRevealNode",
 		"/depinchain.verify.v1.MsgOpenRecord",
 		"/depinchain.verify.v1.MsgRevealChunk",
+		"/depinchain.verify.v1.MsgProveRoundFault",
+		"/depinchain.verify.v1.MsgOpenFileQuery",
+		"/depinchain.verify.v1.MsgDescendFileQuery",
+		"/depinchain.verify.v1.MsgAnswerFileQuery",
 	}
 	if !reflect.DeepEqual(missing, want) {
 		t.Fatalf("after granting bids, missing = %v, want %v", missing, want)

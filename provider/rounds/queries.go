@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
@@ -48,10 +49,13 @@ func (e *fileQueryNeeded) Error() string {
 // queryFile plays the challenger's side of a file query on need and returns the proof of
 // the chunk it reveals (nil: the chain left the worker out meanwhile, by this query's
 // timeout or another's proof). A query another challenger has open on the same file is
-// waited out, and the file queried again if the worker is still in.
+// waited out, and the file queried again if the worker is still in; a query the chain
+// keeps refusing (this operator cannot pay the deposit, say) is given up after
+// CheckWait, so the round's aggregation is not held up by it.
 func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*verifytypes.MsgProveRoundFault, error) {
 	c := need.commit
 	leaves := merkle.LeafHashesOfBytes(need.correct, diloco.ChunkSize)
+	refusedUntil := time.Now().Add(r.opts.CheckWait)
 	for {
 		if r.leftOut(ctx, c) {
 			return nil, nil
@@ -59,6 +63,9 @@ func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*ve
 		res, err := r.opts.Submit(ctx, &verifytypes.MsgOpenFileQuery{Challenger: r.opts.Operator, JobId: c.JobId, Round: c.Round, Worker: c.Worker,
 			File: need.file, Header: need.header})
 		if err != nil {
+			if !time.Now().Before(refusedUntil) {
+				return nil, fmt.Errorf("the chain refused every file query on it for %s: %w", r.opts.CheckWait, err)
+			}
 			r.log.Warn("the chain refused this sidecar's file query; trying again", "job", c.JobId, "round", c.Round, "worker", c.Worker, "file", need.file.String(), "err", err)
 			if err := r.sleep(ctx, nil); err != nil {
 				return nil, err
