@@ -56,6 +56,7 @@ func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*ve
 	c := need.commit
 	leaves := merkle.LeafHashesOfBytes(need.correct, diloco.ChunkSize)
 	refusedUntil := time.Now().Add(r.opts.CheckWait)
+	warned := false
 	for {
 		if r.leftOut(ctx, c) {
 			return nil, nil
@@ -66,7 +67,11 @@ func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*ve
 			if !time.Now().Before(refusedUntil) {
 				return nil, fmt.Errorf("the chain refused every file query on it for %s: %w", r.opts.CheckWait, err)
 			}
-			r.log.Warn("the chain refused this sidecar's file query; trying again", "job", c.JobId, "round", c.Round, "worker", c.Worker, "file", need.file.String(), "err", err)
+			if !warned { // typically another challenger's query is open: it is waited out
+				r.log.Warn("the chain refused this sidecar's file query; trying again until it is taken", "job", c.JobId, "round", c.Round, "worker", c.Worker,
+					"file", need.file.String(), "err", err)
+				warned = true
+			}
 			if err := r.sleep(ctx, nil); err != nil {
 				return nil, err
 			}
