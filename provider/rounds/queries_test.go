@@ -194,26 +194,9 @@ func testWorkerFaultQueried(t *testing.T, spec diloco.SyncSpec, cheat func(*Opti
 	for r := faulty + 1; r < rounds; r++ {
 		c.expect[r] = []uint32{0, 1} // the convicted slot's lease is closed
 	}
-	var ws []*worker
-	for slot := range uint32(3) {
-		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
-	}
-	cheat(&ws[2].role.opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for _, w := range ws {
-		runInBackground(t, ctx, w)
-	}
-	stopCheater := serveInBackground(ctx, ws[2])
-	requireServed(t, ctx, ws[:2])
-	stopCheater()
-
+	_, p := c.serveWithSlot2Cheating(t, cheat)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.Equal(c.convicted, []string{"provider-2"}) || len(c.proofs) != 1 {
-		t.Fatalf("convicted %v with %d proofs, want provider-2 with one", c.convicted, len(c.proofs))
-	}
-	p := c.proofs[0]
 	if p.Round != faulty || p.Worker != 2 || (p.Prover != "provider-0" && p.Prover != "provider-1") {
 		t.Fatalf("proof of round %d worker %d by %s, want round %d worker 2 by an honest worker", p.Round, p.Worker, p.Prover, faulty)
 	}

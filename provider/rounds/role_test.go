@@ -1024,23 +1024,9 @@ var denseSpec = diloco.SyncSpec{Every: 2, OuterLR: 0.7, OuterMomentum: 0.9}
 func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Options), kind verifytypes.RoundFault, faulty uint64, dropouts map[uint64][]int) *verifytypes.MsgProveRoundFault {
 	c := newFakeChain(t, spec, 3, 2)
 	c.expect[faulty+1] = []uint32{0, 1} // the convicted slot's lease is closed
-	var ws []*worker
-	for slot := range uint32(3) {
-		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
-	}
-	cheat(&ws[2].role.opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	stopCheater := serveInBackground(ctx, ws[2])
-	requireServed(t, ctx, ws[:2])
-	stopCheater()
-
+	ws, p := c.serveWithSlot2Cheating(t, cheat)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.Equal(c.convicted, []string{"provider-2"}) || len(c.proofs) != 1 {
-		t.Fatalf("convicted %v with %d proofs, want provider-2 with one", c.convicted, len(c.proofs))
-	}
-	p := c.proofs[0]
 	if p.Kind != kind || p.Round != faulty || p.Worker != 2 || (p.Prover != "provider-0" && p.Prover != "provider-1") {
 		t.Fatalf("proof: %s of round %d worker %d by %s, want %s of round %d worker 2 by an honest worker", p.Kind, p.Round, p.Worker, p.Prover, kind, faulty)
 	}
@@ -1070,6 +1056,32 @@ func testWorkerFaultProven(t *testing.T, spec diloco.SyncSpec, cheat func(*Optio
 		}
 	}
 	return p
+}
+
+// serveWithSlot2Cheating runs three workers on c (their Serve, and Run, which answers file
+// queries), slot 2 cheating as cheat says, until the honest slots 0 and 1 are done; it
+// fails unless slot 2, and only it, was convicted with one proof, which it returns.
+func (c *fakeChain) serveWithSlot2Cheating(t *testing.T, cheat func(*Options)) ([]*worker, *verifytypes.MsgProveRoundFault) {
+	t.Helper()
+	var ws []*worker
+	for slot := range uint32(3) {
+		ws = append(ws, c.newWorker(t, 100+uint64(slot), slot))
+	}
+	cheat(&ws[2].role.opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, w := range ws {
+		runInBackground(t, ctx, w)
+	}
+	stopCheater := serveInBackground(ctx, ws[2])
+	requireServed(t, ctx, ws[:2])
+	stopCheater()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.convicted, []string{"provider-2"}) || len(c.proofs) != 1 {
+		t.Fatalf("convicted %v with %d proofs, want provider-2 with one", c.convicted, len(c.proofs))
+	}
+	return ws, c.proofs[0]
 }
 
 // Round 1 opens on G_1 and every slot trains, commits and checkpoints it; then slot 2's
