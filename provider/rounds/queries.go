@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	sdk "github.com/cosmos/cosmos-sdk/types"
 
 	"github.com/depinchain/depinchain/pkg/diloco"
 	"github.com/depinchain/depinchain/pkg/exact"
@@ -134,24 +137,28 @@ func (r *Role) descend(ctx context.Context, id uint64, leaves []merkle.Hash) (*v
 	}
 }
 
-// queryAnswers runs the worker's side: one answer at a time, in the order the events
-// asked for them; the file being queried is kept between moves.
+// queryAnswers are the file queries that may wait for this operator's move: a set, not a
+// queue, so that a flood of queries (each paid for by its challenger) drops none — a
+// missed answer is a conviction.
 type queryAnswers struct {
-	todo chan uint64
-	mu   sync.Mutex
-	// file is the last file answered from, by query.
+	mu      sync.Mutex
+	pending map[uint64]bool
+	wake    chan struct{}
+	// file is the file each open query is answered from, kept between its moves.
 	file map[uint64][]byte
 }
 
 func newQueryAnswers() *queryAnswers {
-	return &queryAnswers{todo: make(chan uint64, 64), file: map[uint64][]byte{}}
+	return &queryAnswers{pending: map[uint64]bool{}, wake: make(chan struct{}, 1), file: map[uint64][]byte{}}
 }
 
-// ask queues query id for an answer (dropped when the queue is full: the query's next
-// event, or its deadline, comes again).
+// ask marks query id for a look.
 func (a *queryAnswers) ask(id uint64) {
+	a.mu.Lock()
+	a.pending[id] = true
+	a.mu.Unlock()
 	select {
-	case a.todo <- id:
+	case a.wake <- struct{}{}:
 	default:
 	}
 }
@@ -162,38 +169,81 @@ func (a *queryAnswers) forget(id uint64) {
 	a.mu.Unlock()
 }
 
-// answerQueries answers the queued queries until ctx ends.
+// take returns the queries asked about since the last take, in id order.
+func (a *queryAnswers) take() []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]uint64, 0, len(a.pending))
+	for id := range a.pending {
+		ids = append(ids, id)
+	}
+	clear(a.pending)
+	slices.Sort(ids)
+	return ids
+}
+
+// answerQueries answers the asked queries until ctx ends: every move due from this
+// operator in one transaction (one by one if the chain refuses the batch).
 func (r *Role) answerQueries(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-r.answers.todo:
-			if err := r.answerFileQuery(ctx, id); err != nil && ctx.Err() == nil {
+		case <-r.answers.wake:
+		}
+		var msgs []sdk.Msg
+		for _, id := range r.answers.take() {
+			msg, err := r.fileQueryAnswer(ctx, id)
+			if err != nil && ctx.Err() == nil {
 				r.log.Error("cannot answer a file query on this operator's round file", "query", id, "err", err)
 			}
+			if msg != nil {
+				msgs = append(msgs, msg)
+			}
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if _, err := r.opts.Submit(ctx, msgs...); err == nil || len(msgs) == 1 {
+			r.logAnswers(msgs, err)
+			continue
+		}
+		for _, msg := range msgs {
+			_, err := r.opts.Submit(ctx, msg)
+			r.logAnswers([]sdk.Msg{msg}, err)
 		}
 	}
 }
 
-// answerFileQuery makes the worker's move in file query id if it is this operator's
-// turn: the children of the current node, or the chunk at a leaf, of the file as this
-// worker made it (roundFile).
-func (r *Role) answerFileQuery(ctx context.Context, id uint64) error {
+func (r *Role) logAnswers(msgs []sdk.Msg, err error) {
+	for _, m := range msgs {
+		a := m.(*verifytypes.MsgAnswerFileQuery)
+		if err != nil {
+			r.log.Error("the chain refused this worker's file query answer", "query", a.QueryId, "err", err)
+			continue
+		}
+		r.log.Info("answered a file query on this worker's round file", "query", a.QueryId, "leaf", len(a.Chunk) > 0)
+	}
+}
+
+// fileQueryAnswer is this operator's move in file query id if it is its turn (nil
+// otherwise): the children of the current node, or the chunk at a leaf, of the file as
+// this worker made it (roundFile).
+func (r *Role) fileQueryAnswer(ctx context.Context, id uint64) (*verifytypes.MsgAnswerFileQuery, error) {
 	res, err := r.opts.Chain.FileQuery(ctx, &verifytypes.QueryFileQueryRequest{QueryId: id})
 	if err != nil {
-		return nil // ended
+		return nil, nil // ended
 	}
 	q := res.FileQuery
 	if q.Provider != r.opts.Operator || q.Turn != verifytypes.FILE_QUERY_TURN_WORKER {
-		return nil
+		return nil, nil
 	}
 	r.answers.mu.Lock()
 	file, ok := r.answers.file[id]
 	r.answers.mu.Unlock()
 	if !ok {
 		if file, err = r.roundFile(ctx, q); err != nil {
-			return fmt.Errorf("rebuilding the worker's %s of job %d round %d: %w", q.File, q.JobId, q.Round, err)
+			return nil, fmt.Errorf("rebuilding the worker's %s of job %d round %d: %w", q.File, q.JobId, q.Round, err)
 		}
 		r.answers.mu.Lock()
 		r.answers.file[id] = file
@@ -201,7 +251,7 @@ func (r *Role) answerFileQuery(ctx context.Context, id uint64) error {
 	}
 	leaves := merkle.LeafHashesOfBytes(file, diloco.ChunkSize)
 	if root := merkle.RootFromLeafHashes(leaves); !bytes.Equal(root[:], q.Root) || uint64(len(leaves)) != q.Size_ {
-		return fmt.Errorf("the %s rebuilt here has root %s, the one committed is %x", q.File, root, q.Root)
+		return nil, fmt.Errorf("the %s rebuilt here has root %s, the one committed is %x", q.File, root, q.Root)
 	}
 	msg := &verifytypes.MsgAnswerFileQuery{Sender: r.opts.Operator, QueryId: id}
 	if q.Hi-q.Lo == 1 {
@@ -211,12 +261,7 @@ func (r *Role) answerFileQuery(ctx context.Context, id uint64) error {
 		left, right := merkle.RootFromLeafHashes(leaves[q.Lo:split]), merkle.RootFromLeafHashes(leaves[split:q.Hi])
 		msg.Left, msg.Right = left[:], right[:]
 	}
-	if _, err := r.opts.Submit(ctx, msg); err != nil {
-		return fmt.Errorf("answering chunks [%d, %d): %w", q.Lo, q.Hi, err)
-	}
-	r.log.Info("answered a file query on this worker's round file", "query", id, "job", q.JobId, "round", q.Round, "worker", q.Worker,
-		"file", q.File.String(), "lo", q.Lo, "hi", q.Hi)
-	return nil
+	return msg, nil
 }
 
 // roundFile rebuilds the file query q opens, as the worker made it: its start state

@@ -51,7 +51,7 @@ func (c *fakeChain) openFileQuery(m *verifytypes.MsgOpenFileQuery) (*chain.TxRes
 		return nil, refused("self query")
 	}
 	for _, q := range c.queries {
-		if q.JobId == m.JobId && q.Round == m.Round && q.Worker == m.Worker && q.File == m.File {
+		if q.JobId == m.JobId && q.Round == m.Round && q.Worker == m.Worker && q.File == m.File && q.Challenger == m.Challenger {
 			return nil, refused("file query %d is open on it", q.Id)
 		}
 	}
@@ -104,6 +104,27 @@ func (c *fakeChain) answerFileQuery(m *verifytypes.MsgAnswerFileQuery) error {
 		q.Left, q.Right, q.Turn = m.Left, m.Right, verifytypes.FILE_QUERY_TURN_CHALLENGER
 	}
 	q.Deadline++
+	return nil
+}
+
+// answerFileQueries takes a transaction of answers: all of them, or (the first refused)
+// none.
+func (c *fakeChain) answerFileQueries(msgs []sdk.Msg) error {
+	c.mu.Lock()
+	for _, m := range msgs {
+		a, ok := m.(*verifytypes.MsgAnswerFileQuery)
+		if q := c.queries[a.GetQueryId()]; !ok || q == nil || q.Turn != verifytypes.FILE_QUERY_TURN_WORKER || q.Provider != a.Sender {
+			c.mu.Unlock()
+			return refused("a transaction of several messages takes only answers due")
+		}
+	}
+	c.answeredBatches++
+	c.mu.Unlock()
+	for _, m := range msgs {
+		if err := c.answerFileQuery(m.(*verifytypes.MsgAnswerFileQuery)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -214,39 +235,74 @@ func testWorkerFaultQueried(t *testing.T, spec diloco.SyncSpec, cheat func(*Opti
 	return p
 }
 
-// An honest worker answers a file query on its start state (a griefer's: the descent
-// always goes right) move by move down to a chunk, which with the collected path opens
-// against its committed start root — and is the chunk a checker rebuilds, so no proof
-// can be built from it.
+// An honest worker answers two file queries on its start state at once (griefers': the
+// descents always go right) move by move down to a chunk, which with the collected path
+// opens against its committed start root — and is the chunk a checker rebuilds, so no
+// proof can be built from it.
 func TestRoleAnswersAFileQueryToTheLeaf(t *testing.T) {
 	c := newFakeChain(t, denseSpec, 2, 2)
 	ws := []*worker{c.newWorker(t, 100, 0), c.newWorker(t, 101, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	requireServed(t, ctx, ws)
-	runInBackground(t, ctx, ws[1])
 
-	res, err := c.openFileQuery(&verifytypes.MsgOpenFileQuery{Challenger: "griefer", JobId: c.job.Id, Round: 1, Worker: 1, File: verifytypes.ROUND_FILE_START})
-	if err != nil {
+	var ids []uint64
+	for _, griefer := range []string{"griefer-1", "griefer-2"} {
+		res, err := c.openFileQuery(&verifytypes.MsgOpenFileQuery{Challenger: griefer, JobId: c.job.Id, Round: 1, Worker: 1, File: verifytypes.ROUND_FILE_START})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened, ok := chain.FindEvent[*verifytypes.EventFileQueryOpened](res.Events)
+		if !ok {
+			t.Fatal("no EventFileQueryOpened in the open's result")
+		}
+		ids = append(ids, opened.QueryId)
+	}
+	// Both queries are asked about before the worker's Run starts: its first answers go
+	// out in one transaction.
+	if err := c.await(ctx, func() bool {
+		a := ws[1].role.answers
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.pending) == 2
+	}); err != nil {
 		t.Fatal(err)
 	}
-	opened, ok := chain.FindEvent[*verifytypes.EventFileQueryOpened](res.Events)
-	if !ok {
-		t.Fatal("no EventFileQueryOpened in the open's result")
-	}
+	runInBackground(t, ctx, ws[1])
 	var q verifytypes.FileQuery
 	for moves := 0; ; moves++ {
-		if err := c.await(ctx, func() bool { q = *c.queries[opened.QueryId]; return q.Turn != verifytypes.FILE_QUERY_TURN_WORKER }); err != nil {
-			t.Fatalf("the worker did not answer move %d: %v", moves, err)
+		var qs []verifytypes.FileQuery
+		if err := c.await(ctx, func() bool {
+			qs = nil
+			for _, id := range ids {
+				if c.queries[id].Turn == verifytypes.FILE_QUERY_TURN_WORKER {
+					return false
+				}
+				qs = append(qs, *c.queries[id])
+			}
+			return true
+		}); err != nil {
+			t.Fatalf("the worker did not answer move %d of both queries: %v", moves, err)
 		}
-		if q.Turn == verifytypes.FILE_QUERY_TURN_PROVE {
+		if q = qs[0]; q.Turn == verifytypes.FILE_QUERY_TURN_PROVE {
+			if qs[1].Turn != verifytypes.FILE_QUERY_TURN_PROVE || !bytes.Equal(qs[1].Chunk, q.Chunk) {
+				t.Fatalf("the two queries ended apart: %+v", qs)
+			}
 			break
 		}
-		if err := c.descendFileQuery(&verifytypes.MsgDescendFileQuery{Challenger: "griefer", QueryId: q.Id, Right: true}); err != nil {
-			t.Fatal(err)
+		for _, q := range qs {
+			if err := c.descendFileQuery(&verifytypes.MsgDescendFileQuery{Challenger: q.Challenger, QueryId: q.Id, Right: true}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	l := diloco.NewLayout(tinyConfig())
+	c.mu.Lock()
+	batches := c.answeredBatches
+	c.mu.Unlock()
+	if batches == 0 {
+		t.Fatal("the worker never answered the two queries' moves in one transaction")
+	}
 	if q.Lo != l.StateChunks()-1 {
 		t.Fatalf("the descent ended at chunk %d, want the last, %d", q.Lo, l.StateChunks()-1)
 	}

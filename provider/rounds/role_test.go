@@ -64,6 +64,8 @@ type fakeChain struct {
 	queries   map[uint64]*verifytypes.FileQuery
 	queryLog  []verifytypes.FileQuery
 	listeners []*Role
+	// answeredBatches counts transactions of several file query answers.
+	answeredBatches int
 }
 
 // convict records provider as convicted and closes its leases, as x/verify's fraud path.
@@ -537,6 +539,9 @@ func (c *fakeChain) newWorker(t *testing.T, leaseID uint64, slot uint32) *worker
 		Operator: operator, Chain: c, WorkDir: filepath.Join(dir, "work"), CustodyDir: custodyDir, Custody: c.net.source(),
 		PollInterval: 20 * time.Millisecond, AggregatorGrace: 5 * time.Second, Metrics: m,
 		Submit: func(_ context.Context, msgs ...sdk.Msg) (*chain.TxResult, error) {
+			if len(msgs) > 1 { // the worker's file query answers, due together
+				return &chain.TxResult{}, c.answerFileQueries(msgs)
+			}
 			if len(msgs) != 1 {
 				return nil, errors.New("one message")
 			}

@@ -17,11 +17,32 @@ import (
 	"github.com/depinchain/depinchain/x/verify/types"
 )
 
-// FileQueryKey names the one file a query may be open on: (job, round, worker, file).
-type FileQueryKey = collections.Quad[uint64, uint64, uint32, uint32]
+// FileQueryKey indexes an open query by the commit it queries: (job, round, worker, id).
+type FileQueryKey = collections.Quad[uint64, uint64, uint32, uint64]
 
 func fileQueryKey(q types.FileQuery) FileQueryKey {
-	return collections.Join4(q.JobId, q.Round, q.Worker, uint32(q.File))
+	return collections.Join4(q.JobId, q.Round, q.Worker, q.Id)
+}
+
+// commitFileQueries returns the queries open on worker's commit of round.
+func (k Keeper) commitFileQueries(ctx context.Context, jobID, round uint64, worker uint32) ([]types.FileQuery, error) {
+	iter, err := k.FileQueriesByCommit.Iterate(ctx, collections.NewSuperPrefixedQuadRange3[uint64, uint64, uint32, uint64](jobID, round, worker))
+	if err != nil {
+		return nil, err
+	}
+	keys, err := iter.Keys()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]types.FileQuery, 0, len(keys))
+	for _, key := range keys {
+		q, err := k.GetFileQuery(ctx, key.K4())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // fileNames say what a query's file is, in errors and conviction reasons.
@@ -41,7 +62,9 @@ func (k Keeper) GetFileQuery(ctx context.Context, id uint64) (types.FileQuery, e
 
 // openFileQuery opens a file query (MsgOpenFileQuery): the commit must be one a
 // MsgProveRoundFault could convict now (it exists and is not excluded), the file one its
-// job has, the challenger not its provider, and no query open on the same file. The
+// job has, the challenger not its provider, and no query of the same challenger open on
+// the same file. Others' queries do not stand in the way: a worker's accomplice opening
+// one and descending where the file is right must not keep an honest challenger out. The
 // deposit is escrowed last, after every check, so a refused query changes nothing.
 func (k Keeper) openFileQuery(ctx sdk.Context, challenger sdk.AccAddress, challengerText string, msg *types.MsgOpenFileQuery) (uint64, error) {
 	params, err := k.Params.Get(ctx)
@@ -87,12 +110,15 @@ func (k Keeper) openFileQuery(ctx sdk.Context, challenger sdk.AccAddress, challe
 		Root: root, Size_: size, Lo: 0, Hi: size, Node: root, Turn: types.FILE_QUERY_TURN_WORKER,
 		Deadline: ctx.BlockHeight() + int64(params.MoveTimeout), Deposit: params.FileQueryDeposit, OpenedHeight: ctx.BlockHeight(),
 	}
-	open, found, err := keeperutil.Optional(k.FileQueriesByCommit.Get(ctx, fileQueryKey(q)))
+	open, err := k.commitFileQueries(ctx, msg.JobId, msg.Round, msg.Worker)
 	if err != nil {
 		return 0, err
 	}
-	if found {
-		return 0, errorsmod.Wrapf(types.ErrFileQueryOpen, "file query %d is open on the %s of job %d round %d worker %d", open, fileNames[msg.File], msg.JobId, msg.Round, msg.Worker)
+	for _, o := range open {
+		if o.Challenger == challengerText && o.File == msg.File {
+			return 0, errorsmod.Wrapf(types.ErrFileQueryOpen, "file query %d of %s is open on the %s of job %d round %d worker %d",
+				o.Id, o.Challenger, fileNames[msg.File], msg.JobId, msg.Round, msg.Worker)
+		}
 	}
 	if err := k.bankKeeper.SendCoinsFromAccountToModule(ctx, challenger, types.ModuleName, sdk.NewCoins(q.Deposit)); err != nil {
 		return 0, err
@@ -103,7 +129,7 @@ func (k Keeper) openFileQuery(ctx sdk.Context, challenger sdk.AccAddress, challe
 	if err := k.saveFileQuery(ctx, q); err != nil {
 		return 0, err
 	}
-	if err := k.FileQueriesByCommit.Set(ctx, fileQueryKey(q), q.Id); err != nil {
+	if err := k.FileQueriesByCommit.Set(ctx, fileQueryKey(q)); err != nil {
 		return 0, err
 	}
 	return q.Id, keeperutil.Emit(ctx, &types.EventFileQueryOpened{
@@ -380,18 +406,11 @@ func (k Keeper) fileQueryTimeout(ctx sdk.Context, id uint64) error {
 // endCommitFileQueries ends the file queries open on worker's commit of round (just
 // convicted) VOID, their deposits back to their challengers.
 func (k Keeper) endCommitFileQueries(ctx sdk.Context, jobID, round uint64, worker uint32, reason string) error {
-	for _, file := range []types.RoundFile{types.ROUND_FILE_START, types.ROUND_FILE_ERROR_OUT} {
-		id, found, err := keeperutil.Optional(k.FileQueriesByCommit.Get(ctx, collections.Join4(jobID, round, worker, uint32(file))))
-		if err != nil {
-			return err
-		}
-		if !found {
-			continue
-		}
-		q, err := k.GetFileQuery(ctx, id)
-		if err != nil {
-			return err
-		}
+	open, err := k.commitFileQueries(ctx, jobID, round, worker)
+	if err != nil {
+		return err
+	}
+	for _, q := range open {
 		if err := k.endFileQuery(ctx, q, types.FILE_QUERY_OUTCOME_VOID, q.Challenger, reason); err != nil {
 			return err
 		}
@@ -401,10 +420,10 @@ func (k Keeper) endCommitFileQueries(ctx sdk.Context, jobID, round uint64, worke
 
 // RoundFilesQueried reports whether a file query is open on a commit of the round
 // (x/market's RoundTraceKeeper): its global is not final meanwhile, so a worker cannot
-// answer slowly past finality, nor a proof of a revealed chunk come after it. At most two
-// queries per entered worker are walked.
+// answer slowly past finality, nor a proof of a revealed chunk come after it. One index
+// entry is read.
 func (k Keeper) RoundFilesQueried(ctx context.Context, jobID, round uint64) (bool, error) {
-	iter, err := k.FileQueriesByCommit.Iterate(ctx, collections.NewSuperPrefixedQuadRange[uint64, uint64, uint32, uint32](jobID, round))
+	iter, err := k.FileQueriesByCommit.Iterate(ctx, collections.NewSuperPrefixedQuadRange[uint64, uint64, uint32, uint64](jobID, round))
 	if err != nil {
 		return false, err
 	}

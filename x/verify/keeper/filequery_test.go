@@ -372,7 +372,7 @@ func TestFileQueryRefusals(t *testing.T) {
 	refused(sdkerrors.ErrInsufficientFunds, "insufficient funds", open(s.openMsg(pauper, 1, 0, types.ROUND_FILE_START, nil)))
 
 	q := s.openQuery(challenger, 1, 0, types.ROUND_FILE_START, nil, s.files["start/1/0"], s.files["start/1/0"], 3)
-	refused(types.ErrFileQueryOpen, fmt.Sprintf("file query %d is open", q.id), open(s.openMsg(other, 1, 0, types.ROUND_FILE_START, nil)))
+	refused(types.ErrFileQueryOpen, fmt.Sprintf("file query %d of %s is open", q.id, challenger), open(s.openMsg(challenger, 1, 0, types.ROUND_FILE_START, nil)))
 
 	// The worker's turn.
 	good := q.answerMsg()
@@ -466,6 +466,13 @@ func TestFileQueryGenesisRoundTrip(t *testing.T) {
 	bad.FileQueries = append([]types.FileQuery{}, imported.FileQueries...)
 	bad.FileQueries[0].Lo = bad.FileQueries[0].Hi
 	require.ErrorContains(t, bad.Validate(), "is not inside the file")
+	bad.FileQueries = append([]types.FileQuery{}, imported.FileQueries...)
+	bad.FileQueries[0].Turn = types.FILE_QUERY_TURN_PROVE
+	require.ErrorContains(t, bad.Validate(), "a revealed chunk")
+	bad.FileQueries = append([]types.FileQuery{}, imported.FileQueries[0], imported.FileQueries[0])
+	bad.FileQueries[1].Id++
+	bad.NextFileQueryId++
+	require.ErrorContains(t, bad.Validate(), "second open query")
 }
 
 // The v5 migration gives version-4 params (no file_query_deposit, so zero) the default,
@@ -599,4 +606,41 @@ func TestRoundGlobalWaitsForAnOpenFileQuery(t *testing.T) {
 	ended := typedEvents[*types.EventFileQueryEnded](r.env)
 	require.Equal(t, types.FILE_QUERY_OUTCOME_ANSWERED, ended[len(ended)-1].Outcome)
 	r.requireInvariants()
+}
+
+// A cheating worker's accomplice opens a query on its wrong start state first and descends
+// where the file is right, to run out the clock. It does not keep an honest challenger
+// out: the honest query goes on beside it, finds the wrong chunk and convicts the worker,
+// which ends both queries VOID, each deposit back to its challenger.
+func TestFileQueryAnAccompliceCannotShieldAWorker(t *testing.T) {
+	s := newRoundScenario(t, 0)
+	honest := s.files["start/1/0"]
+	g, err := diloco.DecodeGlobal(s.files["g1"])
+	require.NoError(t, err)
+	s.replace("start/1/0", g.WorkerStart(nil).Encode())
+	s.commit(1, 0)
+	first := leftmostDiff(honest, s.files["start/1/0"])
+	accomplice, challenger := s.account("accomplice"), s.account("challenger")
+	// The accomplice "compares" with the worker's own file: it aims at the last chunk.
+	shield := s.openQuery(accomplice, 1, 0, types.ROUND_FILE_START, nil, s.files["start/1/0"], s.files["start/1/0"], s.layout.StateChunks()-1)
+	shield.answer()
+	q := s.openQuery(challenger, 1, 0, types.ROUND_FILE_START, nil, s.files["start/1/0"], honest, 0)
+	opening := q.play()
+	require.Equal(t, first, opening.Index)
+	require.Equal(t, types.FILE_QUERY_TURN_CHALLENGER, shield.state().Turn, "the accomplice's query is still open")
+
+	proof := s.startProof(challenger, 1, 0, first)
+	proof.Claimed = []types.FileChunk{opening}
+	bond, balance := s.provider(s.provs[0]).Bond.Amount, s.Balance(challenger)
+	accompliceBalance := s.Balance(accomplice)
+	_, err = s.prove(proof)
+	require.NoError(t, err)
+	deposit := s.verifyParams().FileQueryDeposit.Amount
+	s.requireConvicted(challenger, s.provs[0], s.leases[0].Id, bond, balance.Add(deposit))
+	require.Equal(t, accompliceBalance.Add(deposit), s.Balance(accomplice), "the accomplice's query ended void")
+	for _, id := range []uint64{shield.id, q.id} {
+		_, err := s.Verify.GetFileQuery(s.Ctx, id)
+		require.ErrorIs(t, err, types.ErrFileQueryNotFound)
+	}
+	require.Zero(t, s.fileQueryDeadlines())
 }

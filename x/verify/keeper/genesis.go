@@ -74,7 +74,7 @@ func (k Keeper) InitGenesis(ctx context.Context, gs *types.GenesisState) error {
 		if err := k.FileQueryDeadlines.Set(ctx, collections.Join(q.Deadline, q.Id)); err != nil {
 			return err
 		}
-		if err := k.FileQueriesByCommit.Set(ctx, fileQueryKey(q), q.Id); err != nil {
+		if err := k.FileQueriesByCommit.Set(ctx, fileQueryKey(q)); err != nil {
 			return err
 		}
 	}

@@ -95,8 +95,8 @@ type Keeper struct {
 	FileQueryDeadlines collections.KeySet[collections.Pair[int64, uint64]]
 	// FileQuerySeq is the id the next file query gets.
 	FileQuerySeq collections.Sequence
-	// FileQueriesByCommit: the open query on each (job, round, worker, file), one at most.
-	FileQueriesByCommit collections.Map[FileQueryKey, uint64]
+	// FileQueriesByCommit: the open queries on each commit, (job, round, worker, query id).
+	FileQueriesByCommit collections.KeySet[FileQueryKey]
 
 	// challengesByLease reads the Challenges.Checkpoint index, (lease, index, challenge),
 	// as (lease, (index, challenge)), so that a query pages through one lease's challenges
@@ -158,8 +158,8 @@ func NewKeeper(
 		FileQueryDeadlines: collections.NewKeySet(sb, types.FileQueryDeadlinesKey, "file_query_deadlines",
 			collections.PairKeyCodec(collections.Int64Key, collections.Uint64Key)),
 		FileQuerySeq: collections.NewSequence(sb, types.FileQuerySeqKey, "file_query_seq"),
-		FileQueriesByCommit: collections.NewMap(sb, types.FileQueriesByCommitKey, "file_queries_by_commit",
-			collections.QuadKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint32Key, collections.Uint32Key), collections.Uint64Value),
+		FileQueriesByCommit: collections.NewKeySet(sb, types.FileQueriesByCommitKey, "file_queries_by_commit",
+			collections.QuadKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint32Key, collections.Uint64Key)),
 		OpeningHeights: collections.NewMap(sb, types.OpeningHeightsKey, "opening_heights",
 			collections.TripleKeyCodec(collections.Uint64Key, collections.Uint64Key, collections.Uint64Key), collections.Int64Value),
 		Assignments: collections.NewIndexedMap(sb, types.AuditsKey, "audits",

@@ -129,27 +129,30 @@ func (gs GenesisState) validateAudits(checkpoints map[cpKey]Checkpoint) error {
 }
 
 // validateFileQueries checks that each open file query has a unique id below
-// next_file_query_id, is the only one on its file, and is a descent in progress: a
-// range inside the file, hashes that are hashes (the worker's children while the
-// challenger chooses), a deposit.
+// next_file_query_id, is its challenger's only one on its file, and is a descent in
+// progress: a range inside the file, hashes that are hashes (the worker's children while
+// the challenger chooses), a deposit, and at the proof's turn the revealed chunk.
 func (gs GenesisState) validateFileQueries() error {
 	type fileKey struct {
 		job, round uint64
 		worker     uint32
 		file       RoundFile
+		challenger string
 	}
 	ids, files := map[uint64]bool{}, map[fileKey]bool{}
 	for _, q := range gs.FileQueries {
-		fk := fileKey{q.JobId, q.Round, q.Worker, q.File}
+		fk := fileKey{q.JobId, q.Round, q.Worker, q.File, q.Challenger}
 		switch {
 		case q.Id == 0 || q.Id >= gs.NextFileQueryId || ids[q.Id]:
 			return fmt.Errorf("file query %d: id must be unique and in [1, next_file_query_id %d)", q.Id, gs.NextFileQueryId)
 		case files[fk]:
-			return fmt.Errorf("file query %d: a second open query on the %s of job %d round %d worker %d", q.Id, q.File, q.JobId, q.Round, q.Worker)
+			return fmt.Errorf("file query %d: %s's second open query on the %s of job %d round %d worker %d", q.Id, q.Challenger, q.File, q.JobId, q.Round, q.Worker)
 		case q.File != ROUND_FILE_START && q.File != ROUND_FILE_ERROR_OUT:
 			return fmt.Errorf("file query %d: file %s is not a round file", q.Id, q.File)
-		case q.Turn != FILE_QUERY_TURN_WORKER && q.Turn != FILE_QUERY_TURN_CHALLENGER:
+		case q.Turn != FILE_QUERY_TURN_WORKER && q.Turn != FILE_QUERY_TURN_CHALLENGER && q.Turn != FILE_QUERY_TURN_PROVE:
 			return fmt.Errorf("file query %d: turn %s is not a party's", q.Id, q.Turn)
+		case (q.Turn == FILE_QUERY_TURN_PROVE) != (len(q.Chunk) > 0) || (q.Turn == FILE_QUERY_TURN_PROVE && q.Hi != q.Lo+1) || len(q.Chunk) > 4096:
+			return fmt.Errorf("file query %d: a revealed chunk (at most 4096 bytes) is held exactly at the proof's turn, at one chunk", q.Id)
 		case q.Lo >= q.Hi || q.Hi > q.Size_:
 			return fmt.Errorf("file query %d: range [%d, %d) is not inside the file's %d chunks", q.Id, q.Lo, q.Hi, q.Size_)
 		case q.Challenger == "" || q.Provider == "":

@@ -2325,8 +2325,8 @@ var xxx_messageInfo_MsgProveRoundFaultResponse proto.InternalMessageInfo
 
 // MsgOpenFileQuery opens a file query on worker `worker`'s commit of round `round` of job
 // `job_id`: allowed while a MsgProveRoundFault on that commit is (the commit exists and
-// is not excluded), by anyone but the commit's provider, one open query per (job, round,
-// worker, file). `header` (ROUND_FILE_ERROR_OUT only) is chunk 0 of the worker's
+// is not excluded), by anyone but the commit's provider, one open query per challenger and
+// (job, round, worker, file). `header` (ROUND_FILE_ERROR_OUT only) is chunk 0 of the worker's
 // compressed pseudo-gradient, opened against its pseudo_gradient_root: the error_out root
 // it names is the queried file's root.
 type MsgOpenFileQuery struct {
