@@ -259,18 +259,29 @@ type txSearchResult struct {
 // acceptedTx returns the first transaction the chain accepted with a message of action
 // (a Msg type URL); false if there is none yet or the node did not answer.
 func acceptedTx(ctx context.Context, node *localnet.Node, action string) (txSearchResult, bool) {
+	txs := acceptedTxs(ctx, node, action)
+	if len(txs) == 0 {
+		return txSearchResult{}, false
+	}
+	return txs[0], true
+}
+
+// acceptedTxs are the transactions with a message of type action that the chain
+// executed without error (none when the search fails).
+func acceptedTxs(ctx context.Context, node *localnet.Node, action string) []txSearchResult {
 	var out struct {
 		Txs []txSearchResult `json:"txs"`
 	}
 	if err := node.Query(ctx, &out, "txs", "--query", fmt.Sprintf("message.action='%s'", action), "--node", node.RPC); err != nil {
-		return txSearchResult{}, false
+		return nil
 	}
+	var accepted []txSearchResult
 	for _, tx := range out.Txs {
 		if tx.Code == 0 {
-			return tx, true
+			accepted = append(accepted, tx)
 		}
 	}
-	return txSearchResult{}, false
+	return accepted
 }
 
 func (r txSearchResult) height(t *testing.T) int64 {
