@@ -51,10 +51,10 @@ func (e *fileQueryNeeded) Error() string {
 
 // queryFile plays the challenger's side of a file query on need and returns the proof of
 // the chunk it reveals (nil: the chain left the worker out meanwhile, by this query's
-// timeout or another's proof). A query another challenger has open on the same file is
-// waited out, and the file queried again if the worker is still in; a query the chain
-// keeps refusing (this operator cannot pay the deposit, say) is given up after
-// CheckWait, so the round's aggregation is not held up by it.
+// timeout or another's proof). Other challengers' queries on the file do not stand in the
+// way; an open the chain refuses (this challenger's own query from before a restart is
+// still open, or it cannot pay the deposit) is tried again, and given up after CheckWait
+// so that the round's aggregation is not held up by it.
 func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*verifytypes.MsgProveRoundFault, error) {
 	c := need.commit
 	leaves := merkle.LeafHashesOfBytes(need.correct, diloco.ChunkSize)
@@ -70,8 +70,8 @@ func (r *Role) queryFile(ctx context.Context, j Job, need *fileQueryNeeded) (*ve
 			if !time.Now().Before(refusedUntil) {
 				return nil, fmt.Errorf("the chain refused every file query on it for %s: %w", r.opts.CheckWait, err)
 			}
-			if !warned { // typically another challenger's query is open: it is waited out
-				r.log.Warn("the chain refused this sidecar's file query; trying again until it is taken", "job", c.JobId, "round", c.Round, "worker", c.Worker,
+			if !warned {
+				r.log.Warn("the chain refused this sidecar's file query; trying again", "job", c.JobId, "round", c.Round, "worker", c.Worker,
 					"file", need.file.String(), "err", err)
 				warned = true
 			}
@@ -119,13 +119,13 @@ func (r *Role) descend(ctx context.Context, id uint64, leaves []merkle.Hash) (*v
 			}
 			split := q.Lo + merkle.SplitPoint(q.Hi-q.Lo)
 			left := merkle.RootFromLeafHashes(leaves[q.Lo:split])
-			right := !bytes.Equal(q.Left, left[:])
-			if !right {
-				if own := merkle.RootFromLeafHashes(leaves[split:q.Hi]); bytes.Equal(q.Right, own[:]) {
+			leftDiffers := !bytes.Equal(q.Left, left[:])
+			if !leftDiffers {
+				if right := merkle.RootFromLeafHashes(leaves[split:q.Hi]); bytes.Equal(q.Right, right[:]) {
 					return nil, fmt.Errorf("file query %d: both children of chunks [%d, %d) are the rebuilt file's", id, q.Lo, q.Hi)
 				}
 			}
-			if _, err := r.opts.Submit(ctx, &verifytypes.MsgDescendFileQuery{Challenger: r.opts.Operator, QueryId: id, Right: !right}); err != nil {
+			if _, err := r.opts.Submit(ctx, &verifytypes.MsgDescendFileQuery{Challenger: r.opts.Operator, QueryId: id, Right: !leftDiffers}); err != nil {
 				r.log.Warn("the chain refused this sidecar's descent; trying again", "query", id, "err", err)
 			} else {
 				moved = q.Deadline
