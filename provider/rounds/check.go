@@ -234,12 +234,12 @@ func (r *Role) startFault(j Job, g *diloco.GlobalState, global, carry []byte, c 
 	if g.WorkerStart(carryState).Root() == claimed {
 		return nil, nil
 	}
+	l := diloco.NewLayout(j.Config)
 	if carry != nil {
 		if start := g.WorkerStart(nil).Encode(); exact.StateRoot(start) == claimed {
-			return dispute.StartFault(r.opts.Operator, j.ID, g.Round, c.Worker, diloco.NewLayout(j.Config), j.Sync, global, carry, start)
+			return dispute.StartFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, carry, start)
 		}
 	}
-	l := diloco.NewLayout(j.Config)
 	return nil, &fileQueryNeeded{commit: c, file: verifytypes.ROUND_FILE_START, correct: g.WorkerStart(carryState).Encode(),
 		prove: func(opened verifytypes.FileChunk) (*verifytypes.MsgProveRoundFault, error) {
 			return dispute.StartChunkFault(r.opts.Operator, j.ID, g.Round, c.Worker, l, j.Sync, global, carry, opened)

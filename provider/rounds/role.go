@@ -195,7 +195,7 @@ func (r *Role) HandleEvent(_ context.Context, _ *db.Tx, ev chain.Event) (func(),
 		}
 		return func() { r.answers.ask(e.QueryId) }, nil
 	case *verifytypes.EventFileQueryDescended:
-		return func() { r.answers.ask(e.QueryId) }, nil // answerFileQuery skips others' queries
+		return func() { r.answers.ask(e.QueryId) }, nil // fileQueryAnswer skips others' queries
 	case *verifytypes.EventFileQueryEnded:
 		return func() { r.answers.forget(e.QueryId) }, nil
 	case *markettypes.EventJobClosed:
@@ -964,8 +964,10 @@ func (r *Role) carryFromChain(ctx context.Context, l Lease, w *Worker, round uin
 	if (carry == nil) == (w.Carry == nil) && (carry == nil || *carry == *w.Carry) {
 		return nil
 	}
-	r.log.Warn("the lease's carry on record is not the chain's; taking the chain's", "lease", l.ID, "job", l.Job.Id, "round", round,
-		"recorded", roundOrNone(w.Carry), "chain", roundOrNone(carry))
+	// Expected after a restart (the carry starts unknown) and after a redo; the chain's is
+	// the one a START check holds the worker to.
+	r.log.Info("the lease's carry is the chain's", "lease", l.ID, "job", l.Job.Id, "round", round,
+		"was", roundOrNone(w.Carry), "chain", roundOrNone(carry))
 	w.Carry = carry
 	return nil
 }
